@@ -1,0 +1,517 @@
+//! The Emacs dynamic module.  This is the only file that knows about Emacs:
+//! it turns Lisp values into the plain types of the other modules and back.
+//! Lisp calls these functions through lisp/efrit-todo.el, never directly.
+
+pub mod model;
+pub mod reconcile;
+pub mod render;
+pub mod session;
+pub mod validate;
+
+use emacs::{defun, Env, IntoLisp, Result, Value, Vector};
+use serde_json::Value as Json;
+
+use crate::model::{Item, Status};
+use crate::session::{check_session_name, registry, ExternalItem, Options, Session};
+use crate::validate::{checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
+
+emacs::plugin_is_GPL_compatible!();
+
+emacs::define_errors! {
+    efrit_todo_invalid_input "Invalid efrit-todo input" (error)
+}
+
+emacs::use_symbols! {
+    kw_id => ":id"
+    kw_content => ":content"
+    kw_active_form => ":active-form"
+    kw_status => ":status"
+    kw_priority => ":priority"
+    kw_created => ":created"
+    kw_started => ":started"
+    kw_completed => ":completed"
+    kw_total => ":total"
+    kw_pending => ":pending"
+    kw_in_progress => ":in-progress"
+    kw_cancelled => ":cancelled"
+    kw_false => ":false"
+    kw_json_false => ":json-false"
+    kw_null => ":null"
+    kw_json_null => ":json-null"
+    st_pending => "pending"
+    st_in_progress => "in-progress"
+    st_completed => "completed"
+    st_cancelled => "cancelled"
+    ty_integer => "integer"
+    ty_float => "float"
+    ty_string => "string"
+    ty_vector => "vector"
+    ty_cons => "cons"
+    ty_symbol => "symbol"
+    ty_hash_table => "hash-table"
+    lisp_t => "t"
+    proper_list_p => "proper-list-p"
+    hash_table_keys => "hash-table-keys"
+}
+
+/// Lists and vectors longer than this are not walked: no limit a user can set
+/// comes near it, and walking them would only waste time before the error.
+const MAX_ELEMENTS: usize = 1_000_000;
+
+#[emacs::module(name = "efrit-todo-module", defun_prefix = "efrit-todo--module", separator = "-")]
+fn init(_: &Env) -> Result<()> {
+    Ok(())
+}
+
+/// Signals `efrit-todo-invalid-input` with a message that names the field.
+fn invalid<T>(env: &Env, error: InvalidInput) -> Result<T> {
+    env.signal(efrit_todo_invalid_input, (error.to_string(),))
+}
+
+/// Runs F and turns its validation error into the Lisp signal.
+fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, InvalidInput>) -> Result<Value<'e>> {
+    match result {
+        Ok(value) => value.into_lisp(env),
+        Err(error) => invalid(env, error),
+    }
+}
+
+fn session_name(env: &Env, name: String) -> Result<String> {
+    match check_session_name(&name) {
+        Ok(()) => Ok(name),
+        Err(error) => invalid(env, error),
+    }
+}
+
+fn options(max_items: i64, max_content_chars: i64, full_list_up_to: i64) -> Options {
+    let clamp = |n: i64| usize::try_from(n.max(0)).unwrap_or(usize::MAX);
+    Options {
+        limits: Limits { max_items: clamp(max_items), max_content_chars: clamp(max_content_chars) },
+        full_list_up_to: clamp(full_list_up_to),
+    }
+}
+
+fn is(env: &Env, value: Value, symbol: &emacs::OnceGlobalRef) -> bool {
+    value == symbol.bind(env)
+}
+
+fn symbol_name(value: Value) -> Result<String> {
+    value.env.call("symbol-name", (value,))?.into_rust()
+}
+
+/// A key of an object: a string, or a symbol or keyword naming it.
+fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
+    let ty = env.type_of(key)?;
+    if is(env, ty, ty_string) {
+        Ok(key.into_rust::<String>().ok())
+    } else if is(env, ty, ty_symbol) && key.is_not_nil() {
+        let name = symbol_name(key)?;
+        Ok(Some(name.strip_prefix(':').map(str::to_string).unwrap_or(name)))
+    } else {
+        Ok(None)
+    }
+}
+
+fn is_keyword(env: &Env, value: Value) -> Result<bool> {
+    Ok(is(env, env.type_of(value)?, ty_symbol) && symbol_name(value)?.starts_with(':'))
+}
+
+/// A Lisp list is read as a plist when it alternates keywords and values, as
+/// an alist when every element is a pair with a string or symbol key, and as
+/// an array otherwise.
+fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
+    let len = elements.len();
+    let at = |i: usize| elements.get::<Value>(i);
+    let mut plist = len % 2 == 0;
+    for i in (0..len).step_by(2) {
+        if !plist || !is_keyword(env, at(i)?)? {
+            plist = false;
+            break;
+        }
+    }
+    if plist {
+        let mut pairs = Vec::with_capacity(len / 2);
+        for i in (0..len).step_by(2) {
+            let key = symbol_name(at(i)?)?.trim_start_matches(':').to_string();
+            pairs.push((key, to_input(env, at(i + 1)?, depth + 1)?));
+        }
+        return Ok(Input::Map(pairs));
+    }
+    let mut keys = Vec::with_capacity(len);
+    for i in 0..len {
+        let element = at(i)?;
+        let key = if is(env, env.type_of(element)?, ty_cons) { key_of(env, element.car()?)? } else { None };
+        match key {
+            Some(key) => keys.push(key),
+            None => break,
+        }
+    }
+    if keys.len() == len {
+        let mut pairs = Vec::with_capacity(len);
+        for (i, key) in keys.into_iter().enumerate() {
+            pairs.push((key, to_input(env, at(i)?.cdr()?, depth + 1)?));
+        }
+        return Ok(Input::Map(pairs));
+    }
+    vector_to_input(env, elements, depth)
+}
+
+fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
+    let mut items = Vec::with_capacity(elements.len());
+    for i in 0..elements.len() {
+        items.push(to_input(env, elements.get(i)?, depth + 1)?);
+    }
+    Ok(Input::Array(items))
+}
+
+/// Walks a Lisp value into an `Input`.  Only Emacs failures are errors here;
+/// anything the model or caller got wrong becomes a value that validation
+/// reports with its field path.
+fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
+    if depth > MAX_DEPTH {
+        return Ok(Input::Invalid(format!("nested deeper than {MAX_DEPTH} levels")));
+    }
+    if !value.is_not_nil() {
+        return Ok(Input::Null);
+    }
+    let ty = env.type_of(value)?;
+    if is(env, ty, ty_string) {
+        return Ok(match value.into_rust::<String>() {
+            Ok(text) => Input::Str(text),
+            Err(_) => Input::Invalid("a string that is not valid UTF-8".into()),
+        });
+    }
+    if is(env, ty, ty_integer) {
+        return Ok(match value.into_rust::<i64>() {
+            Ok(n) => Input::Int(n),
+            Err(_) => Input::Invalid("an integer out of range".into()),
+        });
+    }
+    if is(env, ty, ty_float) {
+        return Ok(Input::Float(value.into_rust()?));
+    }
+    if is(env, ty, ty_symbol) {
+        if is(env, value, lisp_t) {
+            return Ok(Input::Bool(true));
+        }
+        if is(env, value, kw_false) || is(env, value, kw_json_false) {
+            return Ok(Input::Bool(false));
+        }
+        if is(env, value, kw_null) || is(env, value, kw_json_null) {
+            return Ok(Input::Null);
+        }
+        return Ok(Input::Unsupported(format!("symbol {}", symbol_name(value)?)));
+    }
+    if is(env, ty, ty_vector) {
+        let elements: Vector = value.into_rust()?;
+        if elements.len() > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!("a vector of more than {MAX_ELEMENTS} elements")));
+        }
+        return vector_to_input(env, elements, depth);
+    }
+    if is(env, ty, ty_cons) {
+        let length = env.call(proper_list_p, (value,))?;
+        if !length.is_not_nil() {
+            return Ok(Input::Invalid("a circular or dotted list".into()));
+        }
+        if length.into_rust::<i64>()? as usize > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!("a list of more than {MAX_ELEMENTS} elements")));
+        }
+        let elements: Vector = env.call("vconcat", (value,))?.into_rust()?;
+        return list_to_input(env, elements, depth);
+    }
+    if is(env, ty, ty_hash_table) {
+        let keys = env.call(hash_table_keys, (value,))?;
+        let keys: Vector = env.call("vconcat", (keys,))?.into_rust()?;
+        let mut pairs = Vec::with_capacity(keys.len());
+        for i in 0..keys.len() {
+            let key: Value = keys.get(i)?;
+            match key_of(env, key)? {
+                Some(name) => {
+                    let element = env.call("gethash", (key, value))?;
+                    pairs.push((name, to_input(env, element, depth + 1)?));
+                }
+                None => return Ok(Input::Invalid("an object with a key that is not a string or symbol".into())),
+            }
+        }
+        return Ok(Input::Map(pairs));
+    }
+    Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
+}
+
+/// Reads a tool input: Lisp data as it is, or a string as JSON text.
+fn tool_input(env: &Env, value: Value) -> Result<std::result::Result<Input, InvalidInput>> {
+    if is(env, env.type_of(value)?, ty_string) {
+        let Ok(text) = value.into_rust::<String>() else {
+            return Ok(Err(InvalidInput::new("input", "a string that is not valid UTF-8")));
+        };
+        return Ok(serde_json::from_str::<Json>(&text)
+            .map(|json| Input::from_json(&json))
+            .map_err(|e| InvalidInput::new("input", format!("not valid JSON: {e}"))));
+    }
+    to_input(env, value, 0).map(Ok)
+}
+
+fn time_value(env: &Env, at: Option<f64>) -> Result<Value<'_>> {
+    at.into_lisp(env)
+}
+
+fn status_symbol(env: &Env, status: Status) -> Value<'_> {
+    match status {
+        Status::Pending => st_pending.bind(env),
+        Status::InProgress => st_in_progress.bind(env),
+        Status::Completed => st_completed.bind(env),
+        Status::Cancelled => st_cancelled.bind(env),
+    }
+}
+
+fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+    env.list(&[
+        kw_id.bind(env),
+        item.id.as_str().into_lisp(env)?,
+        kw_content.bind(env),
+        item.content.as_str().into_lisp(env)?,
+        kw_active_form.bind(env),
+        item.active_form.as_str().into_lisp(env)?,
+        kw_status.bind(env),
+        status_symbol(env, item.status),
+        kw_priority.bind(env),
+        item.priority.as_deref().into_lisp(env)?,
+        kw_created.bind(env),
+        item.created.into_lisp(env)?,
+        kw_started.bind(env),
+        time_value(env, item.started)?,
+        kw_completed.bind(env),
+        time_value(env, item.completed)?,
+    ])
+}
+
+fn items_list<'e>(env: &'e Env, items: &[Item]) -> Result<Value<'e>> {
+    let plists = items.iter().map(|item| item_plist(env, item)).collect::<Result<Vec<_>>>()?;
+    env.list(&plists)
+}
+
+/// Converts JSON (tool schemas) into Efrit's shape: objects as alists with
+/// string keys, arrays as vectors.
+fn json_to_lisp<'e>(env: &'e Env, json: &Json) -> Result<Value<'e>> {
+    match json {
+        Json::Null => ().into_lisp(env),
+        Json::Bool(true) => Ok(lisp_t.bind(env)),
+        Json::Bool(false) => Ok(kw_json_false.bind(env)),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => i.into_lisp(env),
+            None => n.as_f64().unwrap_or(0.0).into_lisp(env),
+        },
+        Json::String(s) => s.as_str().into_lisp(env),
+        Json::Array(items) => {
+            let values = items.iter().map(|v| json_to_lisp(env, v)).collect::<Result<Vec<_>>>()?;
+            env.vector(&values)
+        }
+        Json::Object(map) => {
+            let pairs = map
+                .iter()
+                .map(|(k, v)| env.cons(k.as_str(), json_to_lisp(env, v)?))
+                .collect::<Result<Vec<_>>>()?;
+            env.list(&pairs)
+        }
+    }
+}
+
+fn with_existing<'e, F>(env: &'e Env, name: String, f: F) -> Result<Value<'e>>
+where
+    F: FnOnce(&'e Env, Option<&Session>) -> Result<Value<'e>>,
+{
+    let name = session_name(env, name)?;
+    let registry = registry();
+    f(env, registry.get(&name))
+}
+
+/// The version of this module; the Lisp side refuses a module that differs.
+#[defun]
+fn version() -> Result<String> {
+    Ok(env!("CARGO_PKG_VERSION").to_string())
+}
+
+/// The todo_write tool for SESSION: validate INPUT, reconcile, return the
+/// result text.
+#[defun]
+fn write<'e>(env: &'e Env, session: String, input: Value<'e>, max_items: i64, max_content: i64, full_up_to: i64) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let input = match tool_input(env, input)? {
+        Ok(input) => input,
+        Err(error) => return invalid(env, error),
+    };
+    let options = options(max_items, max_content, full_up_to);
+    let outcome = registry().session(&session).write(&input, &options);
+    checked(env, outcome.map(|o| o.text))
+}
+
+#[defun]
+fn items(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default()))
+}
+
+#[defun]
+fn counts(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| {
+        let c = s.map(Session::counts).unwrap_or_default();
+        env.list(&[
+            kw_total.bind(env),
+            (c.total as i64).into_lisp(env)?,
+            kw_pending.bind(env),
+            (c.pending as i64).into_lisp(env)?,
+            kw_in_progress.bind(env),
+            (c.in_progress as i64).into_lisp(env)?,
+            kw_completed.bind(env),
+            (c.completed as i64).into_lisp(env)?,
+            kw_cancelled.bind(env),
+            (c.cancelled as i64).into_lisp(env)?,
+        ])
+    })
+}
+
+#[defun]
+fn current(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| match s.and_then(Session::current) {
+        Some(item) => item_plist(env, item),
+        None => ().into_lisp(env),
+    })
+}
+
+#[defun]
+fn find(env: &Env, session: String, id: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| match s.and_then(|s| s.find(&id)) {
+        Some(item) => item_plist(env, item),
+        None => ().into_lisp(env),
+    })
+}
+
+#[defun]
+fn reset(env: &Env, session: String) -> Result<()> {
+    let session = session_name(env, session)?;
+    registry().reset(&session);
+    Ok(())
+}
+
+#[defun]
+fn sessions(env: &Env) -> Result<Value<'_>> {
+    let names = registry().names();
+    let values = names.iter().map(|n| n.as_str().into_lisp(env)).collect::<Result<Vec<_>>>()?;
+    env.list(&values)
+}
+
+#[defun]
+fn tool_schemas(env: &Env) -> Result<Value<'_>> {
+    let schemas = validate::tool_schemas().iter().map(|s| json_to_lisp(env, s)).collect::<Result<Vec<_>>>()?;
+    env.list(&schemas)
+}
+
+#[defun]
+fn prompt_guidance(env: &Env, session: String, full_up_to: i64) -> Result<String> {
+    let session = session_name(env, session)?;
+    let registry = registry();
+    let items = registry.get(&session).map(|s| s.items.as_slice()).unwrap_or_default();
+    Ok(render::prompt_guidance(items, &[], options(0, 0, full_up_to).full_list_up_to))
+}
+
+/// Efrit's `efrit-todo-add`: append a pending item, return its plist.
+#[defun]
+fn add<'e>(env: &'e Env, session: String, content: Value<'e>, priority: Option<String>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let options = options(max_items, max_content, 0);
+    let content = match to_input(env, content, 0)? {
+        Input::Null => Err(InvalidInput::new("content", "is required")),
+        input => checked_text(&input, "content", options.limits.max_content_chars).and_then(|t| non_blank(t, "content")),
+    };
+    let added = content.and_then(|content| registry().session(&session).add(content, priority, &options));
+    match added {
+        Ok(item) => item_plist(env, &item),
+        Err(error) => invalid(env, error),
+    }
+}
+
+/// Sets the status (a wire or Lisp spelling) of item ID; nil when absent.
+#[defun]
+fn set_status(env: &Env, session: String, id: String, status: String) -> Result<Value<'_>> {
+    let session = session_name(env, session)?;
+    let status = match parse_status(&Input::Str(status), "status") {
+        Ok(status) => status,
+        Err(error) => return invalid(env, error),
+    };
+    match registry().session(&session).set_status(&id, status) {
+        Some(item) => item_plist(env, &item),
+        None => ().into_lisp(env),
+    }
+}
+
+fn external_item(input: &Input, index: usize, limits: &Limits) -> std::result::Result<ExternalItem, InvalidInput> {
+    let path = |field: &str| format!("todos[{index}].{field}");
+    let text = |field: &str| -> std::result::Result<Option<String>, InvalidInput> {
+        match input.get(field) {
+            None | Some(Input::Null) => Ok(None),
+            Some(value) => checked_text(value, &path(field), limits.max_content_chars).map(Some),
+        }
+    };
+    let time = |field: &str| match input.get(field) {
+        Some(Input::Float(x)) => Some(*x),
+        Some(Input::Int(n)) => Some(*n as f64),
+        _ => None,
+    };
+    let content = non_blank(text("content")?.unwrap_or_default(), &path("content"))?;
+    let status = match input.get("status") {
+        Some(value) => parse_status(value, &path("status"))?,
+        None => Status::Pending,
+    };
+    Ok(ExternalItem { id: text("id")?, content, status, priority: text("priority")?, created: time("created"), completed: time("completed") })
+}
+
+/// Efrit's `efrit-todo-set-all`: ITEMS is a list of plists
+/// (:id :content :status :priority :created :completed).
+#[defun]
+fn set_all<'e>(env: &'e Env, session: String, items: Value<'e>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let options = options(max_items, max_content, 0);
+    let parsed = match to_input(env, items, 0)? {
+        Input::Null => Ok(vec![]),
+        Input::Array(items) => items.iter().enumerate().map(|(i, item)| external_item(item, i, &options.limits)).collect(),
+        other => Err(InvalidInput::new("todos", format!("expected a list of items, got {}", other.describe()))),
+    };
+    let result = parsed.and_then(|items| registry().session(&session).set_all(items, &options));
+    checked(env, result.map(|()| true))
+}
+
+#[defun]
+fn allocate_id(env: &Env, session: String) -> Result<String> {
+    let session = session_name(env, session)?;
+    Ok(registry().session(&session).allocate_id())
+}
+
+#[defun]
+fn id_counter(env: &Env, session: String) -> Result<i64> {
+    let session = session_name(env, session)?;
+    let issued = registry().get(&session).map(|s| s.ids.issued()).unwrap_or(0);
+    Ok(i64::try_from(issued).unwrap_or(i64::MAX))
+}
+
+/// Raises the id counter to N; it never goes down, so ids are never reused.
+#[defun]
+fn raise_counter(env: &Env, session: String, n: i64) -> Result<i64> {
+    let session = session_name(env, session)?;
+    let mut registry = registry();
+    let ids = &mut registry.session(&session).ids;
+    ids.raise_to(u64::try_from(n.max(0)).unwrap_or(0));
+    Ok(i64::try_from(ids.issued()).unwrap_or(i64::MAX))
+}
+
+#[defun]
+fn clear(env: &Env, session: String) -> Result<()> {
+    let session = session_name(env, session)?;
+    registry().session(&session).clear();
+    Ok(())
+}
+
+/// Panics on purpose, so the tests can prove a panic becomes a Lisp error.
+#[defun]
+fn panic_for_test(message: String) -> Result<()> {
+    panic!("{message}")
+}

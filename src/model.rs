@@ -1,0 +1,216 @@
+//! Todo items, statuses and the per-session list.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where an item stands.  The wire spelling is what the model sends and sees;
+/// the Lisp spelling is what Emacs code sees as a symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    Pending,
+    InProgress,
+    Completed,
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 4] = [
+        Status::Pending,
+        Status::InProgress,
+        Status::Completed,
+        Status::Cancelled,
+    ];
+
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in_progress",
+            Status::Completed => "completed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn lisp_name(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in-progress",
+            Status::Completed => "completed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a status, forgiving case and `-`/space versus `_` only: a model
+    /// that writes "In Progress" meant in_progress, one that writes "done" did not
+    /// say which of completed or cancelled it meant.
+    pub fn parse(text: &str) -> Option<Status> {
+        let canonical: String = text
+            .trim()
+            .chars()
+            .map(|c| match c {
+                '-' | ' ' => '_',
+                c => c.to_ascii_lowercase(),
+            })
+            .collect();
+        Status::ALL
+            .into_iter()
+            .find(|status| status.wire_name() == canonical)
+    }
+
+    /// Finished items need no more work.
+    pub fn is_open(self) -> bool {
+        matches!(self, Status::Pending | Status::InProgress)
+    }
+}
+
+/// Seconds since the Unix epoch, the unit Emacs time functions accept as a float.
+pub type Timestamp = f64;
+
+pub fn now() -> Timestamp {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub id: String,
+    pub content: String,
+    pub active_form: String,
+    pub status: Status,
+    /// Only Efrit's compatibility API sets this; todo_write has no priorities.
+    pub priority: Option<String>,
+    pub created: Timestamp,
+    pub started: Option<Timestamp>,
+    pub completed: Option<Timestamp>,
+}
+
+impl Item {
+    pub fn new(id: String, content: String, active_form: Option<String>, status: Status, at: Timestamp) -> Item {
+        let mut item = Item {
+            active_form: active_form.unwrap_or_else(|| content.clone()),
+            id,
+            content,
+            status: Status::Pending,
+            priority: None,
+            created: at,
+            started: None,
+            completed: None,
+        };
+        item.set_status(status, at);
+        item
+    }
+
+    /// Moves the item to STATUS and keeps the timestamps truthful: started is
+    /// the first time work began, completed is cleared when an item is reopened.
+    pub fn set_status(&mut self, status: Status, at: Timestamp) {
+        if status == Status::InProgress && self.started.is_none() {
+            self.started = Some(at);
+        }
+        match status {
+            Status::Completed if self.status != Status::Completed => self.completed = Some(at),
+            Status::Completed => {}
+            _ => self.completed = None,
+        }
+        self.status = status;
+    }
+}
+
+/// The ids a session hands out: `t1`, `t2`, ...  The counter only grows, so an
+/// id never changes meaning within a session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IdCounter {
+    issued: u64,
+}
+
+impl IdCounter {
+    pub fn next(&mut self) -> String {
+        self.issued += 1;
+        format!("t{}", self.issued)
+    }
+
+    pub fn issued(&self) -> u64 {
+        self.issued
+    }
+
+    /// Makes sure an id adopted from outside (Efrit's compatibility API) is
+    /// never handed out again.
+    pub fn observe(&mut self, id: &str) {
+        if let Some(n) = id.strip_prefix('t').and_then(|digits| digits.parse::<u64>().ok()) {
+            self.issued = self.issued.max(n);
+        }
+    }
+
+    /// Raises the counter; lowering it would reuse ids, so that is ignored.
+    pub fn raise_to(&mut self, n: u64) {
+        self.issued = self.issued.max(n);
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub total: usize,
+    pub pending: usize,
+    pub in_progress: usize,
+    pub completed: usize,
+    pub cancelled: usize,
+}
+
+impl Counts {
+    pub fn of(items: &[Item]) -> Counts {
+        let mut counts = Counts { total: items.len(), ..Counts::default() };
+        for item in items {
+            match item.status {
+                Status::Pending => counts.pending += 1,
+                Status::InProgress => counts.in_progress += 1,
+                Status::Completed => counts.completed += 1,
+                Status::Cancelled => counts.cancelled += 1,
+            }
+        }
+        counts
+    }
+
+    pub fn open(&self) -> usize {
+        self.pending + self.in_progress
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_spelling_is_forgiven_for_case_and_separators_only() {
+        assert_eq!(Status::parse("in_progress"), Some(Status::InProgress));
+        assert_eq!(Status::parse("In Progress"), Some(Status::InProgress));
+        assert_eq!(Status::parse("IN-PROGRESS"), Some(Status::InProgress));
+        assert_eq!(Status::parse("Completed"), Some(Status::Completed));
+        assert_eq!(Status::parse("done"), None);
+        assert_eq!(Status::parse("inprogress"), None);
+        assert_eq!(Status::parse("canceled"), None);
+        assert_eq!(Status::parse(""), None);
+    }
+
+    #[test]
+    fn timestamps_follow_status_changes() {
+        let mut item = Item::new("t1".into(), "Do it".into(), None, Status::Pending, 1.0);
+        assert_eq!(item.active_form, "Do it");
+        assert_eq!(item.started, None);
+        item.set_status(Status::InProgress, 2.0);
+        item.set_status(Status::Completed, 3.0);
+        item.set_status(Status::Completed, 4.0);
+        assert_eq!((item.started, item.completed), (Some(2.0), Some(3.0)));
+        item.set_status(Status::Pending, 5.0);
+        assert_eq!((item.started, item.completed), (Some(2.0), None));
+    }
+
+    #[test]
+    fn ids_are_never_reused() {
+        let mut ids = IdCounter::default();
+        assert_eq!(ids.next(), "t1");
+        ids.observe("t7");
+        ids.observe("todo-99");
+        assert_eq!(ids.next(), "t8");
+        ids.raise_to(3);
+        assert_eq!(ids.next(), "t9");
+    }
+}

@@ -1,0 +1,272 @@
+//! The registry of sessions and the operations that change a session's list.
+//! Every operation validates first and commits last, so a failed call leaves
+//! the session exactly as it was.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use once_cell::sync::Lazy;
+
+use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
+use crate::reconcile::{reconcile, Diff};
+use crate::render;
+use crate::validate::{parse_write, Input, InvalidInput, Limits};
+
+/// Options the Lisp side passes on every call, so customizations take effect
+/// without a separate configuration step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub limits: Limits,
+    /// Lists longer than this have their unchanged finished items summarised.
+    pub full_list_up_to: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { limits: Limits::default(), full_list_up_to: 30 }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    pub items: Vec<Item>,
+    /// Items that left the list, by id, so an id keeps its meaning.
+    pub retired: HashMap<String, Item>,
+    pub ids: IdCounter,
+    pub created: Timestamp,
+    pub writes: u64,
+}
+
+/// An item handed in whole through Efrit's compatibility API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalItem {
+    pub id: Option<String>,
+    pub content: String,
+    pub status: Status,
+    pub priority: Option<String>,
+    pub created: Option<Timestamp>,
+    pub completed: Option<Timestamp>,
+}
+
+pub struct WriteOutcome {
+    pub text: String,
+    pub diff: Diff,
+}
+
+impl Session {
+    fn new() -> Session {
+        Session { created: now(), ..Session::default() }
+    }
+
+    pub fn counts(&self) -> Counts {
+        Counts::of(&self.items)
+    }
+
+    pub fn current(&self) -> Option<&Item> {
+        self.items.iter().find(|i| i.status == Status::InProgress)
+    }
+
+    pub fn find(&self, id: &str) -> Option<&Item> {
+        self.items.iter().find(|i| i.id == id)
+    }
+
+    /// The todo_write tool.
+    pub fn write(&mut self, input: &Input, options: &Options) -> Result<WriteOutcome, InvalidInput> {
+        let proposed = parse_write(input, &options.limits)?;
+        let mut retired = self.retired.clone();
+        let mut ids = self.ids.clone();
+        let reconciled = reconcile(&self.items, &mut retired, &mut ids, &proposed, now())?;
+        let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to);
+        self.items = reconciled.items;
+        self.retired = retired;
+        self.ids = ids;
+        self.writes += 1;
+        Ok(WriteOutcome { text, diff: reconciled.diff })
+    }
+
+    /// Appends one pending item (Efrit's `efrit-todo-add`).
+    pub fn add(&mut self, content: String, priority: Option<String>, options: &Options) -> Result<Item, InvalidInput> {
+        if self.items.len() >= options.limits.max_items {
+            return Err(InvalidInput::new(
+                "todos",
+                format!("already has {} items; the limit is {}", self.items.len(), options.limits.max_items),
+            ));
+        }
+        let mut item = Item::new(self.ids.next(), content, None, Status::Pending, now());
+        item.priority = priority;
+        self.items.push(item.clone());
+        Ok(item)
+    }
+
+    /// Changes one item's status; None when no item has that id.
+    pub fn set_status(&mut self, id: &str, status: Status) -> Option<Item> {
+        let item = self.items.iter_mut().find(|i| i.id == id)?;
+        item.set_status(status, now());
+        Some(item.clone())
+    }
+
+    /// Replaces the list with items built elsewhere (Efrit's `efrit-todo-set-all`).
+    pub fn set_all(&mut self, external: Vec<ExternalItem>, options: &Options) -> Result<(), InvalidInput> {
+        if external.len() > options.limits.max_items {
+            return Err(InvalidInput::new(
+                "todos",
+                format!("has {} items; the limit is {}", external.len(), options.limits.max_items),
+            ));
+        }
+        let mut ids = self.ids.clone();
+        for item in &external {
+            if let Some(id) = &item.id {
+                ids.observe(id);
+            }
+        }
+        let at = now();
+        let items = external
+            .into_iter()
+            .map(|e| {
+                let id = e.id.unwrap_or_else(|| ids.next());
+                let created = e.created.unwrap_or(at);
+                let mut item = Item::new(id, e.content, None, e.status, created);
+                if e.status == Status::Completed {
+                    item.completed = e.completed.or(Some(at));
+                }
+                item.priority = e.priority;
+                item
+            })
+            .collect();
+        self.ids = ids;
+        self.items = items;
+        Ok(())
+    }
+
+    /// Reserves a fresh id without adding an item.
+    pub fn allocate_id(&mut self) -> String {
+        self.ids.next()
+    }
+
+    /// Empties the list; ids already issued stay retired.
+    pub fn clear(&mut self) {
+        for item in self.items.drain(..) {
+            self.retired.insert(item.id.clone(), item);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    sessions: HashMap<String, Session>,
+    /// Creation order, so listings are stable.
+    order: Vec<String>,
+}
+
+impl Registry {
+    pub fn get(&self, name: &str) -> Option<&Session> {
+        self.sessions.get(name)
+    }
+
+    pub fn session(&mut self, name: &str) -> &mut Session {
+        if !self.sessions.contains_key(name) {
+            self.order.push(name.to_string());
+        }
+        self.sessions.entry(name.to_string()).or_insert_with(Session::new)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.order.clone()
+    }
+
+    /// Forgets everything about a session except the ids it issued.
+    pub fn reset(&mut self, name: &str) {
+        if let Some(session) = self.sessions.get_mut(name) {
+            let ids = session.ids.clone();
+            *session = Session { ids, ..Session::new() };
+        }
+    }
+}
+
+static REGISTRY: Lazy<Mutex<Registry>> = Lazy::new(|| Mutex::new(Registry::default()));
+
+/// The process-wide registry.  A panic while it was held (caught and turned
+/// into a Lisp error) must not make every later call fail, so poisoning is
+/// ignored: operations commit only after they can no longer fail.
+pub fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A session name from a caller: non-empty, printable.
+pub fn check_session_name(name: &str) -> Result<(), InvalidInput> {
+    if name.trim().is_empty() || name.contains('\0') || name.chars().count() > 200 {
+        Err(InvalidInput::new("session", "expected a non-empty name of at most 200 characters without NUL"))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input(v: serde_json::Value) -> Input {
+        Input::from_json(&v)
+    }
+
+    #[test]
+    fn a_failed_write_changes_nothing() {
+        let mut s = Session::new();
+        let options = Options::default();
+        s.write(&input(json!({"todos": [{"content": "a", "status": "in_progress"}]})), &options).unwrap();
+        let before = (s.items.clone(), s.ids.clone(), s.writes);
+        let bad = json!({"todos": [{"content": "new", "status": "pending"}, {"content": "b", "status": "done"}]});
+        assert!(s.write(&input(bad), &options).is_err());
+        let unknown = json!({"todos": [{"content": "new", "status": "pending"}, {"id": "t77", "content": "b", "status": "pending"}]});
+        assert!(s.write(&input(unknown), &options).is_err());
+        assert_eq!((s.items.clone(), s.ids.clone(), s.writes), before);
+    }
+
+    #[test]
+    fn reset_keeps_ids_retired() {
+        let mut r = Registry::default();
+        let options = Options::default();
+        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options).unwrap();
+        r.reset("a");
+        assert!(r.get("a").unwrap().items.is_empty());
+        let out = r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options).unwrap();
+        assert!(out.text.contains("t2 [pending] x"));
+        assert_eq!(r.names(), ["a"]);
+    }
+
+    #[test]
+    fn sessions_are_independent() {
+        let mut r = Registry::default();
+        let options = Options::default();
+        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options).unwrap();
+        r.session("b").write(&input(json!({"todos": [{"content": "y", "status": "pending"}]})), &options).unwrap();
+        assert_eq!(r.get("b").unwrap().items[0].id, "t1");
+        assert_eq!(r.names(), ["a", "b"]);
+    }
+
+    #[test]
+    fn set_all_adopts_ids_and_never_reissues_them() {
+        let mut s = Session::new();
+        let options = Options::default();
+        let ext = |id: &str| ExternalItem {
+            id: Some(id.into()),
+            content: "c".into(),
+            status: Status::Completed,
+            priority: Some("high".into()),
+            created: None,
+            completed: None,
+        };
+        s.set_all(vec![ext("t5"), ext("todo-1")], &options).unwrap();
+        assert!(s.items[0].completed.is_some());
+        assert_eq!(s.add("next".into(), None, &options).unwrap().id, "t6");
+    }
+
+    #[test]
+    fn add_respects_the_item_limit() {
+        let mut s = Session::new();
+        let options = Options { limits: Limits { max_items: 1, max_content_chars: 10 }, ..Options::default() };
+        s.add("one".into(), None, &options).unwrap();
+        assert_eq!(s.add("two".into(), None, &options).unwrap_err().path, "todos");
+    }
+}

@@ -1,0 +1,439 @@
+//! Input checking and the tool schemas, both driven by one table of fields so
+//! that what the model is told is exactly what is enforced.
+
+use serde_json::{json, Value as Json};
+use thiserror::Error;
+
+use crate::model::Status;
+
+/// A value that arrived from Lisp or JSON, already taken apart.  Conversion
+/// never fails: what cannot be represented becomes `Unsupported` or `Invalid`,
+/// so that the error can name the field it sits in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Input>),
+    Map(Vec<(String, Input)>),
+    /// A Lisp object with no JSON meaning (buffer, marker, symbol, ...); the
+    /// text describes it.
+    Unsupported(String),
+    /// A value that could not be read at all (invalid UTF-8, circular list,
+    /// nesting too deep); the text says why.
+    Invalid(String),
+}
+
+impl Input {
+    pub fn describe(&self) -> String {
+        match self {
+            Input::Null => "nil".into(),
+            Input::Bool(b) => format!("boolean {b}"),
+            Input::Int(n) => format!("integer {n}"),
+            Input::Float(x) => format!("number {x}"),
+            Input::Str(s) => format!("string {}", quote(s)),
+            Input::Array(items) => format!("an array of {} elements", items.len()),
+            Input::Map(_) => "an object".into(),
+            Input::Unsupported(what) => what.clone(),
+            Input::Invalid(why) => why.clone(),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Input> {
+        match self {
+            Input::Map(pairs) => pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Converts parsed JSON; nesting beyond MAX_DEPTH becomes `Invalid`.
+    pub fn from_json(value: &Json) -> Input {
+        Input::from_json_at(value, 0)
+    }
+
+    fn from_json_at(value: &Json, depth: usize) -> Input {
+        if depth > MAX_DEPTH {
+            return Input::Invalid(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        match value {
+            Json::Null => Input::Null,
+            Json::Bool(b) => Input::Bool(*b),
+            Json::Number(n) => n
+                .as_i64()
+                .map(Input::Int)
+                .unwrap_or_else(|| Input::Float(n.as_f64().unwrap_or(f64::NAN))),
+            Json::String(s) => Input::Str(s.clone()),
+            Json::Array(items) => {
+                Input::Array(items.iter().map(|v| Input::from_json_at(v, depth + 1)).collect())
+            }
+            Json::Object(map) => Input::Map(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), Input::from_json_at(v, depth + 1)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Deeper than any real tool input; stops hostile nesting before it costs stack.
+pub const MAX_DEPTH: usize = 32;
+
+/// Text shown in messages, cut so that a 1 MB string does not become a 1 MB error.
+pub fn quote(text: &str) -> String {
+    const SHOWN: usize = 60;
+    let mut shown: String = text.chars().take(SHOWN).collect();
+    if text.chars().nth(SHOWN).is_some() {
+        shown.push_str("...");
+    }
+    format!("{shown:?}")
+}
+
+/// An input the model or a caller got wrong.  `path` names the field, e.g.
+/// `todos[2].status`, so the model can fix exactly that.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("{path}: {message}")]
+pub struct InvalidInput {
+    pub path: String,
+    pub message: String,
+}
+
+impl InvalidInput {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> InvalidInput {
+        InvalidInput { path: path.into(), message: message.into() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_items: usize,
+    pub max_content_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_items: 1000, max_content_chars: 2000 }
+    }
+}
+
+/// What a field of a todo item may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    Text,
+    StatusEnum,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub name: &'static str,
+    /// Other spellings accepted on input (never advertised).
+    pub aliases: &'static [&'static str],
+    pub kind: FieldKind,
+    pub required: bool,
+    pub description: &'static str,
+}
+
+pub const ID: Field = Field {
+    name: "id",
+    aliases: &[],
+    kind: FieldKind::Text,
+    required: false,
+    description: "The id this item was given in an earlier todo_write result (t1, t2, ...). Omit it only for new items; the backend assigns ids.",
+};
+pub const CONTENT: Field = Field {
+    name: "content",
+    aliases: &[],
+    kind: FieldKind::Text,
+    required: true,
+    description: "What to do, in the imperative (\"Fix the parser bug\").",
+};
+pub const STATUS: Field = Field {
+    name: "status",
+    aliases: &[],
+    kind: FieldKind::StatusEnum,
+    required: true,
+    description: "pending, in_progress (at most one item), completed, or cancelled for work that will not be done.",
+};
+pub const ACTIVE_FORM: Field = Field {
+    name: "activeForm",
+    aliases: &["active_form"],
+    kind: FieldKind::Text,
+    required: false,
+    description: "The same step in the present continuous (\"Fixing the parser bug\"), shown while it runs.",
+};
+
+pub const TODO_FIELDS: [Field; 4] = [ID, CONTENT, STATUS, ACTIVE_FORM];
+
+pub const TODO_WRITE_DESCRIPTION: &str = "Plan and track multi-step work. Call it first with the whole plan when a request needs three or more steps, then again whenever an item starts or finishes.
+
+Rules:
+- Send the FULL list every time, not just the changed items.
+- Keep the id of every item the last result showed you; omit id only for new items.
+- Exactly one item in_progress while you work; mark it completed as soon as it is done.
+- Never silently drop an item: set status cancelled for work you will not do.
+- content is imperative (\"Run the tests\"), activeForm is present continuous (\"Running the tests\").
+
+The result lists every item with its id and tells you what to work on next.";
+
+/// One item as the model proposed it, checked but not yet reconciled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposedItem {
+    pub id: Option<String>,
+    pub content: String,
+    pub active_form: Option<String>,
+    pub status: Status,
+}
+
+fn field<'a>(map: &'a Input, spec: &Field) -> Option<&'a Input> {
+    map.get(spec.name)
+        .or_else(|| spec.aliases.iter().find_map(|alias| map.get(alias)))
+        .filter(|value| !matches!(value, Input::Null))
+}
+
+/// Checks a string for what would break the buffer, the prompt or the JSON
+/// sent back to the API.
+pub fn checked_text(value: &Input, path: &str, max_chars: usize) -> Result<String, InvalidInput> {
+    let text = match value {
+        Input::Str(s) => s,
+        other => return Err(InvalidInput::new(path, format!("expected a string, got {}", other.describe()))),
+    };
+    if text.contains('\0') {
+        return Err(InvalidInput::new(path, "contains a NUL character"));
+    }
+    let chars = text.chars().count();
+    if chars > max_chars {
+        return Err(InvalidInput::new(
+            path,
+            format!("is {chars} characters long; the limit is {max_chars}"),
+        ));
+    }
+    Ok(text.clone())
+}
+
+pub fn non_blank(text: String, path: &str) -> Result<String, InvalidInput> {
+    if text.trim().is_empty() {
+        Err(InvalidInput::new(path, "must not be empty"))
+    } else {
+        Ok(text)
+    }
+}
+
+pub fn status_choices() -> String {
+    let names: Vec<&str> = Status::ALL.iter().map(|s| s.wire_name()).collect();
+    format!("{}, {} or {}", names[..names.len() - 2].join(", "), names[names.len() - 2], names[names.len() - 1])
+}
+
+pub fn parse_status(value: &Input, path: &str) -> Result<Status, InvalidInput> {
+    let expected = status_choices();
+    match value {
+        Input::Str(text) => Status::parse(text)
+            .ok_or_else(|| InvalidInput::new(path, format!("expected {expected}, got {}", quote(text)))),
+        other => Err(InvalidInput::new(path, format!("expected {expected}, got {}", other.describe()))),
+    }
+}
+
+fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedItem, InvalidInput> {
+    let path = format!("todos[{index}]");
+    if !matches!(value, Input::Map(_)) {
+        return Err(InvalidInput::new(
+            &path,
+            format!("expected an object with content and status, got {}", value.describe()),
+        ));
+    }
+    let at = |spec: &Field| format!("{path}.{}", spec.name);
+    let text_of = |spec: &Field| -> Result<Option<String>, InvalidInput> {
+        match field(value, spec) {
+            None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
+            None => Ok(None),
+            Some(v) => checked_text(v, &at(spec), limits.max_content_chars).map(Some),
+        }
+    };
+    let id = text_of(&ID)?;
+    let id = match id {
+        Some(id) => Some(non_blank(id, &at(&ID))?.trim().to_string()),
+        None => None,
+    };
+    let content = non_blank(text_of(&CONTENT)?.unwrap_or_default(), &at(&CONTENT))?;
+    let status = match field(value, &STATUS) {
+        None => return Err(InvalidInput::new(at(&STATUS), format!("is required: one of {}", status_choices()))),
+        Some(v) => parse_status(v, &at(&STATUS))?,
+    };
+    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !s.trim().is_empty());
+    Ok(ProposedItem { id, content, active_form, status })
+}
+
+/// Checks a whole todo_write input before anything changes.
+pub fn parse_write(input: &Input, limits: &Limits) -> Result<Vec<ProposedItem>, InvalidInput> {
+    let todos = match input {
+        Input::Map(_) => input.get("todos").ok_or_else(|| {
+            InvalidInput::new("todos", "is required: the complete list of items")
+        })?,
+        // A bare array is what a Lisp caller means by "the list".
+        Input::Array(_) => input,
+        other => {
+            return Err(InvalidInput::new(
+                "input",
+                format!("expected an object with a todos array, got {}", other.describe()),
+            ))
+        }
+    };
+    let items = match todos {
+        Input::Array(items) => items.as_slice(),
+        Input::Null => &[],
+        other => {
+            return Err(InvalidInput::new(
+                "todos",
+                format!("expected an array of items, got {}", other.describe()),
+            ))
+        }
+    };
+    if items.len() > limits.max_items {
+        return Err(InvalidInput::new(
+            "todos",
+            format!("has {} items; the limit is {}", items.len(), limits.max_items),
+        ));
+    }
+    let parsed = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse_item(item, i, limits))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, item) in parsed.iter().enumerate() {
+        if let Some(id) = &item.id {
+            if let Some(first) = parsed[..i].iter().position(|p| p.id.as_deref() == Some(id)) {
+                return Err(InvalidInput::new(
+                    format!("todos[{i}].id"),
+                    format!("{} is also the id of todos[{first}]; every item needs its own id", quote(id)),
+                ));
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+fn field_schema(spec: &Field) -> Json {
+    match spec.kind {
+        FieldKind::Text => json!({"type": "string", "description": spec.description}),
+        FieldKind::StatusEnum => json!({
+            "type": "string",
+            "enum": Status::ALL.iter().map(|s| s.wire_name()).collect::<Vec<_>>(),
+            "description": spec.description,
+        }),
+    }
+}
+
+fn object_schema(fields: &[Field]) -> Json {
+    let mut properties = serde_json::Map::new();
+    for spec in fields {
+        properties.insert(spec.name.to_string(), field_schema(spec));
+    }
+    let required: Vec<&str> = fields.iter().filter(|f| f.required).map(|f| f.name).collect();
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+/// The todo_write tool in the shape the Messages API takes.
+pub fn todo_write_schema() -> Json {
+    json!({
+        "name": "todo_write",
+        "description": TODO_WRITE_DESCRIPTION,
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "description": "The complete list, every item, in order.",
+                    "items": object_schema(&TODO_FIELDS),
+                }
+            },
+            "required": ["todos"],
+        }
+    })
+}
+
+pub fn tool_schemas() -> Vec<Json> {
+    vec![todo_write_schema()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<Vec<ProposedItem>, InvalidInput> {
+        let value: Json = serde_json::from_str(json).expect("test JSON");
+        parse_write(&Input::from_json(&value), &Limits::default())
+    }
+
+    fn error_of(json: &str) -> String {
+        parse(json).expect_err("should be rejected").to_string()
+    }
+
+    #[test]
+    fn a_good_list_parses_with_defaults() {
+        let items = parse(
+            r#"{"todos":[{"content":"Read it","status":"In Progress","activeForm":"Reading it"},
+                         {"id":"t4","content":"Fix it","status":"pending","activeForm":""}]}"#,
+        )
+        .unwrap();
+        assert_eq!(items[0].status, Status::InProgress);
+        assert_eq!(items[0].active_form.as_deref(), Some("Reading it"));
+        assert_eq!(items[1].id.as_deref(), Some("t4"));
+        assert_eq!(items[1].active_form, None);
+    }
+
+    #[test]
+    fn errors_name_the_field_path() {
+        assert_eq!(
+            error_of(r#"{"todos":[{"content":"a","status":"pending"},{"content":"b","status":"pending"},{"content":"c","status":"done"}]}"#),
+            "todos[2].status: expected pending, in_progress, completed or cancelled, got \"done\""
+        );
+        assert!(error_of(r#"{"todos":[{"status":"pending"}]}"#).starts_with("todos[0].content: is required"));
+        assert!(error_of(r#"{"todos":[{"content":"  ","status":"pending"}]}"#).starts_with("todos[0].content: must not be empty"));
+        assert!(error_of(r#"{"todos":[{"content":7,"status":"pending"}]}"#).starts_with("todos[0].content: expected a string, got integer 7"));
+        assert!(error_of(r#"{"todos":[{"content":"a"}]}"#).starts_with("todos[0].status: is required"));
+        assert!(error_of(r#"{"todos":[3]}"#).starts_with("todos[0]: expected an object"));
+        assert!(error_of(r#"{"todos":"x"}"#).starts_with("todos: expected an array"));
+        assert!(error_of(r#"{"items":[]}"#).starts_with("todos: is required"));
+        assert!(error_of(r#""x""#).starts_with("input: expected an object"));
+        assert!(error_of(r#"{"todos":[{"content":"a\u0000b","status":"pending"}]}"#).contains("NUL"));
+        assert!(error_of(r#"{"todos":[{"id":5,"content":"a","status":"pending"}]}"#).starts_with("todos[0].id: expected a string"));
+    }
+
+    #[test]
+    fn duplicate_ids_are_rejected() {
+        assert_eq!(
+            error_of(r#"{"todos":[{"id":"t1","content":"a","status":"pending"},{"id":"t1","content":"b","status":"pending"}]}"#),
+            "todos[1].id: \"t1\" is also the id of todos[0]; every item needs its own id"
+        );
+    }
+
+    #[test]
+    fn limits_are_enforced_at_the_boundary() {
+        let limits = Limits { max_items: 2, max_content_chars: 5 };
+        let item = |c: &str| Input::Map(vec![("content".into(), Input::Str(c.into())), ("status".into(), Input::Str("pending".into()))]);
+        let list = |items: Vec<Input>| Input::Map(vec![("todos".into(), Input::Array(items))]);
+        assert!(parse_write(&list(vec![item("12345"), item("é2345")]), &limits).is_ok());
+        let err = parse_write(&list(vec![item("123456")]), &limits).unwrap_err();
+        assert_eq!(err.to_string(), "todos[0].content: is 6 characters long; the limit is 5");
+        let err = parse_write(&list(vec![item("a"), item("b"), item("c")]), &limits).unwrap_err();
+        assert_eq!(err.to_string(), "todos: has 3 items; the limit is 2");
+    }
+
+    #[test]
+    fn deep_nesting_becomes_an_error_not_a_crash() {
+        let deep = "[".repeat(100) + &"]".repeat(100);
+        let value: Json = serde_json::from_str(&format!(r#"{{"todos":[{{"content":{deep},"status":"pending"}}]}}"#))
+            .unwrap_or(Json::Null);
+        assert!(parse_write(&Input::from_json(&value), &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn schema_comes_from_the_same_fields() {
+        let schema = todo_write_schema();
+        let item = &schema["input_schema"]["properties"]["todos"]["items"];
+        assert_eq!(item["required"], json!(["content", "status"]));
+        assert_eq!(item["properties"]["status"]["enum"], json!(["pending", "in_progress", "completed", "cancelled"]));
+        assert!(item["properties"]["id"].is_object());
+        assert!(TODO_WRITE_DESCRIPTION.contains("FULL list"));
+    }
+}

@@ -60,6 +60,10 @@ const MAX_ELEMENTS: usize = 1_000_000;
 
 #[emacs::module(name = "efrit-todo-module", defun_prefix = "efrit-todo--module", separator = "-")]
 fn init(_: &Env) -> Result<()> {
+    // A panic is already reported to Lisp as a `rust-panic' error with its
+    // message; the default hook would also print a backtrace over the
+    // terminal Emacs may be running in.
+    std::panic::set_hook(Box::new(|_| {}));
     Ok(())
 }
 

@@ -1,0 +1,513 @@
+;;; efrit-todo.el --- Todo lists that keep an Efrit agent honest -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The efrit-todo developers
+
+;; Author: The efrit-todo developers
+;; Maintainer: The efrit-todo developers
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1"))
+;; Keywords: tools, convenience
+;; URL: https://github.com/efrit-todo/efrit-todo
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; This program is distributed in the hope that it will be useful,
+;; but WITHOUT ANY WARRANTY; without even the implied warranty of
+;; MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+;; GNU General Public License for more details.
+
+;; You should have received a copy of the GNU General Public License
+;; along with this program.  If not, see <https://www.gnu.org/licenses/>.
+
+;;; Commentary:
+
+;; efrit-todo is the backend of the `todo_write' tool that the Efrit agent
+;; uses to plan and show progress.  A Rust dynamic module owns the lists:
+;; it validates every write, keeps item ids stable across writes, and
+;; tells the model exactly what changed and what to do next.
+;;
+;; This file loads the module (offering to build it with cargo when it is
+;; missing), defines the public API, and keeps every name of Efrit's own
+;; efrit-todo.el, so that it can stand in for that file.
+;;
+;; Lists belong to sessions, named by strings.  Every function takes an
+;; optional trailing SESSION; nil means `efrit-todo-current-session'.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'seq)
+(require 'subr-x)
+
+(defconst efrit-todo-version "0.1.0"
+  "Version of the efrit-todo Lisp code; the module must match it.")
+
+(defgroup efrit-todo nil
+  "Todo lists for the Efrit agent, backed by a Rust module."
+  :group 'tools
+  :prefix "efrit-todo-")
+
+(defcustom efrit-todo-max-items 1000
+  "Most items a todo list may hold; a longer write is an error."
+  :type 'natnum
+  :group 'efrit-todo)
+
+(defcustom efrit-todo-max-content-length 2000
+  "Most characters an item's content may have; a longer one is an error."
+  :type 'natnum
+  :group 'efrit-todo)
+
+(defcustom efrit-todo-full-list-threshold 30
+  "Longest list whose every item is shown in a `todo_write' result.
+Longer lists show open and changed items and count the unchanged
+finished ones, so that a long plan does not cost the model
+thousands of tokens on every write."
+  :type 'natnum
+  :group 'efrit-todo)
+
+(defcustom efrit-todo-module-auto-build 'ask
+  "What to do when the dynamic module is missing at load time.
+`ask' asks before building it with cargo (and refuses in batch
+mode), t builds it without asking, nil only reports the problem."
+  :type '(choice (const :tag "Ask first" ask)
+                 (const :tag "Build without asking" t)
+                 (const :tag "Never build" nil))
+  :group 'efrit-todo)
+
+(defvar efrit-todo-current-session nil
+  "The session that functions act on when their SESSION is nil.
+nil stands for \"default\".  The Efrit adapter binds it to the
+running Efrit session.")
+
+(defvar efrit-todo-change-functions nil
+  "Abnormal hook run with the session name after every change to a list.
+An error in one function is reported and does not stop the others.")
+
+(define-error 'efrit-todo-invalid-input "Invalid efrit-todo input")
+
+;;;; The module
+
+(defconst efrit-todo--directory
+  (file-name-directory (or load-file-name buffer-file-name default-directory))
+  "Directory of this file, where the module lives.")
+
+(declare-function efrit-todo--module-version "efrit-todo-module" ())
+(declare-function efrit-todo--module-write "efrit-todo-module"
+                  (session input max-items max-content full-up-to))
+(declare-function efrit-todo--module-items "efrit-todo-module" (session))
+(declare-function efrit-todo--module-counts "efrit-todo-module" (session))
+(declare-function efrit-todo--module-current "efrit-todo-module" (session))
+(declare-function efrit-todo--module-reset "efrit-todo-module" (session))
+(declare-function efrit-todo--module-sessions "efrit-todo-module" ())
+(declare-function efrit-todo--module-tool-schemas "efrit-todo-module" ())
+(declare-function efrit-todo--module-prompt-guidance "efrit-todo-module"
+                  (session full-up-to))
+(declare-function efrit-todo--module-add "efrit-todo-module"
+                  (session content priority max-items max-content))
+(declare-function efrit-todo--module-set-status "efrit-todo-module"
+                  (session id status))
+(declare-function efrit-todo--module-set-all "efrit-todo-module"
+                  (session items max-items max-content))
+(declare-function efrit-todo--module-allocate-id "efrit-todo-module" (session))
+(declare-function efrit-todo--module-id-counter "efrit-todo-module" (session))
+(declare-function efrit-todo--module-raise-counter "efrit-todo-module"
+                  (session n))
+(declare-function efrit-todo--module-clear "efrit-todo-module" (session))
+
+(defun efrit-todo--module-file ()
+  "Return the file name the module is loaded from."
+  (expand-file-name (concat "efrit-todo-module" module-file-suffix)
+                    efrit-todo--directory))
+
+(defun efrit-todo--crate-directory ()
+  "Return the directory holding Cargo.toml, or nil."
+  (let ((dir (expand-file-name ".." efrit-todo--directory)))
+    (and (file-exists-p (expand-file-name "Cargo.toml" dir)) dir)))
+
+;;;###autoload
+(defun efrit-todo-build-module ()
+  "Build the efrit-todo dynamic module with cargo.
+Output goes to the buffer *efrit-todo module build*.  A module that
+is already loaded stays loaded until Emacs restarts."
+  (interactive)
+  (let* ((crate (or (efrit-todo--crate-directory)
+                    (error "efrit-todo: Cargo.toml not found beside %s"
+                           efrit-todo--directory)))
+         (cargo (or (executable-find "cargo")
+                    (error "efrit-todo: cargo not found; install Rust from https://rustup.rs")))
+         (built (expand-file-name
+                 (pcase system-type
+                   ('darwin "target/release/libefrit_todo.dylib")
+                   ((or 'windows-nt 'ms-dos 'cygwin) "target/release/efrit_todo.dll")
+                   (_ "target/release/libefrit_todo.so"))
+                 crate))
+         (default-directory crate))
+    (with-current-buffer (get-buffer-create "*efrit-todo module build*")
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (format "efrit-todo: building the module in %s\n" crate))
+        (message "efrit-todo: building the module with cargo...")
+        (unless (eql 0 (call-process cargo nil t t "build" "--release"))
+          (display-buffer (current-buffer))
+          (error "efrit-todo: cargo build failed; see *efrit-todo module build*"))
+        (copy-file built (efrit-todo--module-file) t)
+        (insert (message "efrit-todo: built %s" (efrit-todo--module-file)))))))
+
+(defun efrit-todo--may-build-p ()
+  "Return non-nil when the missing module may be built now."
+  (pcase efrit-todo-module-auto-build
+    ('ask (and (not noninteractive)
+               (y-or-n-p "efrit-todo needs its module; build it now with cargo? ")))
+    (setting setting)))
+
+(defun efrit-todo--load-module ()
+  "Load the module, building it first when allowed, and check its version."
+  (unless (fboundp 'efrit-todo--module-version)
+    (unless module-file-suffix
+      (error "efrit-todo: this Emacs was built without dynamic module support"))
+    (unless (file-exists-p (efrit-todo--module-file))
+      (if (efrit-todo--may-build-p)
+          (efrit-todo-build-module)
+        (error "efrit-todo: module %s is missing; run `make' in %s or M-x efrit-todo-build-module"
+               (efrit-todo--module-file)
+               (or (efrit-todo--crate-directory) efrit-todo--directory))))
+    (module-load (efrit-todo--module-file)))
+  (let ((module-version (efrit-todo--module-version)))
+    (unless (equal module-version efrit-todo-version)
+      (error "efrit-todo: the loaded module is version %s but the Lisp code is %s; run M-x efrit-todo-build-module and restart Emacs"
+             module-version efrit-todo-version))))
+
+(efrit-todo--load-module)
+
+;;;; Sessions and change notification
+
+(defun efrit-todo--session (session)
+  "Return the name of SESSION, resolving nil to the current session."
+  (let ((name (or session efrit-todo-current-session "default")))
+    (unless (stringp name)
+      (signal 'efrit-todo-invalid-input
+              (list (format "session: expected a string, got %S" name))))
+    name))
+
+(defun efrit-todo--run-change-hook (session)
+  "Run `efrit-todo-change-functions' with SESSION, reporting errors."
+  (run-hook-wrapped
+   'efrit-todo-change-functions
+   (lambda (function)
+     (condition-case err
+         (funcall function session)
+       (error (message "efrit-todo: error in %S: %s"
+                       function (error-message-string err))))
+     nil)))
+
+(defvar efrit-todo--mirroring nil
+  "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
+
+(defvar efrit-todo--mirror-session nil
+  "Session whose list `efrit-todo--current-todos' holds.")
+
+(defvar efrit-todo--current-todos)
+(defvar efrit-todo--counter)
+
+(defun efrit-todo--changed (session)
+  "Note that SESSION changed: refresh Efrit's variables, run the hook."
+  (when (equal session (efrit-todo--session nil))
+    (efrit-todo--refresh-mirror session))
+  (efrit-todo--run-change-hook session))
+
+;;;; Public API
+
+(defun efrit-todo-write (input &optional session)
+  "Apply a `todo_write' call with INPUT and return the result for the model.
+INPUT is the tool input as Efrit parses it: a hash table whose
+\"todos\" is a vector of hash tables with \"content\", \"status\"
+and optionally \"id\" and \"activeForm\".  Alists, plists, a bare
+list or vector of items and a JSON string are accepted too.  The
+whole input is checked before anything changes; a problem signals
+`efrit-todo-invalid-input' naming the field, e.g. todos[2].status."
+  (let* ((session (efrit-todo--session session))
+         (text (efrit-todo--module-write session input efrit-todo-max-items
+                                         efrit-todo-max-content-length
+                                         efrit-todo-full-list-threshold)))
+    (efrit-todo--changed session)
+    text))
+
+(defun efrit-todo-list (&optional session)
+  "Return the items of SESSION as plists, in list order.
+Keys: :id :content :active-form :status :priority :created :started
+:completed.  Times are floats as `float-time' gives them, or nil."
+  (efrit-todo--module-items (efrit-todo--session session)))
+
+(defun efrit-todo-counts (&optional session)
+  "Return a plist counting the items of SESSION by status.
+Keys: :total :pending :in-progress :completed :cancelled."
+  (efrit-todo--module-counts (efrit-todo--session session)))
+
+(defun efrit-todo-current (&optional session)
+  "Return the plist of the item in progress in SESSION, or nil."
+  (efrit-todo--module-current (efrit-todo--session session)))
+
+(defun efrit-todo-reset (&optional session)
+  "Clear the list and all other state of SESSION.
+Ids already issued are not issued again."
+  (let ((session (efrit-todo--session session)))
+    (efrit-todo--module-reset session)
+    (efrit-todo--changed session)))
+
+(defun efrit-todo-sessions ()
+  "Return the names of the live sessions, oldest first."
+  (efrit-todo--module-sessions))
+
+(defun efrit-todo-tool-schemas ()
+  "Return the tool schemas in Efrit's shape: alists with string keys.
+They come from the same Rust definitions that validate the input."
+  (efrit-todo--module-tool-schemas))
+
+(defun efrit-todo-prompt-guidance (&optional session)
+  "Return text for the system prompt: the list of SESSION with ids."
+  (efrit-todo--module-prompt-guidance (efrit-todo--session session)
+                                      efrit-todo-full-list-threshold))
+
+;;;; Efrit compatibility
+;;
+;; Efrit's own code reads and sets these names.  The module stays the
+;; source of truth: the variables mirror the current session's list after
+;; every change, and a value Efrit sets directly is copied into the module.
+
+(cl-defstruct (efrit-todo-item
+               (:constructor efrit-todo-item-create)
+               (:type vector))
+  "A todo item in Efrit's shape, mirrored from the module."
+  id
+  content
+  status
+  priority
+  created-at
+  completed-at)
+
+(defalias 'efrit-do-todo-item-id #'efrit-todo-item-id)
+(defalias 'efrit-do-todo-item-content #'efrit-todo-item-content)
+(defalias 'efrit-do-todo-item-status #'efrit-todo-item-status)
+(defalias 'efrit-do-todo-item-priority #'efrit-todo-item-priority)
+(defalias 'efrit-do-todo-item-created-at #'efrit-todo-item-created-at)
+(defalias 'efrit-do-todo-item-completed-at #'efrit-todo-item-completed-at)
+(defalias 'efrit-do-todo-item-create #'efrit-todo-item-create)
+
+(defvar efrit-todo--current-todos nil
+  "The current session's items as `efrit-todo-item' vectors, in list order.
+Kept for Efrit, which reads and sets it; efrit-todo refreshes it after
+every change and copies a value set from outside into the module.")
+
+(defvar efrit-todo--counter 0
+  "How many ids the current session has issued.")
+
+(defun efrit-todo--status-from-efrit (status)
+  "Return the module spelling of Efrit's STATUS symbol."
+  (pcase status
+    ('todo "pending")
+    ((or 'pending 'in-progress 'completed 'cancelled) (symbol-name status))
+    (_ (signal 'efrit-todo-invalid-input
+               (list (format "status: expected todo, in-progress, completed or cancelled, got %S"
+                             status))))))
+
+(defun efrit-todo--struct (plist)
+  "Return an `efrit-todo-item' for the item PLIST."
+  (efrit-todo-item-create
+   :id (plist-get plist :id)
+   :content (plist-get plist :content)
+   :status (if (eq (plist-get plist :status) 'pending) 'todo (plist-get plist :status))
+   :priority (intern (or (plist-get plist :priority) "medium"))
+   :created-at (plist-get plist :created)
+   :completed-at (plist-get plist :completed)))
+
+(defun efrit-todo--refresh-mirror (session)
+  "Set Efrit's variables from the list of SESSION."
+  (let ((efrit-todo--mirroring t))
+    (setq efrit-todo--mirror-session session)
+    (setq efrit-todo--current-todos
+          (mapcar #'efrit-todo--struct (efrit-todo--module-items session)))
+    (setq efrit-todo--counter (efrit-todo--module-id-counter session))))
+
+(defun efrit-todo--mirror ()
+  "Return `efrit-todo--current-todos', refreshed if the session changed."
+  (let ((session (efrit-todo--session nil)))
+    (unless (equal session efrit-todo--mirror-session)
+      (efrit-todo--refresh-mirror session)))
+  efrit-todo--current-todos)
+
+(defun efrit-todo--time (time)
+  "Return TIME, any Lisp time value, as a float, or nil."
+  (and time (ignore-errors (float-time time))))
+
+(defun efrit-todo--struct-plist (item)
+  "Return the module plist for ITEM, an `efrit-todo-item' (or anything else)."
+  (if (and (vectorp item) (= (length item) 6))
+      (list :id (efrit-todo-item-id item)
+            :content (efrit-todo-item-content item)
+            :status (let ((status (efrit-todo-item-status item)))
+                      (if (symbolp status) (efrit-todo--status-from-efrit status) status))
+            :priority (let ((priority (efrit-todo-item-priority item)))
+                        (if (symbolp priority) (and priority (symbol-name priority)) priority))
+            :created (efrit-todo--time (efrit-todo-item-created-at item))
+            :completed (efrit-todo--time (efrit-todo-item-completed-at item)))
+    item))
+
+(defun efrit-todo--adopt (todos)
+  "Copy TODOS, a list Efrit set directly, into the current session."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
+                                efrit-todo-max-items efrit-todo-max-content-length)
+    (setq efrit-todo--mirror-session session)
+    (efrit-todo--run-change-hook session)))
+
+(defun efrit-todo--watch-variables (symbol value operation _where)
+  "Copy VALUE, set from outside into SYMBOL by OPERATION, into the module.
+Efrit clears its list with `setq' when a session starts; this keeps
+the module in step.  Never signals: it runs inside someone's `setq'."
+  (when (and (eq operation 'set) (not efrit-todo--mirroring))
+    (condition-case err
+        (pcase symbol
+          ('efrit-todo--current-todos
+           (if (listp value)
+               (efrit-todo--adopt value)
+             (message "efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
+          ('efrit-todo--counter
+           (when (natnump value)
+             (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
+      (error (message "efrit-todo: could not adopt %s: %s"
+                      symbol (error-message-string err))))))
+
+(add-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
+(add-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
+
+(defun efrit-todo--generate-id ()
+  "Reserve and return a fresh id in the current session."
+  (let* ((session (efrit-todo--session nil))
+         (id (efrit-todo--module-allocate-id session)))
+    (efrit-todo--refresh-mirror session)
+    id))
+
+(defun efrit-todo--find-struct (id)
+  "Return the mirrored item with ID, or nil."
+  (seq-find (lambda (item) (equal (efrit-todo-item-id item) id))
+            (efrit-todo--mirror)))
+
+(defun efrit-todo-add (content &optional priority)
+  "Append a pending item with CONTENT and optional PRIORITY; return it.
+PRIORITY is low, medium (the default) or high."
+  (unless (memq priority '(nil low medium high))
+    (signal 'efrit-todo-invalid-input
+            (list (format "priority: expected low, medium or high, got %S" priority))))
+  (let* ((session (efrit-todo--session nil))
+         (plist (efrit-todo--module-add session content
+                                        (symbol-name (or priority 'medium))
+                                        efrit-todo-max-items
+                                        efrit-todo-max-content-length)))
+    (efrit-todo--changed session)
+    (efrit-todo--find-struct (plist-get plist :id))))
+
+(defun efrit-todo-update-status (id new-status)
+  "Set the status of the item with ID to NEW-STATUS; return it, or nil.
+NEW-STATUS is todo, in-progress, completed or cancelled."
+  (unless (and (stringp id) (not (string-empty-p id)))
+    (signal 'efrit-todo-invalid-input
+            (list (format "id: expected a non-empty string, got %S" id))))
+  (let* ((session (efrit-todo--session nil))
+         (plist (efrit-todo--module-set-status
+                 session id (efrit-todo--status-from-efrit new-status))))
+    (when plist
+      (efrit-todo--changed session)
+      (efrit-todo--find-struct id))))
+
+(defun efrit-todo-find (id)
+  "Return the item with ID in the current session, or nil."
+  (efrit-todo--find-struct id))
+
+(defun efrit-todo-get-all ()
+  "Return the items of the current session as `efrit-todo-item' vectors."
+  (efrit-todo--mirror))
+
+(defun efrit-todo-set-all (todos)
+  "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
+                                efrit-todo-max-items efrit-todo-max-content-length)
+    (efrit-todo--changed session)
+    (efrit-todo--mirror)))
+
+(defun efrit-todo-clear ()
+  "Remove every item of the current session.
+Unlike Efrit's counter, the id counter keeps counting so that an id
+never comes back with another meaning."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-clear session)
+    (efrit-todo--changed session)))
+
+(defun efrit-todo-count ()
+  "Return the number of items in the current session."
+  (length (efrit-todo--mirror)))
+
+(defun efrit-todo-set-counter (n)
+  "Raise the id counter of the current session to N.
+It never goes down: lowering it would reissue ids."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-raise-counter session n)
+    (efrit-todo--refresh-mirror session)
+    efrit-todo--counter))
+
+(defun efrit-todo--status-mark (status)
+  "Return a short ASCII mark for STATUS."
+  (pcase status
+    ((or 'todo 'pending) "[ ]")
+    ('in-progress "[>]")
+    ('completed "[x]")
+    ('cancelled "[-]")
+    (_ "[?]")))
+
+(defun efrit-todo--format-item (item)
+  "Return one display line for ITEM, an `efrit-todo-item'."
+  (format "%s %s %s%s"
+          (efrit-todo--status-mark (efrit-todo-item-status item))
+          (efrit-todo-item-id item)
+          (efrit-todo-item-content item)
+          (let ((priority (efrit-todo-item-priority item)))
+            (if (memq priority '(nil medium)) "" (format " (%s priority)" priority)))))
+
+(defun efrit-todo-format-list (todos &optional sort-by)
+  "Return TODOS as display lines, sorted by SORT-BY.
+SORT-BY is `status' (running first), `priority' (high first),
+`created' (oldest first) or nil (list order)."
+  (let* ((rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
+         (key (pcase sort-by
+                ('status (funcall rank '(in-progress todo pending completed cancelled)
+                                  #'efrit-todo-item-status))
+                ('priority (funcall rank '(high medium low) #'efrit-todo-item-priority))
+                ('created (lambda (item) (or (efrit-todo--time (efrit-todo-item-created-at item)) 0)))))
+         (sorted (if key
+                     (sort (copy-sequence todos)
+                           (lambda (a b) (< (funcall key a) (funcall key b))))
+                   todos)))
+    (when sorted
+      (mapconcat #'efrit-todo--format-item sorted "\n"))))
+
+(defun efrit-todo-format-for-display ()
+  "Return the current session's items as display lines."
+  (or (efrit-todo-format-list (efrit-todo--mirror)) "No current TODOs"))
+
+(defun efrit-todo-format-for-prompt ()
+  "Return the todo guidance for the system prompt, or \"\" without a list.
+Efrit calls this while building every request, so it never signals."
+  (condition-case err
+      (if (efrit-todo-list)
+          (concat "\n\n" (efrit-todo-prompt-guidance) "\n")
+        "")
+    (error (message "efrit-todo: %s" (error-message-string err))
+           "")))
+
+(provide 'efrit-todo)
+;;; efrit-todo.el ends here

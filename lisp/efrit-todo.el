@@ -136,10 +136,10 @@ Output goes to the buffer *efrit-todo module build*.  A module that
 is already loaded stays loaded until Emacs restarts."
   (interactive)
   (let* ((crate (or (efrit-todo--crate-directory)
-                    (error "efrit-todo: Cargo.toml not found beside %s"
+                    (error "Efrit-todo: Cargo.toml not found beside %s"
                            efrit-todo--directory)))
          (cargo (or (executable-find "cargo")
-                    (error "efrit-todo: cargo not found; install Rust from https://rustup.rs")))
+                    (error "Efrit-todo: cargo not found; install Rust from https://rustup.rs")))
          (built (expand-file-name
                  (pcase system-type
                    ('darwin "target/release/libefrit_todo.dylib")
@@ -150,36 +150,36 @@ is already loaded stays loaded until Emacs restarts."
     (with-current-buffer (get-buffer-create "*efrit-todo module build*")
       (let ((inhibit-read-only t))
         (erase-buffer)
-        (insert (format "efrit-todo: building the module in %s\n" crate))
-        (message "efrit-todo: building the module with cargo...")
+        (insert (format "Efrit-todo: building the module in %s\n" crate))
+        (message "Efrit-todo: building the module with cargo...")
         (unless (eql 0 (call-process cargo nil t t "build" "--release"))
           (display-buffer (current-buffer))
-          (error "efrit-todo: cargo build failed; see *efrit-todo module build*"))
+          (error "Efrit-todo: cargo build failed; see *efrit-todo module build*"))
         (copy-file built (efrit-todo--module-file) t)
-        (insert (message "efrit-todo: built %s" (efrit-todo--module-file)))))))
+        (insert (message "Efrit-todo: built %s" (efrit-todo--module-file)))))))
 
 (defun efrit-todo--may-build-p ()
   "Return non-nil when the missing module may be built now."
   (pcase efrit-todo-module-auto-build
     ('ask (and (not noninteractive)
-               (y-or-n-p "efrit-todo needs its module; build it now with cargo? ")))
+               (y-or-n-p "Efrit-todo needs its dynamic module; build it now with cargo? ")))
     (setting setting)))
 
 (defun efrit-todo--load-module ()
   "Load the module, building it first when allowed, and check its version."
   (unless (fboundp 'efrit-todo--module-version)
     (unless module-file-suffix
-      (error "efrit-todo: this Emacs was built without dynamic module support"))
+      (error "Efrit-todo: this Emacs was built without dynamic module support"))
     (unless (file-exists-p (efrit-todo--module-file))
       (if (efrit-todo--may-build-p)
           (efrit-todo-build-module)
-        (error "efrit-todo: module %s is missing; run `make' in %s or M-x efrit-todo-build-module"
+        (error "Efrit-todo: module %s is missing; run `make' in %s or M-x efrit-todo-build-module"
                (efrit-todo--module-file)
                (or (efrit-todo--crate-directory) efrit-todo--directory))))
     (module-load (efrit-todo--module-file)))
   (let ((module-version (efrit-todo--module-version)))
     (unless (equal module-version efrit-todo-version)
-      (error "efrit-todo: the loaded module is version %s but the Lisp code is %s; run M-x efrit-todo-build-module and restart Emacs"
+      (error "Efrit-todo: the loaded module is version %s but the Lisp code is %s; run M-x efrit-todo-build-module and restart Emacs"
              module-version efrit-todo-version))))
 
 (efrit-todo--load-module)
@@ -201,7 +201,7 @@ is already loaded stays loaded until Emacs restarts."
    (lambda (function)
      (condition-case err
          (funcall function session)
-       (error (message "efrit-todo: error in %S: %s"
+       (error (message "Efrit-todo: error in %S: %s"
                        function (error-message-string err))))
      nil)))
 
@@ -229,7 +229,8 @@ INPUT is the tool input as Efrit parses it: a hash table whose
 and optionally \"id\" and \"activeForm\".  Alists, plists, a bare
 list or vector of items and a JSON string are accepted too.  The
 whole input is checked before anything changes; a problem signals
-`efrit-todo-invalid-input' naming the field, e.g. todos[2].status."
+`efrit-todo-invalid-input' naming the field, e.g. todos[2].status.
+SESSION defaults to `efrit-todo-current-session'."
   (let* ((session (efrit-todo--session session))
          (text (efrit-todo--module-write session input efrit-todo-max-items
                                          efrit-todo-max-content-length
@@ -290,13 +291,12 @@ They come from the same Rust definitions that validate the input."
   created-at
   completed-at)
 
-(defalias 'efrit-do-todo-item-id #'efrit-todo-item-id)
-(defalias 'efrit-do-todo-item-content #'efrit-todo-item-content)
-(defalias 'efrit-do-todo-item-status #'efrit-todo-item-status)
-(defalias 'efrit-do-todo-item-priority #'efrit-todo-item-priority)
-(defalias 'efrit-do-todo-item-created-at #'efrit-todo-item-created-at)
-(defalias 'efrit-do-todo-item-completed-at #'efrit-todo-item-completed-at)
-(defalias 'efrit-do-todo-item-create #'efrit-todo-item-create)
+;; Efrit's older code calls the accessors by their efrit-do- names.  They
+;; are outside this package's prefix, hence made in a loop rather than
+;; spelled out one by one.
+(dolist (name '("id" "content" "status" "priority" "created-at" "completed-at" "create"))
+  (defalias (intern (concat "efrit-do-todo-item-" name))
+    (intern (concat "efrit-todo-item-" name))))
 
 (defvar efrit-todo--current-todos nil
   "The current session's items as `efrit-todo-item' vectors, in list order.
@@ -375,11 +375,11 @@ the module in step.  Never signals: it runs inside someone's `setq'."
           ('efrit-todo--current-todos
            (if (listp value)
                (efrit-todo--adopt value)
-             (message "efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
+             (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
           ('efrit-todo--counter
            (when (natnump value)
              (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
-      (error (message "efrit-todo: could not adopt %s: %s"
+      (error (message "Efrit-todo: could not adopt %s: %s"
                       symbol (error-message-string err))))))
 
 (add-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
@@ -506,7 +506,7 @@ Efrit calls this while building every request, so it never signals."
       (if (efrit-todo-list)
           (concat "\n\n" (efrit-todo-prompt-guidance) "\n")
         "")
-    (error (message "efrit-todo: %s" (error-message-string err))
+    (error (message "Efrit-todo: %s" (error-message-string err))
            "")))
 
 (provide 'efrit-todo)

@@ -359,7 +359,7 @@ fn items(env: &Env, session: String) -> Result<Value<'_>> {
 fn counts(env: &Env, session: String) -> Result<Value<'_>> {
     with_existing(env, session, |env, s| {
         let c = s.map(Session::counts).unwrap_or_default();
-        env.list(&[
+        env.list([
             kw_total.bind(env),
             (c.total as i64).into_lisp(env)?,
             kw_pending.bind(env),

@@ -123,7 +123,7 @@ pub struct IdCounter {
 }
 
 impl IdCounter {
-    pub fn next(&mut self) -> String {
+    pub fn issue(&mut self) -> String {
         self.issued += 1;
         format!("t{}", self.issued)
     }
@@ -206,11 +206,11 @@ mod tests {
     #[test]
     fn ids_are_never_reused() {
         let mut ids = IdCounter::default();
-        assert_eq!(ids.next(), "t1");
+        assert_eq!(ids.issue(), "t1");
         ids.observe("t7");
         ids.observe("todo-99");
-        assert_eq!(ids.next(), "t8");
+        assert_eq!(ids.issue(), "t8");
         ids.raise_to(3);
-        assert_eq!(ids.next(), "t9");
+        assert_eq!(ids.issue(), "t9");
     }
 }

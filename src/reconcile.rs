@@ -225,7 +225,11 @@ pub fn reconcile(
             Some(mut item) => {
                 if item.content != wanted.content {
                     diff.reworded.push(item.id.clone());
-                    item.active_form = wanted.content.clone();
+                    // A real rewording makes the old activeForm wrong; a change
+                    // of case or punctuation does not.
+                    if normalise(&item.content) != normalise(&wanted.content) {
+                        item.active_form = wanted.content.clone();
+                    }
                     item.content = wanted.content.clone();
                 }
                 if let Some(form) = &wanted.active_form {
@@ -236,7 +240,7 @@ pub fn reconcile(
                 item
             }
             None => {
-                let item = Item::new(ids.next(), wanted.content.clone(), wanted.active_form.clone(), status, at);
+                let item = Item::new(ids.issue(), wanted.content.clone(), wanted.active_form.clone(), status, at);
                 diff.added.push(item.id.clone());
                 item
             }
@@ -321,6 +325,8 @@ mod tests {
             .unwrap();
         assert_eq!(f.ids(), ["t3", "t2", "t1"]);
         assert_eq!(diff.reworded, ["t3", "t2"]);
+        assert_eq!(f.items[1].active_form, "Fix the parser bug");
+        assert_eq!(f.items[0].active_form, "write tests for the tokeniser module");
         assert!(diff.added.is_empty() && diff.dropped.is_empty());
     }
 

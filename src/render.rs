@@ -172,7 +172,7 @@ mod tests {
         statuses
             .iter()
             .enumerate()
-            .map(|(n, s)| Item::new(ids.next(), format!("Step {n}"), None, *s, 0.0))
+            .map(|(n, s)| Item::new(ids.issue(), format!("Step {n}"), None, *s, 0.0))
             .collect()
     }
 

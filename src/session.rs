@@ -54,7 +54,7 @@ pub struct WriteOutcome {
 }
 
 impl Session {
-    fn new() -> Session {
+    fn started_now() -> Session {
         Session { created: now(), ..Session::default() }
     }
 
@@ -92,7 +92,7 @@ impl Session {
                 format!("already has {} items; the limit is {}", self.items.len(), options.limits.max_items),
             ));
         }
-        let mut item = Item::new(self.ids.next(), content, None, Status::Pending, now());
+        let mut item = Item::new(self.ids.issue(), content, None, Status::Pending, now());
         item.priority = priority;
         self.items.push(item.clone());
         Ok(item)
@@ -123,7 +123,7 @@ impl Session {
         let items = external
             .into_iter()
             .map(|e| {
-                let id = e.id.unwrap_or_else(|| ids.next());
+                let id = e.id.unwrap_or_else(|| ids.issue());
                 let created = e.created.unwrap_or(at);
                 let mut item = Item::new(id, e.content, None, e.status, created);
                 if e.status == Status::Completed {
@@ -140,7 +140,7 @@ impl Session {
 
     /// Reserves a fresh id without adding an item.
     pub fn allocate_id(&mut self) -> String {
-        self.ids.next()
+        self.ids.issue()
     }
 
     /// Empties the list; ids already issued stay retired.
@@ -167,7 +167,7 @@ impl Registry {
         if !self.sessions.contains_key(name) {
             self.order.push(name.to_string());
         }
-        self.sessions.entry(name.to_string()).or_insert_with(Session::new)
+        self.sessions.entry(name.to_string()).or_insert_with(Session::started_now)
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -178,7 +178,7 @@ impl Registry {
     pub fn reset(&mut self, name: &str) {
         if let Some(session) = self.sessions.get_mut(name) {
             let ids = session.ids.clone();
-            *session = Session { ids, ..Session::new() };
+            *session = Session { ids, ..Session::started_now() };
         }
     }
 }
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_changes_nothing() {
-        let mut s = Session::new();
+        let mut s = Session::started_now();
         let options = Options::default();
         s.write(&input(json!({"todos": [{"content": "a", "status": "in_progress"}]})), &options).unwrap();
         let before = (s.items.clone(), s.ids.clone(), s.writes);
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn set_all_adopts_ids_and_never_reissues_them() {
-        let mut s = Session::new();
+        let mut s = Session::started_now();
         let options = Options::default();
         let ext = |id: &str| ExternalItem {
             id: Some(id.into()),
@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn add_respects_the_item_limit() {
-        let mut s = Session::new();
+        let mut s = Session::started_now();
         let options = Options { limits: Limits { max_items: 1, max_content_chars: 10 }, ..Options::default() };
         s.add("one".into(), None, &options).unwrap();
         assert_eq!(s.add("two".into(), None, &options).unwrap_err().path, "todos");

@@ -1,0 +1,42 @@
+# efrit-todo: `make help' lists the targets.
+
+EMACS ?= emacs
+CARGO ?= cargo
+MODULE := lisp/efrit-todo-module.so
+BUILT := target/release/libefrit_todo.so
+LISP := $(wildcard lisp/*.el)
+SUITES := $(wildcard test/*-test.el)
+BATCH := $(EMACS) -Q --batch -L lisp -L test
+
+.PHONY: build test cargo-test ert lint bench demo clean help
+
+build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
+
+$(MODULE): Cargo.toml $(wildcard src/*.rs)
+	$(CARGO) build --release
+	cp $(BUILT) $@
+
+test: cargo-test ert lint ## Everything CI runs: cargo tests, clippy, ERT suites, lint
+
+cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
+	$(CARGO) test --release
+	$(CARGO) clippy --release --all-targets -- -D warnings
+
+ert: build ## The ERT suites in batch Emacs against the built module
+	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
+
+lint: build ## Byte-compile (warnings are errors), checkdoc, package-lint
+	$(EMACS) --batch -L lisp -l test/lint.el $(LISP)
+
+bench: build ## Time todo_write at several sizes
+	$(BATCH) -l bench/efrit-todo-bench.el -f efrit-todo-bench-run
+
+demo: build ## Replay a realistic agent plan in batch, printing each result
+	$(BATCH) -l test/efrit-todo-demo.el -f efrit-todo-demo-run
+
+clean: ## Remove build products
+	$(CARGO) clean
+	rm -f $(MODULE) lisp/*.elc test/*.elc bench/*.elc
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'

@@ -27,6 +27,8 @@ ert: build ## The ERT suites in batch Emacs against the built module
 
 lint: build ## Byte-compile (warnings are errors), checkdoc, package-lint
 	$(EMACS) --batch -L lisp -l test/lint.el $(LISP)
+	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el
+	rm -f test/*.elc bench/*.elc
 
 bench: build ## Time todo_write at several sizes
 	$(BATCH) -l bench/efrit-todo-bench.el -f efrit-todo-bench-run

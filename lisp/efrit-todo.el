@@ -142,10 +142,10 @@ is already loaded stays loaded until Emacs restarts."
                     (error "Efrit-todo: cargo not found; install Rust from https://rustup.rs")))
          (built (expand-file-name
                  (pcase system-type
-                   ('darwin "target/release/libefrit_todo.dylib")
-                   ((or 'windows-nt 'ms-dos 'cygwin) "target/release/efrit_todo.dll")
-                   (_ "target/release/libefrit_todo.so"))
-                 crate))
+                   ('darwin "release/libefrit_todo.dylib")
+                   ((or 'windows-nt 'ms-dos 'cygwin) "release/efrit_todo.dll")
+                   (_ "release/libefrit_todo.so"))
+                 (or (getenv "CARGO_TARGET_DIR") (expand-file-name "target" crate))))
          (default-directory crate))
     (with-current-buffer (get-buffer-create "*efrit-todo module build*")
       (let ((inhibit-read-only t))

@@ -120,6 +120,16 @@ fn is_keyword(env: &Env, value: Value) -> Result<bool> {
     Ok(is(env, env.type_of(value)?, ty_symbol) && symbol_name(value)?.starts_with(':'))
 }
 
+/// Whether LIST starts like a plist: a keyword, then an even length.  An
+/// alist pair never does, so `((:id "t1" ...))` is a list of one plist.
+fn is_plist(env: &Env, list: Value) -> Result<bool> {
+    if !is_keyword(env, list.car()?)? {
+        return Ok(false);
+    }
+    let length = env.call(proper_list_p, (list,))?;
+    Ok(length.is_not_nil() && length.into_rust::<i64>()? % 2 == 0)
+}
+
 /// A Lisp list is read as a plist when it alternates keywords and values, as
 /// an alist when every element is a pair with a string or symbol key, and as
 /// an array otherwise.
@@ -144,7 +154,11 @@ fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
     let mut keys = Vec::with_capacity(len);
     for i in 0..len {
         let element = at(i)?;
-        let key = if is(env, env.type_of(element)?, ty_cons) { key_of(env, element.car()?)? } else { None };
+        let key = if is(env, env.type_of(element)?, ty_cons) && !is_plist(env, element)? {
+            key_of(env, element.car()?)?
+        } else {
+            None
+        };
         match key {
             Some(key) => keys.push(key),
             None => break,

@@ -13,6 +13,7 @@
 
 (require 'bytecomp)
 (require 'checkdoc)
+(declare-function package-lint-buffer "package-lint" (&optional buffer))
 
 (defvar lint--problems 0 "Problems found so far.")
 

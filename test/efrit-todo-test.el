@@ -1,0 +1,1112 @@
+;;; efrit-todo-test.el --- ERT tests of the efrit-todo public API -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; These tests drive the public Lisp API of efrit-todo through the real
+;; Rust module: `efrit-todo-write' and its validation, reconciliation and
+;; result text, the accessors, sessions, the change hook, the tool
+;; schemas and the prompt guidance.
+;;
+;; Every test runs in a fresh session (see `efrit-todo-test-with-session'),
+;; so the tests are independent of each other and of their order.
+;;
+;; Run them with `make ert', which loads every test/*-test.el file in
+;; batch Emacs with lisp/ and test/ on the `load-path'.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'seq)
+(require 'subr-x)
+(require 'json)
+(require 'efrit-todo)
+
+(declare-function efrit-todo--module-panic-for-test "efrit-todo-module" (message))
+
+;;;; Helpers
+
+(defmacro efrit-todo-test-with-session (&rest body)
+  "Run BODY with `efrit-todo-current-session' bound to a fresh session.
+The session name is unique in this Emacs, so nothing another test
+did is visible in BODY."
+  (declare (indent 0) (debug t))
+  `(let ((efrit-todo-current-session (format "test-%s" (cl-gensym))))
+     ,@body))
+
+(defmacro efrit-todo-test-recording-changes (var &rest body)
+  "Run BODY while recording each call of `efrit-todo-change-functions'.
+VAR is bound to the list of argument lists of the calls, newest first,
+and can be read in BODY."
+  (declare (indent 1) (debug (symbolp body)))
+  (let ((recorder (make-symbol "recorder")))
+    `(let* ((,var nil)
+            (,recorder (lambda (&rest args) (push args ,var))))
+       (add-hook 'efrit-todo-change-functions ,recorder)
+       (unwind-protect
+           (progn ,@body)
+         (remove-hook 'efrit-todo-change-functions ,recorder)))))
+
+(defun efrit-todo-test-object (&rest keys-and-values)
+  "Return a hash table like those Efrit's JSON parser builds.
+KEYS-AND-VALUES alternate string keys and their values."
+  (let ((table (make-hash-table :test 'equal)))
+    (while keys-and-values
+      (puthash (pop keys-and-values) (pop keys-and-values) table))
+    table))
+
+(defun efrit-todo-test-item (content status &rest keys-and-values)
+  "Return an item hash table with CONTENT, STATUS and KEYS-AND-VALUES."
+  (apply #'efrit-todo-test-object "content" content "status" status keys-and-values))
+
+(defun efrit-todo-test-input (&rest items)
+  "Return a todo_write input hash table whose todos are ITEMS."
+  (efrit-todo-test-object "todos" (apply #'vector items)))
+
+(defun efrit-todo-test-write (&rest items)
+  "Write ITEMS (hash tables) to the current session; return the result text."
+  (efrit-todo-write (apply #'efrit-todo-test-input items)))
+
+(defun efrit-todo-test-json (text)
+  "Parse TEXT as Efrit does: objects as hash tables, arrays as vectors."
+  (let ((json-object-type 'hash-table)
+        (json-array-type 'vector)
+        (json-key-type 'string)
+        (json-false :json-false))
+    (json-read-from-string text)))
+
+(defun efrit-todo-test-field (key &optional session)
+  "Return the values of KEY of every item of SESSION, in list order."
+  (mapcar (lambda (item) (plist-get item key)) (efrit-todo-list session)))
+
+(defun efrit-todo-test-ids (&optional session)
+  "Return the ids of SESSION's items in list order."
+  (efrit-todo-test-field :id session))
+
+(defun efrit-todo-test-statuses (&optional session)
+  "Return the status symbols of SESSION's items in list order."
+  (efrit-todo-test-field :status session))
+
+(defun efrit-todo-test-contents (&optional session)
+  "Return the contents of SESSION's items in list order."
+  (efrit-todo-test-field :content session))
+
+(defun efrit-todo-test-line (text prefix)
+  "Return the line of TEXT beginning with PREFIX, or nil."
+  (seq-find (lambda (line) (string-prefix-p prefix line))
+            (split-string text "\n")))
+
+(defun efrit-todo-test-seed ()
+  "Write a known list: t1 completed, t2 in progress, t3 pending."
+  (efrit-todo-test-write
+   (efrit-todo-test-item "Read the file" "completed")
+   (efrit-todo-test-item "Fix the bug" "in_progress" "activeForm" "Fixing the bug")
+   (efrit-todo-test-item "Run the tests" "pending")))
+
+;;;; Basic write and accessors
+
+(ert-deftest efrit-todo-test-write-result-lists-items-with-ids ()
+  "The result starts with the marker and shows every item with id and status."
+  (efrit-todo-test-with-session
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Read the file" "in_progress"
+                                       "activeForm" "Reading the file")
+                 (efrit-todo-test-item "Fix the bug" "pending")
+                 (efrit-todo-test-item "Update the docs" "completed")
+                 (efrit-todo-test-item "Skip the release" "cancelled"))))
+      (should (stringp text))
+      (should (string-prefix-p "[TODO list updated" text))
+      (should (string-prefix-p
+               "[TODO list updated: 1/4 done, 1 in progress, 1 pending, 1 cancelled]\n"
+               text))
+      (should (string-match-p
+               (regexp-quote (concat "  t1 [in_progress] Read the file\n"
+                                     "  t2 [pending] Fix the bug\n"
+                                     "  t3 [completed] Update the docs\n"
+                                     "  t4 [cancelled] Skip the release\n"))
+               text))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: added t1, t2, t3, t4"))
+      (should (string-match-p
+               (regexp-quote "Next: work on t1 (Reading the file); mark it completed")
+               text))
+      (should (string-suffix-p
+               "Send the full list with these ids on every todo_write." text))
+      (should-not (string-match-p "^Warnings:" text)))))
+
+(ert-deftest efrit-todo-test-list-returns-plists ()
+  "`efrit-todo-list' returns one plist per item with every documented key."
+  (efrit-todo-test-with-session
+    (should (null (efrit-todo-list)))
+    (efrit-todo-test-seed)
+    (let ((items (efrit-todo-list)))
+      (should (= (length items) 3))
+      (should (equal (efrit-todo-test-ids) '("t1" "t2" "t3")))
+      (should (equal (efrit-todo-test-contents)
+                     '("Read the file" "Fix the bug" "Run the tests")))
+      (should (equal (efrit-todo-test-statuses) '(completed in-progress pending)))
+      (should (equal (efrit-todo-test-field :active-form)
+                     '("Read the file" "Fixing the bug" "Run the tests")))
+      (dolist (item items)
+        (dolist (key '(:id :content :active-form :status :priority
+                           :created :started :completed))
+          (should (plist-member item key)))
+        (should (numberp (plist-get item :created)))
+        (should (null (plist-get item :priority))))
+      (pcase-let ((`(,done ,running ,waiting) items))
+        (should (numberp (plist-get done :completed)))
+        (should (numberp (plist-get running :started)))
+        (should (null (plist-get running :completed)))
+        (should (null (plist-get waiting :started)))
+        (should (null (plist-get waiting :completed)))
+        (should (<= (abs (- (plist-get waiting :created) (float-time))) 60))))))
+
+(ert-deftest efrit-todo-test-counts ()
+  "`efrit-todo-counts' counts by status, zero for an empty session."
+  (efrit-todo-test-with-session
+    (should (equal (efrit-todo-counts)
+                   '(:total 0 :pending 0 :in-progress 0 :completed 0 :cancelled 0)))
+    (efrit-todo-test-write
+     (efrit-todo-test-item "a" "pending")
+     (efrit-todo-test-item "b" "pending")
+     (efrit-todo-test-item "c" "in_progress")
+     (efrit-todo-test-item "d" "completed")
+     (efrit-todo-test-item "e" "cancelled")
+     (efrit-todo-test-item "f" "cancelled"))
+    (let ((counts (efrit-todo-counts)))
+      (should (equal (plist-get counts :total) 6))
+      (should (equal (plist-get counts :pending) 2))
+      (should (equal (plist-get counts :in-progress) 1))
+      (should (equal (plist-get counts :completed) 1))
+      (should (equal (plist-get counts :cancelled) 2)))))
+
+(ert-deftest efrit-todo-test-current ()
+  "`efrit-todo-current' is the in-progress item, or nil."
+  (efrit-todo-test-with-session
+    (should (null (efrit-todo-current)))
+    (efrit-todo-test-write (efrit-todo-test-item "a" "pending")
+                           (efrit-todo-test-item "b" "pending"))
+    (should (null (efrit-todo-current)))
+    (efrit-todo-test-write (efrit-todo-test-item "a" "completed" "id" "t1")
+                           (efrit-todo-test-item "b" "in_progress" "id" "t2"))
+    (let ((current (efrit-todo-current)))
+      (should (equal (plist-get current :id) "t2"))
+      (should (eq (plist-get current :status) 'in-progress))
+      (should (equal current (nth 1 (efrit-todo-list)))))))
+
+(ert-deftest efrit-todo-test-reset ()
+  "Reset empties the session; ids issued before are not issued again."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (efrit-todo-reset)
+    (should (null (efrit-todo-list)))
+    (should (null (efrit-todo-current)))
+    (should (equal (plist-get (efrit-todo-counts) :total) 0))
+    (efrit-todo-test-write (efrit-todo-test-item "Read the file" "pending"))
+    (should (equal (efrit-todo-test-ids) '("t4")))))
+
+(ert-deftest efrit-todo-test-defaults-and-error-symbol ()
+  "The options have their documented defaults; the error is a child of `error'."
+  (dolist (spec '((efrit-todo-max-items 1000)
+                  (efrit-todo-max-content-length 2000)
+                  (efrit-todo-full-list-threshold 30)))
+    (should (custom-variable-p (car spec)))
+    (should (equal (eval (car (get (car spec) 'standard-value)) t) (cadr spec))))
+  (should (memq 'error (get 'efrit-todo-invalid-input 'error-conditions)))
+  (should (memq 'efrit-todo-invalid-input
+                (get 'efrit-todo-invalid-input 'error-conditions)))
+  (should (stringp (get 'efrit-todo-invalid-input 'error-message))))
+
+;;;; Input shapes
+
+(ert-deftest efrit-todo-test-input-shapes ()
+  "Hash tables, alists, plists, JSON strings and bare vectors are accepted."
+  (let ((shapes
+         `(("hash table as Efrit parses JSON"
+            ,(efrit-todo-test-json
+              "{\"todos\": [{\"content\": \"Read it\", \"status\": \"in_progress\", \"activeForm\": \"Reading it\"},
+                            {\"content\": \"Fix it\", \"status\": \"pending\"}]}"))
+           ("alist with symbol keys"
+            ((todos . [((content . "Read it") (status . "in_progress")
+                        (activeForm . "Reading it"))
+                       ((content . "Fix it") (status . "pending"))])))
+           ("alist with string keys"
+            (("todos" . [(("content" . "Read it") ("status" . "in_progress")
+                          ("activeForm" . "Reading it"))
+                         (("content" . "Fix it") ("status" . "pending"))])))
+           ("plist"
+            (:todos [(:content "Read it" :status "in_progress" :activeForm "Reading it")
+                     (:content "Fix it" :status "pending")]))
+           ("JSON string"
+            "{\"todos\": [{\"content\": \"Read it\", \"status\": \"in_progress\", \"activeForm\": \"Reading it\"}, {\"content\": \"Fix it\", \"status\": \"pending\"}]}")
+           ("bare vector of hash tables"
+            ,(vector (efrit-todo-test-item "Read it" "in_progress" "activeForm" "Reading it")
+                     (efrit-todo-test-item "Fix it" "pending")))
+           ("bare list of hash tables"
+            ,(list (efrit-todo-test-item "Read it" "in_progress" "activeForm" "Reading it")
+                   (efrit-todo-test-item "Fix it" "pending")))
+           ("bare list of alists"
+            (((content . "Read it") (status . "in_progress") (activeForm . "Reading it"))
+             ((content . "Fix it") (status . "pending"))))
+           ("hash table with a list of hash tables"
+            ,(efrit-todo-test-object
+              "todos" (list (efrit-todo-test-item "Read it" "in_progress"
+                                                  "activeForm" "Reading it")
+                            (efrit-todo-test-item "Fix it" "pending")))))))
+    (dolist (shape shapes)
+      (ert-info ((car shape) :prefix "Shape: ")
+        (efrit-todo-test-with-session
+          (let ((text (efrit-todo-write (cadr shape))))
+            (should (string-prefix-p "[TODO list updated" text))
+            (should (equal (efrit-todo-test-ids) '("t1" "t2")))
+            (should (equal (efrit-todo-test-contents) '("Read it" "Fix it")))
+            (should (equal (efrit-todo-test-statuses) '(in-progress pending)))
+            (should (equal (efrit-todo-test-field :active-form)
+                           '("Reading it" "Fix it")))))))))
+
+(ert-deftest efrit-todo-test-input-bare-list-of-plists ()
+  "A bare list of plist items, and a plist whose todos is such a list, work.
+The docstring of `efrit-todo-write' promises \"a bare list or vector of
+items\"; a list of plists is the most natural way to write one in Lisp."
+  (efrit-todo-test-with-session
+    (efrit-todo-write (list (list :content "Read it" :status "in_progress")
+                            (list :content "Fix it" :status "pending")))
+    (should (equal (efrit-todo-test-contents) '("Read it" "Fix it"))))
+  (efrit-todo-test-with-session
+    (efrit-todo-write (list :todos (list (list :content "Read it" :status "pending"))))
+    (should (equal (efrit-todo-test-contents) '("Read it")))))
+
+(ert-deftest efrit-todo-test-input-null-and-extra-fields ()
+  "JSON null for an optional field means absent; unknown fields are ignored."
+  (efrit-todo-test-with-session
+    (efrit-todo-write
+     (efrit-todo-test-json
+      "{\"todos\": [{\"id\": null, \"content\": \"a\", \"status\": \"pending\", \"activeForm\": null, \"priority\": \"high\"}]}"))
+    (should (equal (efrit-todo-test-ids) '("t1")))
+    (should (equal (efrit-todo-test-field :active-form) '("a")))
+    (efrit-todo-write "{\"todos\": [{\"id\": \"t1\", \"content\": \"a\", \"status\": \"completed\", \"activeForm\": null}]}")
+    (should (equal (efrit-todo-test-statuses) '(completed)))))
+
+(ert-deftest efrit-todo-test-empty-list-is-valid ()
+  "An empty todos array is a valid write that empties the list."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Ship it" "completed"))
+    (let ((text (efrit-todo-write (efrit-todo-test-object "todos" []))))
+      (should (string-prefix-p "[TODO list updated: 0/0 done]" text))
+      (should (string-match-p "Next: the list is empty" text))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: removed finished t1")))
+    (should (null (efrit-todo-list)))))
+
+;;;; Status spelling
+
+(ert-deftest efrit-todo-test-status-spelling-is-forgiven ()
+  "Status is forgiven for case and - or space versus _, nothing else."
+  (dolist (case '(("pending" pending "pending")
+                  ("PENDING" pending "pending")
+                  ("Pending" pending "pending")
+                  ("in_progress" in-progress "in_progress")
+                  ("In Progress" in-progress "in_progress")
+                  ("IN-PROGRESS" in-progress "in_progress")
+                  ("in-progress" in-progress "in_progress")
+                  ("in progress" in-progress "in_progress")
+                  ("In_Progress" in-progress "in_progress")
+                  ("completed" completed "completed")
+                  ("Completed" completed "completed")
+                  ("COMPLETED" completed "completed")
+                  (" completed " completed "completed")
+                  ("cancelled" cancelled "cancelled")
+                  ("CANCELLED" cancelled "cancelled")))
+    (ert-info ((format "%S" (car case)) :prefix "Status: ")
+      (efrit-todo-test-with-session
+        (let ((text (efrit-todo-test-write (efrit-todo-test-item "Do it" (car case)))))
+          (should (equal (efrit-todo-test-statuses) (list (nth 1 case))))
+          (should (string-match-p (regexp-quote (format "  t1 [%s] Do it\n" (nth 2 case)))
+                                  text)))))))
+
+(ert-deftest efrit-todo-test-status-near-misses-are-errors ()
+  "Spellings that need a guess are errors, not silently mapped."
+  (dolist (status '("done" "inprogress" "canceled" "todo" "in__progress" "complete" ""))
+    (ert-info ((format "%S" status) :prefix "Status: ")
+      (efrit-todo-test-with-session
+        (let ((err (should-error
+                    (efrit-todo-test-write (efrit-todo-test-item "Do it" status))
+                    :type 'efrit-todo-invalid-input)))
+          (should (string-match-p
+                   (concat "\\`todos\\[0\\]\\.status: expected pending, in_progress, "
+                           "completed or cancelled, got "
+                           (regexp-quote (format "%S" status)) "\\'")
+                   (cadr err)))
+          (should (null (efrit-todo-list))))))))
+
+;;;; activeForm
+
+(ert-deftest efrit-todo-test-active-form ()
+  "The activeForm is kept, defaults to content, survives writes that omit it."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write
+     (efrit-todo-test-item "Run the tests" "in_progress" "activeForm" "Running the tests")
+     (efrit-todo-test-item "Fix the bug" "pending")
+     (efrit-todo-test-item "Write docs" "pending" "activeForm" "")
+     (efrit-todo-test-item "Tag it" "pending" "active_form" "Tagging it"))
+    (should (equal (efrit-todo-test-field :active-form)
+                   '("Running the tests" "Fix the bug" "Write docs" "Tagging it")))
+    (should (equal (plist-get (efrit-todo-current) :active-form) "Running the tests"))
+    ;; Same content, no activeForm: the earlier activeForm stays.
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Run the tests" "in_progress" "id" "t1")
+                 (efrit-todo-test-item "Fix the bug" "pending" "id" "t2"
+                                       "activeForm" "Fixing the bug")
+                 (efrit-todo-test-item "Write docs" "pending" "id" "t3")
+                 (efrit-todo-test-item "Tag it" "pending" "id" "t4"))))
+      (should (string-match-p (regexp-quote "Next: work on t1 (Running the tests)") text)))
+    (should (equal (efrit-todo-test-field :active-form)
+                   '("Running the tests" "Fixing the bug" "Write docs" "Tagging it")))
+    ;; Reworded without activeForm: the activeForm follows the new content.
+    (efrit-todo-test-write
+     (efrit-todo-test-item "Run the whole test suite" "in_progress" "id" "t1")
+     (efrit-todo-test-item "Fix the bug" "pending" "id" "t2")
+     (efrit-todo-test-item "Write docs" "pending" "id" "t3")
+     (efrit-todo-test-item "Tag it" "pending" "id" "t4"))
+    (should (equal (car (efrit-todo-test-field :active-form)) "Run the whole test suite"))))
+
+;;;; Ids
+
+(ert-deftest efrit-todo-test-ids-are-sequential-per-session ()
+  "Ids are t1, t2, ... per session; sessions do not share counters."
+  (let ((a (format "test-%s" (cl-gensym)))
+        (b (format "test-%s" (cl-gensym))))
+    (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "a1" "pending")
+                                             (efrit-todo-test-item "a2" "pending")
+                                             (efrit-todo-test-item "a3" "pending"))
+                      a)
+    (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "b1" "pending")) b)
+    (should (equal (efrit-todo-test-ids a) '("t1" "t2" "t3")))
+    (should (equal (efrit-todo-test-ids b) '("t1")))
+    (should (equal (efrit-todo-test-contents b) '("b1")))
+    (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "b1" "pending" "id" "t1")
+                                             (efrit-todo-test-item "b2" "pending"))
+                      b)
+    (should (equal (efrit-todo-test-ids b) '("t1" "t2")))
+    (should (equal (efrit-todo-test-ids a) '("t1" "t2" "t3")))))
+
+(ert-deftest efrit-todo-test-ids-are-never-reused ()
+  "An id that left the list, or was issued before a reset, is not reissued."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Update the changelog" "pending"))
+    (efrit-todo-test-write (efrit-todo-test-item "Deploy to production" "pending"))
+    (should (equal (efrit-todo-test-ids) '("t2")))
+    ;; The same content again, without id, is a new item with a new id.
+    (efrit-todo-test-write (efrit-todo-test-item "Update the changelog" "pending"))
+    (should (equal (efrit-todo-test-ids) '("t3")))
+    (efrit-todo-reset)
+    (efrit-todo-test-write (efrit-todo-test-item "Update the changelog" "pending")
+                           (efrit-todo-test-item "Deploy to production" "pending"))
+    (should (equal (efrit-todo-test-ids) '("t4" "t5")))))
+
+(ert-deftest efrit-todo-test-retired-id-restores-its-item ()
+  "An id that left the list brings its item back when sent again."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Read config.el" "completed")
+                           (efrit-todo-test-item "Fix the parser" "pending"))
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Fix the parser" "pending" "id" "t2"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: removed finished t1")))
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Fix the parser" "pending" "id" "t2")
+                 (efrit-todo-test-item "Read config.el" "completed" "id" "t1"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: restored t1")))
+    (should (equal (efrit-todo-test-ids) '("t2" "t1")))
+    (should (equal (efrit-todo-test-statuses) '(pending completed)))))
+
+;;;; Matching
+
+(ert-deftest efrit-todo-test-match-by-id ()
+  "An item with a known id keeps it even when its content is reworded."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Fix the parser bug" "in_progress")
+                           (efrit-todo-test-item "Run the tests" "pending"))
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Rewrite the tokenizer entirely" "in_progress" "id" "t1")
+                 (efrit-todo-test-item "Run the tests" "pending" "id" "t2"))))
+      (should (equal (efrit-todo-test-line text "Changes: ") "Changes: reworded t1")))
+    (should (equal (efrit-todo-test-ids) '("t1" "t2")))
+    (should (equal (efrit-todo-test-contents)
+                   '("Rewrite the tokenizer entirely" "Run the tests")))))
+
+(ert-deftest efrit-todo-test-match-by-exact-content ()
+  "Items without ids keep theirs by exact content, in any order."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Read it" "in_progress")
+                           (efrit-todo-test-item "Fix it" "pending")
+                           (efrit-todo-test-item "Ship it" "pending"))
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "Ship it" "pending")
+                                       (efrit-todo-test-item "Read it" "completed")
+                                       (efrit-todo-test-item "Fix it" "in_progress"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: started t2; completed t1")))
+    (should (equal (efrit-todo-test-ids) '("t3" "t1" "t2")))))
+
+(ert-deftest efrit-todo-test-match-by-normalised-and-similar-content ()
+  "Without ids, items match by normalised content, then by similarity."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Read config.el" "pending")
+                           (efrit-todo-test-item "Fix the parser bug" "pending")
+                           (efrit-todo-test-item "Write tests for the tokenizer module" "pending"))
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "write tests for the tokeniser module" "pending")
+                 (efrit-todo-test-item "  fix the PARSER bug!" "pending")
+                 (efrit-todo-test-item "Read config.el" "pending"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: reworded t3, t2"))
+      (should-not (string-match-p "dropped\\|added" text)))
+    (should (equal (efrit-todo-test-ids) '("t3" "t2" "t1")))
+    (should (equal (efrit-todo-test-contents)
+                   '("write tests for the tokeniser module" "  fix the PARSER bug!"
+                     "Read config.el")))))
+
+(ert-deftest efrit-todo-test-dissimilar-content-is-a-new-item ()
+  "Unrelated content gets a new id, and the old open item is dropped."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Update the changelog" "pending"))
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "Deploy to production" "pending"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: added t2; dropped t1")))
+    (should (equal (efrit-todo-test-ids) '("t2")))))
+
+(ert-deftest efrit-todo-test-same-list-changes-nothing ()
+  "Sending the same list again reports no changes and keeps the ids."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((before (efrit-todo-list))
+          (text (efrit-todo-test-seed)))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: none: this list is the same as the previous one"))
+      (should (equal (efrit-todo-list) before)))))
+
+;;;; In progress, dropped items, changes
+
+(ert-deftest efrit-todo-test-first-in-progress-wins ()
+  "With several in_progress items the first stays; the rest become pending."
+  (efrit-todo-test-with-session
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "a" "pending")
+                                       (efrit-todo-test-item "b" "in_progress")
+                                       (efrit-todo-test-item "c" "in_progress")
+                                       (efrit-todo-test-item "d" "In Progress"))))
+      (should (equal (efrit-todo-test-statuses) '(pending in-progress pending pending)))
+      (should (equal (plist-get (efrit-todo-current) :id) "t2"))
+      (should (equal (plist-get (efrit-todo-counts) :in-progress) 1))
+      (should (string-match-p "^Warnings:\n" text))
+      (should (string-match-p
+               (regexp-quote "Only one item may be in_progress: t2 stays in progress, t3, t4 set back to pending.")
+               text))
+      (should (string-match-p (regexp-quote "  t3 [pending] c\n") text)))))
+
+(ert-deftest efrit-todo-test-dropped-items-are-reported ()
+  "An unfinished item missing from the new list is reported by id and content."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Keep me" "in_progress")
+                           (efrit-todo-test-item "Lose me" "pending")
+                           (efrit-todo-test-item "Also running away" "pending")
+                           (efrit-todo-test-item "Done already" "completed"))
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "Keep me" "in_progress" "id" "t1"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     "Changes: removed finished t4; dropped t2, t3"))
+      (should (string-match-p
+               (regexp-quote "- t2 \"Lose me\" (was pending) is missing from this list, so it was dropped.")
+               text))
+      (should (string-match-p
+               (regexp-quote "- t3 \"Also running away\" (was pending) is missing")
+               text))
+      (should (string-match-p "send it with status cancelled" text))
+      ;; A finished item leaving is not warned about.
+      (should-not (string-match-p "t4 \"Done already\"" text)))
+    (should (equal (efrit-todo-test-ids) '("t1")))
+    (should (equal (plist-get (efrit-todo-counts) :total) 1))))
+
+(ert-deftest efrit-todo-test-dropped-in-progress-item ()
+  "A dropped in-progress item says it was in_progress."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Working on it" "in_progress")
+                           (efrit-todo-test-item "Next thing" "pending"))
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "Next thing" "pending" "id" "t2"))))
+      (should (string-match-p
+               (regexp-quote "t1 \"Working on it\" (was in_progress) is missing from this list")
+               text)))))
+
+(ert-deftest efrit-todo-test-changes-line-and-timestamps ()
+  "Every kind of transition is named in the Changes line; timestamps follow."
+  (efrit-todo-test-with-session
+    (let ((first (efrit-todo-test-write (efrit-todo-test-item "a" "in_progress")
+                                        (efrit-todo-test-item "b" "completed")
+                                        (efrit-todo-test-item "c" "pending")
+                                        (efrit-todo-test-item "d" "pending"))))
+      (should (string-prefix-p
+               "[TODO list updated: 1/4 done, 1 in progress, 2 pending]\n" first)))
+    (should (numberp (plist-get (nth 1 (efrit-todo-list)) :completed)))
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "a" "pending" "id" "t1")
+                                       (efrit-todo-test-item "b" "in_progress" "id" "t2")
+                                       (efrit-todo-test-item "c" "cancelled" "id" "t3")
+                                       (efrit-todo-test-item "d" "completed" "id" "t4")
+                                       (efrit-todo-test-item "e" "pending"))))
+      (should (equal (efrit-todo-test-line text "Changes: ")
+                     (concat "Changes: added t5; completed t4; cancelled t3; "
+                             "reopened t2; back to pending t1")))
+      (should (string-prefix-p
+               "[TODO list updated: 1/5 done, 1 in progress, 2 pending, 1 cancelled]\n"
+               text)))
+    (pcase-let ((`(,a ,b ,c ,d ,e) (efrit-todo-list)))
+      (should (numberp (plist-get a :started)))
+      (should (null (plist-get a :completed)))
+      (should (numberp (plist-get b :started)))
+      (should (null (plist-get b :completed)))
+      (should (null (plist-get c :completed)))
+      (should (numberp (plist-get d :completed)))
+      (should (null (plist-get e :started))))))
+
+(ert-deftest efrit-todo-test-next-step ()
+  "The Next line always says what to do."
+  (efrit-todo-test-with-session
+    (should (string-match-p
+             (regexp-quote "Next: set t1 to in_progress and start it (Plan it).")
+             (efrit-todo-test-write (efrit-todo-test-item "Plan it" "pending"))))
+    (should (string-match-p
+             (regexp-quote "Next: work on t1 (Planning it); mark it completed")
+             (efrit-todo-test-write (efrit-todo-test-item "Plan it" "in_progress"
+                                                          "id" "t1" "activeForm" "Planning it"))))
+    (should (string-match-p
+             (regexp-quote "Next: every item is finished; give the user the result.")
+             (efrit-todo-test-write (efrit-todo-test-item "Plan it" "completed" "id" "t1"))))))
+
+;;;; Long lists
+
+(defun efrit-todo-test-long-list (n-completed n-cancelled n-pending &optional with-ids)
+  "Return items: N-COMPLETED completed, N-CANCELLED cancelled, N-PENDING pending.
+With WITH-IDS, give them the ids t1, t2, ... in order."
+  (let ((items nil) (n 0))
+    (dolist (spec (list (cons n-completed "completed")
+                        (cons n-cancelled "cancelled")
+                        (cons n-pending "pending")))
+      (dotimes (_ (car spec))
+        (setq n (1+ n))
+        (push (apply #'efrit-todo-test-item (format "Step number %d" n) (cdr spec)
+                     (and with-ids (list "id" (format "t%d" n))))
+              items)))
+    (nreverse items)))
+
+(ert-deftest efrit-todo-test-long-list-is-summarised ()
+  "Above the threshold, unchanged finished items are counted, not shown."
+  (efrit-todo-test-with-session
+    (let ((efrit-todo-full-list-threshold 5))
+      (let ((first (apply #'efrit-todo-test-write (efrit-todo-test-long-list 5 1 1))))
+        ;; Every item is new, hence changed, hence shown.
+        (should-not (string-match-p "not shown" first))
+        (should (string-match-p (regexp-quote "  t1 [completed] Step number 1\n") first)))
+      (let ((text (apply #'efrit-todo-test-write (efrit-todo-test-long-list 5 1 1 t))))
+        (should (string-match-p
+                 (regexp-quote "... and 6 unchanged finished items not shown (5 completed, 1 cancelled)")
+                 text))
+        (should (string-match-p "unchanged finished items not shown" text))
+        (should-not (string-match-p (regexp-quote "t1 [completed]") text))
+        (should (string-match-p (regexp-quote "  t7 [pending] Step number 7\n") text)))
+      ;; The list itself keeps every item.
+      (should (= (length (efrit-todo-list)) 7))
+      ;; A finished item that changed in this write is still shown.
+      (let ((items (efrit-todo-test-long-list 5 1 1 t)))
+        (puthash "status" "completed" (nth 6 items))
+        (let ((text (apply #'efrit-todo-test-write items)))
+          (should (string-match-p (regexp-quote "  t7 [completed] Step number 7\n") text))
+          (should (string-match-p (regexp-quote "... and 6 unchanged finished items") text)))))))
+
+(ert-deftest efrit-todo-test-list-at-threshold-is-shown-in-full ()
+  "A list of exactly the threshold is shown in full; default threshold is 30."
+  (efrit-todo-test-with-session
+    (let ((efrit-todo-full-list-threshold 5))
+      (apply #'efrit-todo-test-write (efrit-todo-test-long-list 4 0 1))
+      (let ((text (apply #'efrit-todo-test-write (efrit-todo-test-long-list 4 0 1 t))))
+        (should-not (string-match-p "not shown" text))
+        (should (string-match-p (regexp-quote "  t1 [completed] Step number 1\n") text)))))
+  (efrit-todo-test-with-session
+    (apply #'efrit-todo-test-write (efrit-todo-test-long-list 30 0 1))
+    (should (string-match-p
+             (regexp-quote "... and 30 unchanged finished items not shown (30 completed, 0 cancelled)")
+             (apply #'efrit-todo-test-write (efrit-todo-test-long-list 30 0 1 t))))))
+
+;;;; Limits
+
+(ert-deftest efrit-todo-test-limits-at-the-boundary ()
+  "Exactly the limit is allowed; content length counts characters."
+  (efrit-todo-test-with-session
+    (let ((efrit-todo-max-items 2)
+          (efrit-todo-max-content-length 5))
+      (efrit-todo-test-write (efrit-todo-test-item "12345" "pending")
+                             (efrit-todo-test-item "é2345" "pending"))
+      (should (equal (efrit-todo-test-contents) '("12345" "é2345")))
+      (should-error (efrit-todo-test-write (efrit-todo-test-item "123456" "pending"))
+                    :type 'efrit-todo-invalid-input)
+      (should-error (efrit-todo-test-write (efrit-todo-test-item "a" "pending")
+                                           (efrit-todo-test-item "b" "pending")
+                                           (efrit-todo-test-item "c" "pending"))
+                    :type 'efrit-todo-invalid-input)
+      (should (equal (efrit-todo-test-contents) '("12345" "é2345"))))
+    ;; The limits are read on every call.
+    (efrit-todo-test-write (efrit-todo-test-item "123456" "pending")
+                           (efrit-todo-test-item "b" "pending")
+                           (efrit-todo-test-item "c" "pending"))
+    (should (equal (efrit-todo-test-contents) '("123456" "b" "c")))))
+
+;;;; Bad inputs
+
+(defvar efrit-todo-test-bad-input nil
+  "The input `efrit-todo-test-write-bad-input' writes.
+It is passed this way rather than as an argument so that a failing
+test does not make ERT print it: some bad inputs are nested 10000
+deep, which the printer refuses.")
+
+(defun efrit-todo-test-write-bad-input ()
+  "Write `efrit-todo-test-bad-input' to the current session."
+  (efrit-todo-write efrit-todo-test-bad-input))
+
+(defun efrit-todo-test-check-bad-input (regexp make-input &rest options)
+  "Check that the input made by MAKE-INPUT is rejected with REGEXP.
+OPTIONS is a plist of :max-items and :max-content, the limits in force.
+The input is written over a seeded list; the write must signal
+`efrit-todo-invalid-input' with a message matching REGEXP, change
+nothing, run no hook, and a valid write must work afterwards."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((input (funcall make-input))
+          (session efrit-todo-current-session)
+          (before (efrit-todo-list))
+          (counts (efrit-todo-counts))
+          (current (efrit-todo-current))
+          (guidance (efrit-todo-prompt-guidance)))
+      (efrit-todo-test-recording-changes calls
+        (let* ((efrit-todo-max-items
+                (or (plist-get options :max-items) efrit-todo-max-items))
+               (efrit-todo-max-content-length
+                (or (plist-get options :max-content) efrit-todo-max-content-length))
+               (efrit-todo-test-bad-input input)
+               (err (should-error (efrit-todo-test-write-bad-input)
+                                  :type 'efrit-todo-invalid-input))
+               (msg (cadr err)))
+          ;; (1) the error symbol itself, not just a parent
+          (should (eq (car err) 'efrit-todo-invalid-input))
+          ;; (2) a message naming the field
+          (should (stringp msg))
+          (should (string-match-p regexp msg))
+          (should (< (length msg) 400))
+          ;; `error-message-string' prints the message with `prin1', so
+          ;; only its field path is sure to appear verbatim.
+          (should (string-match-p
+                   (regexp-quote (substring msg 0 (string-match ": " msg)))
+                   (error-message-string err))))
+        ;; (3) nothing changed and nobody was told of a change
+        (should (equal (efrit-todo-list) before))
+        (should (equal (efrit-todo-counts) counts))
+        (should (equal (efrit-todo-current) current))
+        (should (equal (efrit-todo-prompt-guidance) guidance))
+        (should (null calls))
+        ;; A valid write works afterwards, and no id was used up.
+        (let ((text (efrit-todo-test-write
+                     (efrit-todo-test-item "Read the file" "completed" "id" "t1")
+                     (efrit-todo-test-item "Fix the bug" "completed" "id" "t2")
+                     (efrit-todo-test-item "Run the tests" "in_progress" "id" "t3")
+                     (efrit-todo-test-item "Write the changelog" "pending"))))
+          (should (string-prefix-p "[TODO list updated" text))
+          (should (equal (efrit-todo-test-line text "Changes: ")
+                         "Changes: added t4; started t3; completed t2")))
+        (should (equal (efrit-todo-test-ids) '("t1" "t2" "t3" "t4")))
+        (should (equal (efrit-todo-test-statuses)
+                       '(completed completed in-progress pending)))
+        (should (equal calls (list (list session))))))))
+
+(defmacro efrit-todo-test-define-bad-inputs (&rest cases)
+  "Define one test per bad input in CASES.
+Each case is (NAME REGEXP INPUT-FORM . OPTIONS): INPUT-FORM is
+evaluated in the test's session after the seed list is written,
+REGEXP must match the error message, and OPTIONS are passed to
+`efrit-todo-test-check-bad-input'.  Also defines
+`efrit-todo-test-bad-input-names', the names of the cases."
+  (declare (indent 0))
+  `(progn
+     (defconst efrit-todo-test-bad-input-names ',(mapcar #'car cases)
+       "Names of the bad inputs that have a test.")
+     ,@(mapcar
+        (lambda (case)
+          (pcase-let ((`(,name ,regexp ,form . ,options) case))
+            `(ert-deftest ,(intern (format "efrit-todo-test-bad-input/%s" name)) ()
+               ,(format "Bad input `%s' is rejected naming the field; nothing changes." name)
+               (efrit-todo-test-check-bad-input ,regexp (lambda () ,form) ,@options))))
+        cases)))
+
+(defun efrit-todo-test-deep-vector (depth leaf)
+  "Return LEAF nested in DEPTH one-element vectors."
+  (let ((value leaf))
+    (dotimes (_ depth)
+      (setq value (vector value)))
+    value))
+
+(efrit-todo-test-define-bad-inputs
+  ;; Not an object at all
+  (input-number
+   "\\`input: expected an object with a todos array, got integer 42\\'"
+   42)
+  (input-float
+   "\\`input: expected an object with a todos array, got number 1\\.5\\'"
+   1.5)
+  (input-symbol
+   "\\`input: expected an object with a todos array, got symbol some-symbol\\'"
+   'some-symbol)
+  (input-buffer
+   "\\`input: expected an object with a todos array, got a buffer\\'"
+   (current-buffer))
+  (input-hash-table-with-integer-key
+   "\\`input: "
+   (let ((table (make-hash-table)))
+     (puthash 1 (vector) table)
+     table))
+  (json-string-not-an-object
+   "\\`input: expected an object with a todos array, got string \"just text\"\\'"
+   "\"just text\"")
+  (json-malformed
+   "\\`input: not valid JSON: "
+   "{\"todos\": [{\"content\": \"a\", \"status\": ")
+  (json-nested-10000-deep
+   "\\`input: not valid JSON: "
+   (concat "{\"todos\": " (make-string 10000 ?\[) (make-string 10000 ?\]) "}"))
+  ;; The todos field
+  (todos-missing
+   "\\`todos: is required"
+   (efrit-todo-test-object "items" (vector (efrit-todo-test-item "a" "pending"))))
+  (todos-missing-in-alist
+   "\\`todos: is required"
+   '((tasks . [((content . "a") (status . "pending"))])))
+  (todos-a-string
+   "\\`todos: expected an array of items, got string \"a, b\"\\'"
+   (efrit-todo-test-object "todos" "a, b"))
+  (todos-a-number
+   "\\`todos: expected an array of items, got integer 3\\'"
+   (efrit-todo-test-object "todos" 3))
+  (todos-circular-list
+   "\\`todos: expected an array of items, got a circular or dotted list\\'"
+   (let ((items (list (efrit-todo-test-item "a" "pending")
+                      (efrit-todo-test-item "b" "pending"))))
+     (setcdr (last items) items)
+     (efrit-todo-test-object "todos" items)))
+  (todos-dotted-list
+   "\\`todos: expected an array of items, got a circular or dotted list\\'"
+   (efrit-todo-test-object "todos" (cons (efrit-todo-test-item "a" "pending") 7)))
+  (todos-nested-10000-deep
+   "\\`todos\\[0\\]: expected an object with content and status, got "
+   (efrit-todo-test-object "todos" (efrit-todo-test-deep-vector 10000 (vector))))
+  (too-many-items
+   "\\`todos: has 4 items; the limit is 3\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending")
+                          (efrit-todo-test-item "b" "pending")
+                          (efrit-todo-test-item "c" "pending")
+                          (efrit-todo-test-item "d" "pending"))
+   :max-items 3)
+  ;; Items
+  (item-a-number
+   "\\`todos\\[1\\]: expected an object with content and status, got integer 3\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending") 3))
+  (item-a-string
+   "\\`todos\\[0\\]: expected an object with content and status, got string \"Fix it\"\\'"
+   (efrit-todo-test-input "Fix it"))
+  ;; content
+  (content-missing
+   "\\`todos\\[0\\]\\.content: is required\\'"
+   (efrit-todo-test-input (efrit-todo-test-object "status" "pending")))
+  (content-empty
+   "\\`todos\\[0\\]\\.content: must not be empty\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "" "pending")))
+  (content-whitespace
+   "\\`todos\\[1\\]\\.content: must not be empty\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending")
+                          (efrit-todo-test-item " \t\n  " "pending")))
+  (content-a-number
+   "\\`todos\\[0\\]\\.content: expected a string, got integer 7\\'"
+   (efrit-todo-test-input (efrit-todo-test-item 7 "pending")))
+  (content-a-symbol
+   "\\`todos\\[0\\]\\.content: expected a string, got symbol fix-the-bug\\'"
+   (efrit-todo-test-input (efrit-todo-test-item 'fix-the-bug "pending")))
+  (content-json-false
+   "\\`todos\\[0\\]\\.content: expected a string, got boolean false\\'"
+   (efrit-todo-test-json "{\"todos\": [{\"content\": false, \"status\": \"pending\"}]}"))
+  (content-a-marker
+   "\\`todos\\[0\\]\\.content: expected a string, got a marker\\'"
+   (efrit-todo-test-input (efrit-todo-test-item (point-marker) "pending")))
+  (content-nested-10000-deep
+   "\\`todos\\[0\\]\\.content: expected a string, got "
+   (efrit-todo-test-input
+    (efrit-todo-test-item (efrit-todo-test-deep-vector 10000 "x") "pending")))
+  (content-unibyte-high-bytes
+   "\\`todos\\[0\\]\\.content: .*UTF-8"
+   (efrit-todo-test-input
+    (efrit-todo-test-item (string-to-unibyte "\377abc") "pending")))
+  (content-raw-byte-in-multibyte-string
+   "\\`todos\\[2\\]\\.content: .*UTF-8"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending")
+                          (efrit-todo-test-item "b" "pending")
+                          (efrit-todo-test-item (string-to-multibyte "ok \377") "pending")))
+  (content-nul-byte
+   "\\`todos\\[0\\]\\.content: contains a NUL character\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "before\0after" "pending")))
+  (content-over-limit
+   "\\`todos\\[0\\]\\.content: is 6 characters long; the limit is 5\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "123456" "pending"))
+   :max-content 5)
+  (content-over-default-limit
+   "\\`todos\\[1\\]\\.content: is 2001 characters long; the limit is 2000\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending")
+                          (efrit-todo-test-item (make-string 2001 ?x) "pending")))
+  ;; status
+  (status-missing
+   "\\`todos\\[0\\]\\.status: is required"
+   (efrit-todo-test-input (efrit-todo-test-object "content" "a")))
+  (status-done
+   "\\`todos\\[2\\]\\.status: expected pending, in_progress, completed or cancelled, got \"done\"\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending")
+                          (efrit-todo-test-item "b" "pending")
+                          (efrit-todo-test-item "c" "done")))
+  (status-done-in-json
+   "\\`todos\\[0\\]\\.status: expected pending, in_progress, completed or cancelled, got \"done\"\\'"
+   "{\"todos\": [{\"content\": \"a\", \"status\": \"done\"}]}")
+  (status-a-number
+   "\\`todos\\[0\\]\\.status: expected pending, in_progress, completed or cancelled, got integer 3\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" 3)))
+  (status-in-plist
+   "\\`todos\\[0\\]\\.status: expected pending, in_progress, completed or cancelled, got \"finished\"\\'"
+   (list :todos (vector (list :content "a" :status "finished"))))
+  ;; activeForm
+  (active-form-a-number
+   "\\`todos\\[0\\]\\.activeForm: expected a string, got integer 1\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending" "activeForm" 1)))
+  (active-form-over-limit
+   "\\`todos\\[0\\]\\.activeForm: is 6 characters long; the limit is 5\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "abc" "pending" "activeForm" "abcdef"))
+   :max-content 5)
+  (active-form-raw-byte
+   "\\`todos\\[0\\]\\.activeForm: .*UTF-8"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending" "activeForm" "\xff")))
+  ;; id
+  (id-a-number
+   "\\`todos\\[0\\]\\.id: expected a string, got integer 5\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending" "id" 5)))
+  (id-empty
+   "\\`todos\\[0\\]\\.id: must not be empty\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "a" "pending" "id" "")))
+  (id-unknown
+   "\\`todos\\[1\\]\\.id: unknown id \"t99\": "
+   (efrit-todo-test-input (efrit-todo-test-item "Read the file" "completed" "id" "t1")
+                          (efrit-todo-test-item "Fix the bug" "pending" "id" "t99")))
+  (id-from-another-session
+   "\\`todos\\[0\\]\\.id: unknown id \"t5\""
+   (progn
+     ;; Another session has issued t5; this one has not.
+     (efrit-todo-write (apply #'efrit-todo-test-input (efrit-todo-test-long-list 0 0 5))
+                       (format "test-%s" (cl-gensym)))
+     (efrit-todo-test-input (efrit-todo-test-item "Step number 5" "pending" "id" "t5"))))
+  (id-duplicate
+   "\\`todos\\[1\\]\\.id: \"t1\" is also the id of todos\\[0\\]; every item needs its own id\\'"
+   (efrit-todo-test-input (efrit-todo-test-item "Read the file" "completed" "id" "t1")
+                          (efrit-todo-test-item "Fix the bug" "pending" "id" "t1"))))
+
+(ert-deftest efrit-todo-test-bad-inputs-are-many ()
+  "The table of bad inputs covers at least 25 cases, each with its own test."
+  (should (>= (length efrit-todo-test-bad-input-names) 25))
+  (dolist (name efrit-todo-test-bad-input-names)
+    (should (ert-test-boundp (intern (format "efrit-todo-test-bad-input/%s" name))))))
+
+;;;; The change hook
+
+(ert-deftest efrit-todo-test-hook-runs-once-per-write ()
+  "The hook runs exactly once per successful write, with the session name."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-recording-changes calls
+      (efrit-todo-test-write (efrit-todo-test-item "a" "pending"))
+      (should (equal calls (list (list efrit-todo-current-session))))
+      (efrit-todo-test-write (efrit-todo-test-item "a" "in_progress" "id" "t1"))
+      (efrit-todo-test-write (efrit-todo-test-item "a" "in_progress" "id" "t1"))
+      (should (equal calls (make-list 3 (list efrit-todo-current-session))))
+      ;; Failed writes do not run it.
+      (should-error (efrit-todo-test-write (efrit-todo-test-item "a" "done"))
+                    :type 'efrit-todo-invalid-input)
+      (should-error (efrit-todo-write "not json") :type 'efrit-todo-invalid-input)
+      (should (= (length calls) 3)))))
+
+(ert-deftest efrit-todo-test-hook-gets-explicit-session ()
+  "A write to an explicit SESSION runs the hook with that name."
+  (efrit-todo-test-with-session
+    (let ((other (format "test-%s" (cl-gensym))))
+      (efrit-todo-test-recording-changes calls
+        (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "a" "pending")) other)
+        (should (equal calls (list (list other)))))
+      (should (null (efrit-todo-list)))
+      (should (equal (efrit-todo-test-contents other) '("a"))))))
+
+(ert-deftest efrit-todo-test-hook-error-does-not-break-write ()
+  "A failing hook function neither loses the write nor stops other functions."
+  (efrit-todo-test-with-session
+    (let ((failing (lambda (_session) (error "Hook failure on purpose"))))
+      (efrit-todo-test-recording-changes calls
+        ;; Added last, so it runs first, before the recorder.
+        (add-hook 'efrit-todo-change-functions failing)
+        (unwind-protect
+            (let ((inhibit-message t))
+              (should (string-prefix-p
+                       "[TODO list updated"
+                       (efrit-todo-test-write (efrit-todo-test-item "a" "pending")))))
+          (remove-hook 'efrit-todo-change-functions failing))
+        (should (equal calls (list (list efrit-todo-current-session))))))
+    (should (equal (efrit-todo-test-ids) '("t1")))))
+
+;;;; Sessions
+
+(ert-deftest efrit-todo-test-sessions ()
+  "Sessions are listed oldest first; functions take an explicit SESSION."
+  (let ((a (format "test-%s" (cl-gensym)))
+        (b (format "test-%s" (cl-gensym))))
+    (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "in a" "in_progress")) a)
+    (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "in b" "pending")) b)
+    (let ((sessions (efrit-todo-sessions)))
+      (should (cl-every #'stringp sessions))
+      (should (member a sessions))
+      (should (member b sessions))
+      (should (< (cl-position a sessions :test #'equal)
+                 (cl-position b sessions :test #'equal))))
+    (should (equal (plist-get (efrit-todo-current a) :content) "in a"))
+    (should (null (efrit-todo-current b)))
+    (should (equal (plist-get (efrit-todo-counts b) :pending) 1))
+    (should (string-match-p (regexp-quote "t1 [in_progress] in a")
+                            (efrit-todo-prompt-guidance a)))
+    (efrit-todo-reset a)
+    (should (null (efrit-todo-list a)))
+    (should (equal (efrit-todo-test-contents b) '("in b")))))
+
+(ert-deftest efrit-todo-test-nil-session-means-default ()
+  "With no current session, functions act on the session \"default\"."
+  (let ((efrit-todo-current-session nil))
+    (efrit-todo-reset "default")
+    (unwind-protect
+        (progn
+          (efrit-todo-test-write (efrit-todo-test-item "Default work" "pending"))
+          (should (equal (efrit-todo-test-contents "default") '("Default work")))
+          (should (equal (efrit-todo-list) (efrit-todo-list "default")))
+          (should (member "default" (efrit-todo-sessions))))
+      (efrit-todo-reset "default"))))
+
+(ert-deftest efrit-todo-test-bad-session-is-an-error ()
+  "An unusable session name is an input error, not a crash."
+  (dolist (session '("" "   " "a\0b"))
+    (should-error (efrit-todo-write (efrit-todo-test-input (efrit-todo-test-item "a" "pending"))
+                                    session)
+                  :type 'efrit-todo-invalid-input))
+  (let ((efrit-todo-current-session 42))
+    (should-error (efrit-todo-list) :type 'efrit-todo-invalid-input)))
+
+;;;; Schemas and guidance
+
+(defun efrit-todo-test-get (alist &rest keys)
+  "Follow string KEYS through nested ALIST."
+  (dolist (key keys alist)
+    (setq alist (cdr (assoc key alist)))))
+
+(ert-deftest efrit-todo-test-tool-schemas ()
+  "The todo_write schema has Efrit's shape and matches what is validated."
+  (let* ((schemas (efrit-todo-tool-schemas))
+         (write (seq-find (lambda (schema)
+                            (equal (efrit-todo-test-get schema "name") "todo_write"))
+                          schemas))
+         (input (efrit-todo-test-get write "input_schema"))
+         (todos (efrit-todo-test-get input "properties" "todos"))
+         (item (efrit-todo-test-get todos "items"))
+         (properties (efrit-todo-test-get item "properties")))
+    (should (listp schemas))
+    (should write)
+    (should (stringp (efrit-todo-test-get write "description")))
+    (should (string-match-p "FULL list" (efrit-todo-test-get write "description")))
+    (should (equal (efrit-todo-test-get input "type") "object"))
+    (should (equal (efrit-todo-test-get input "required") ["todos"]))
+    (should (equal (efrit-todo-test-get todos "type") "array"))
+    (should (equal (efrit-todo-test-get item "type") "object"))
+    (should (equal (efrit-todo-test-get item "required") ["content" "status"]))
+    (should (equal (efrit-todo-test-get properties "status" "enum")
+                   ["pending" "in_progress" "completed" "cancelled"]))
+    (dolist (field '("id" "content" "status" "activeForm"))
+      (should (equal (efrit-todo-test-get properties field "type") "string"))
+      (should (stringp (efrit-todo-test-get properties field "description"))))
+    ;; Every schema encodes to JSON as the API needs it.
+    (dolist (schema schemas)
+      (let ((decoded (efrit-todo-test-json (json-encode schema))))
+        (should (hash-table-p decoded))
+        (should (stringp (gethash "name" decoded)))))
+    ;; Every status the schema advertises is accepted.
+    (efrit-todo-test-with-session
+      (efrit-todo-write
+       (efrit-todo-test-object
+        "todos" (vconcat (seq-map-indexed
+                          (lambda (status n)
+                            (efrit-todo-test-item (format "Item %d" n) status))
+                          (efrit-todo-test-get properties "status" "enum")))))
+      (should (equal (efrit-todo-test-statuses)
+                     '(pending in-progress completed cancelled))))))
+
+(ert-deftest efrit-todo-test-prompt-guidance ()
+  "Guidance shows how to start on an empty list and the ids otherwise."
+  (efrit-todo-test-with-session
+    (let ((empty (efrit-todo-prompt-guidance)))
+      (should (stringp empty))
+      (should (string-match-p "todo_write" empty))
+      (should-not (string-match-p "\\bt1\\b" empty)))
+    (efrit-todo-test-seed)
+    (let ((text (efrit-todo-prompt-guidance)))
+      (should (string-match-p (regexp-quote "t1 [completed] Read the file") text))
+      (should (string-match-p (regexp-quote "t2 [in_progress] Fix the bug") text))
+      (should (string-match-p (regexp-quote "t3 [pending] Run the tests") text))
+      (should (string-match-p "todo_write" text))
+      (should (string-match-p (regexp-quote "work on t2 (Fixing the bug)") text)))))
+
+;;;; Panics
+
+(ert-deftest efrit-todo-test-panic-becomes-lisp-error ()
+  "A Rust panic arrives as a `rust-panic' error and Emacs keeps working."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Before the panic" "in_progress"))
+    (let ((err (should-error (efrit-todo--module-panic-for-test "deliberate panic 42")
+                             :type 'rust-panic)))
+      (should (eq (car err) 'rust-panic))
+      (should (memq 'error (get 'rust-panic 'error-conditions)))
+      (should (string-match-p "deliberate panic 42" (format "%S" (cdr err)))))
+    ;; Again, to be sure the first one left nothing broken.
+    (should-error (efrit-todo--module-panic-for-test "second panic") :type 'rust-panic)
+    (should (equal (efrit-todo-test-contents) '("Before the panic")))
+    (should (string-prefix-p
+             "[TODO list updated"
+             (efrit-todo-test-write (efrit-todo-test-item "Before the panic" "completed" "id" "t1")
+                                    (efrit-todo-test-item "After the panic" "in_progress"))))
+    (should (equal (efrit-todo-test-ids) '("t1" "t2")))
+    (should (equal (efrit-todo-test-statuses) '(completed in-progress)))))
+
+;;;; Speed
+
+(ert-deftest efrit-todo-test-large-write-is-fast ()
+  "A write of the maximum number of items takes well under a second."
+  (efrit-todo-test-with-session
+    (let* ((items (cl-loop for n from 1 to efrit-todo-max-items
+                           collect (efrit-todo-test-item (format "Step %d of the plan" n)
+                                                         "pending")))
+           (start (float-time)))
+      (apply #'efrit-todo-test-write items)
+      (apply #'efrit-todo-test-write items)
+      (should (= (plist-get (efrit-todo-counts) :total) efrit-todo-max-items))
+      (should (equal (car (efrit-todo-test-ids)) "t1"))
+      (should (equal (car (last (efrit-todo-test-ids)))
+                     (format "t%d" efrit-todo-max-items)))
+      (should (< (- (float-time) start) 2.0)))))
+
+(provide 'efrit-todo-test)
+;;; efrit-todo-test.el ends here

@@ -172,7 +172,9 @@ fn record_transition(diff: &mut Diff, id: &str, from: Status, to: Status) {
 
 /// Applies a proposed list to the previous one.  `retired` holds items that
 /// left the list earlier in the session, so an id the model remembers can
-/// bring its item back; items leaving now are moved there.
+/// bring its item back; items leaving now are moved there.  Every error is
+/// found before `retired` or `ids` change, so a failed call leaves them as
+/// they were.
 pub fn reconcile(
     previous: &[Item],
     retired: &mut HashMap<String, Item>,

@@ -73,13 +73,10 @@ impl Session {
     /// The todo_write tool.
     pub fn write(&mut self, input: &Input, options: &Options) -> Result<WriteOutcome, InvalidInput> {
         let proposed = parse_write(input, &options.limits)?;
-        let mut retired = self.retired.clone();
-        let mut ids = self.ids.clone();
-        let reconciled = reconcile(&self.items, &mut retired, &mut ids, &proposed, now())?;
+        // reconcile fails only before it touches retired items or ids.
+        let reconciled = reconcile(&self.items, &mut self.retired, &mut self.ids, &proposed, now())?;
         let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to);
         self.items = reconciled.items;
-        self.retired = retired;
-        self.ids = ids;
         self.writes += 1;
         Ok(WriteOutcome { text, diff: reconciled.diff })
     }
@@ -215,12 +212,13 @@ mod tests {
         let mut s = Session::started_now();
         let options = Options::default();
         s.write(&input(json!({"todos": [{"content": "a", "status": "in_progress"}]})), &options).unwrap();
-        let before = (s.items.clone(), s.ids.clone(), s.writes);
+        s.write(&input(json!({"todos": [{"content": "b", "status": "in_progress"}]})), &options).unwrap();
+        let before = (s.items.clone(), s.ids.clone(), s.writes, s.retired.clone());
         let bad = json!({"todos": [{"content": "new", "status": "pending"}, {"content": "b", "status": "done"}]});
         assert!(s.write(&input(bad), &options).is_err());
         let unknown = json!({"todos": [{"content": "new", "status": "pending"}, {"id": "t77", "content": "b", "status": "pending"}]});
         assert!(s.write(&input(unknown), &options).is_err());
-        assert_eq!((s.items.clone(), s.ids.clone(), s.writes), before);
+        assert_eq!((s.items.clone(), s.ids.clone(), s.writes, s.retired.clone()), before);
     }
 
     #[test]

@@ -509,5 +509,12 @@ Efrit calls this while building every request, so it never signals."
     (error (message "Efrit-todo: %s" (error-message-string err))
            "")))
 
+(defun efrit-todo-unload-function ()
+  "Stop watching Efrit's variables when this file is unloaded.
+The module itself stays loaded: Emacs cannot unload modules."
+  (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
+  (remove-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
+  nil)
+
 (provide 'efrit-todo)
 ;;; efrit-todo.el ends here

@@ -2,6 +2,8 @@
 //! it turns Lisp values into the plain types of the other modules and back.
 //! Lisp calls these functions through lisp/efrit-todo.el, never directly.
 
+pub mod breaker;
+pub mod ledger;
 pub mod model;
 pub mod reconcile;
 pub mod render;

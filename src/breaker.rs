@@ -1,0 +1,1 @@
+//! The circuit breaker: stops an agent loop that no longer makes progress.

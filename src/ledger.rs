@@ -1,0 +1,1 @@
+//! The ledger: every tool call of a session and the final report built from it.

@@ -3,6 +3,7 @@
 //! Lisp calls these functions through lisp/efrit-todo.el, never directly.
 
 pub mod breaker;
+pub mod guide;
 pub mod ledger;
 pub mod model;
 pub mod reconcile;

@@ -351,8 +351,27 @@ pub fn todo_write_schema() -> Json {
     })
 }
 
+pub const REASON: Field = Field {
+    name: "reason",
+    aliases: &[],
+    kind: FieldKind::Text,
+    required: true,
+    description: "Why you must stop with items still open (1 to 500 characters): what blocks you and what the user should do.",
+};
+
+pub const TODO_PAUSE_DESCRIPTION: &str = "Stop working with items still open, and say why. Use it only when you cannot go on without the user (missing information, a decision, a failing tool you cannot work around). You will not be asked to continue, and the reason goes into the final report. Finish or cancel items instead when you can.";
+
+/// The todo_pause tool in the shape the Messages API takes.
+pub fn todo_pause_schema() -> Json {
+    json!({
+        "name": "todo_pause",
+        "description": TODO_PAUSE_DESCRIPTION,
+        "input_schema": object_schema(&[REASON]),
+    })
+}
+
 pub fn tool_schemas() -> Vec<Json> {
-    vec![todo_write_schema()]
+    vec![todo_write_schema(), todo_pause_schema()]
 }
 
 #[cfg(test)]
@@ -435,5 +454,8 @@ mod tests {
         assert_eq!(item["properties"]["status"]["enum"], json!(["pending", "in_progress", "completed", "cancelled"]));
         assert!(item["properties"]["id"].is_object());
         assert!(TODO_WRITE_DESCRIPTION.contains("FULL list"));
+        let pause = todo_pause_schema();
+        assert_eq!(pause["input_schema"]["required"], json!(["reason"]));
+        assert_eq!(tool_schemas().len(), 2);
     }
 }

@@ -274,6 +274,175 @@ They come from the same Rust definitions that validate the input."
   (efrit-todo--module-prompt-guidance (efrit-todo--session session)
                                       efrit-todo-full-list-threshold))
 
+;;;; The agent loop
+
+(defgroup efrit-todo-loop nil
+  "How efrit-todo steers the agent loop: breaker, reminders, completion."
+  :group 'efrit-todo
+  :prefix "efrit-todo-")
+
+(defcustom efrit-todo-breaker-without-progress 30
+  "Tool calls allowed without completing a todo item before the breaker trips."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-same-tool 15
+  "Calls of one tool in a row before the breaker trips."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-identical 3
+  "Identical calls (same tool, equal input) in a row before the breaker trips."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-error-warn 3
+  "Times the same error may repeat before a warning rides on the result."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-error-trip 5
+  "Times the same error may repeat before the breaker trips."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-oscillation 6
+  "Length of an A-B-A-B run of two identical calls that trips the breaker."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-churn 3
+  "Todo writes in a row that change nothing before the breaker trips."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-breaker-hard-cap 100
+  "Tool calls in a session after which the breaker trips, progress or not."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-max-continuations 2
+  "Continuation messages per session when the model stops with items open."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-reminders t
+  "Non-nil to remind the model to update its list after several calls."
+  :type 'boolean
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-reminder-after 4
+  "Successful tool calls under one running item before a reminder."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-auto-complete nil
+  "Non-nil to complete the running item when the tool it names succeeds."
+  :type 'boolean
+  :group 'efrit-todo-loop)
+
+(defcustom efrit-todo-max-result-length 4000
+  "Characters of one tool result kept in the final report.
+Longer results are cut with a marker giving their full length."
+  :type 'natnum
+  :group 'efrit-todo-loop)
+
+(declare-function efrit-todo--module-before-tool "efrit-todo-module" (session tool))
+(declare-function efrit-todo--module-after-tool "efrit-todo-module"
+                  (session tool input result error duration options))
+(declare-function efrit-todo--module-turn-end "efrit-todo-module"
+                  (session had-tool-calls options))
+(declare-function efrit-todo--module-pause "efrit-todo-module" (session reason))
+(declare-function efrit-todo--module-complete "efrit-todo-module"
+                  (session message options))
+(declare-function efrit-todo--module-report "efrit-todo-module" (session options))
+(declare-function efrit-todo--module-ledger "efrit-todo-module" (session))
+(declare-function efrit-todo--module-breaker "efrit-todo-module" (session))
+(declare-function efrit-todo--module-breaker-reset "efrit-todo-module" (session))
+(declare-function efrit-todo--module-analyze-request "efrit-todo-module" (text))
+
+(defun efrit-todo--loop-options ()
+  "Return the options vector for the loop functions of the module."
+  (vector efrit-todo-breaker-without-progress efrit-todo-breaker-same-tool
+          efrit-todo-breaker-identical efrit-todo-breaker-error-warn
+          efrit-todo-breaker-error-trip efrit-todo-breaker-oscillation
+          efrit-todo-breaker-churn efrit-todo-breaker-hard-cap
+          efrit-todo-max-continuations efrit-todo-reminder-after
+          efrit-todo-reminders efrit-todo-auto-complete
+          efrit-todo-max-result-length))
+
+(defun efrit-todo-before-tool (name _input &optional session)
+  "Return nil to let tool NAME run in SESSION, or the refusal text.
+A tripped breaker refuses every call."
+  (efrit-todo--module-before-tool (efrit-todo--session session) name))
+
+(defun efrit-todo-after-tool (name input result error-p &optional session duration)
+  "Record the call of tool NAME with INPUT, RESULT and ERROR-P in SESSION.
+Feeds the ledger, the breaker, reminders and auto-completion, and
+returns the text to send back: RESULT (\"NAME returned no output\"
+when it is nil or empty) plus any notice.  DURATION is in seconds."
+  (let* ((session (efrit-todo--session session))
+         (items-before (and efrit-todo-auto-complete (efrit-todo-counts session)))
+         (text (efrit-todo--module-after-tool session name input result error-p duration
+                                              (efrit-todo--loop-options))))
+    (when (and items-before (not (equal items-before (efrit-todo-counts session))))
+      (efrit-todo--changed session))
+    text))
+
+(defun efrit-todo-turn-end (had-tool-calls &optional session)
+  "The model ended its turn in SESSION; HAD-TOOL-CALLS non-nil if it used tools.
+Return nil to let the session end, or a continuation message to send."
+  (efrit-todo--module-turn-end (efrit-todo--session session) had-tool-calls
+                               (efrit-todo--loop-options)))
+
+(defun efrit-todo-pause (reason &optional session)
+  "The todo_pause tool: the model stops SESSION with items open for REASON.
+REASON is 1 to 500 characters.  Return the text for the model."
+  (let ((session (efrit-todo--session session)))
+    (prog1 (efrit-todo--module-pause session reason)
+      (efrit-todo--run-change-hook session))))
+
+(defun efrit-todo-complete (message &optional session)
+  "The session_complete guard for SESSION with the model's MESSAGE.
+Return (:allowed BOOL :text STRING).  With open items the first call
+is refused and TEXT lists them; when allowed, TEXT is the final report."
+  (efrit-todo--module-complete (efrit-todo--session session) message
+                               (efrit-todo--loop-options)))
+
+(defun efrit-todo-report (&optional session)
+  "Return the report of SESSION: every tool result in order, then the list."
+  (efrit-todo--module-report (efrit-todo--session session) (efrit-todo--loop-options)))
+
+(defun efrit-todo-ledger (&optional session)
+  "Return a plist for each tool call recorded in SESSION, oldest first.
+Keys: :tool :input :result :error :todo :time :duration."
+  (efrit-todo--module-ledger (efrit-todo--session session)))
+
+(defun efrit-todo-breaker (&optional session)
+  "Return the breaker state of SESSION as a plist.
+Keys: :tripped :reason :calls :since-progress :same-tool :identical
+:errors :churn."
+  (efrit-todo--module-breaker (efrit-todo--session session)))
+
+;;;###autoload
+(defun efrit-todo-breaker-reset (&optional session)
+  "Reset the circuit breaker of SESSION so that tools may run again."
+  (interactive (list (completing-read "Reset the breaker of session: "
+                                      (efrit-todo-sessions) nil t nil nil
+                                      (efrit-todo--session nil))))
+  (let ((session (efrit-todo--session session)))
+    (efrit-todo--module-breaker-reset session)
+    (efrit-todo--run-change-hook session)
+    (when (called-interactively-p 'interactive)
+      (message "Efrit-todo: breaker of %s reset" session))))
+
+(defun efrit-todo-analyze-request (text)
+  "Return an estimate of how complex the request TEXT is.
+The value is a plist: :complex is non-nil for three steps or more or
+a high score, :score runs from 0.0 to 1.0, :steps is a count, and
+:suggestion is text for the system prompt, empty unless complex."
+  (efrit-todo--module-analyze-request text))
+
 ;;;; Efrit compatibility
 ;;
 ;; Efrit's own code reads and sets these names.  The module stays the

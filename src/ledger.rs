@@ -1,1 +1,573 @@
 //! The ledger: every tool call of a session and the final report built from it.
+//!
+//! Efrit loses tool output in two ways: a nil result becomes the generic
+//! "Command executed successfully", and `session_complete` or the async
+//! finalizer overwrite whatever came before.  The ledger keeps every result
+//! as it was sent back to the model, and the report is built from the ledger,
+//! so the user sees all of it, in order, with the todo summary and the
+//! model's completion message last.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use crate::model::{Counts, Item, Status};
+use crate::render::progress;
+use crate::validate::Input;
+
+/// How much of a tool input the ledger keeps: enough to tell calls apart in the
+/// report and the UI, not so much that a large buffer edit is stored twice.
+pub const INPUT_SUMMARY_CHARS: usize = 200;
+
+/// A sensible `max_result_chars` for callers with no setting of their own.
+pub const DEFAULT_MAX_RESULT_CHARS: usize = 4000;
+
+/// One tool call, as recorded.  `result` is the text sent back to the model,
+/// never empty.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub tool: String,
+    /// A compact rendering of the input, at most `INPUT_SUMMARY_CHARS` characters.
+    pub input: String,
+    pub result: String,
+    pub error: bool,
+    /// The item that was in progress when the call ran.
+    pub todo: Option<String>,
+    /// Seconds since the epoch.
+    pub time: f64,
+    /// Seconds, when the caller measured it.
+    pub duration: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    entries: Vec<Entry>,
+}
+
+impl Ledger {
+    /// Records a call; RESULT None or empty becomes "<tool> returned no output".
+    /// Returns the recorded entry (its result is the text to send back).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &mut self,
+        tool: &str,
+        input: &Input,
+        result: Option<&str>,
+        flagged_error: bool,
+        todo: Option<&str>,
+        time: f64,
+        duration: Option<f64>,
+    ) -> &Entry {
+        let text = match result {
+            Some(text) if !text.trim().is_empty() => text.to_string(),
+            _ => no_output(tool),
+        };
+        let index = self.entries.len();
+        self.entries.push(Entry {
+            tool: tool.to_string(),
+            input: summarize_input(input, INPUT_SUMMARY_CHARS),
+            error: is_error(result, flagged_error),
+            result: text,
+            todo: todo.map(str::to_string),
+            time,
+            duration,
+        });
+        &self.entries[index]
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// What a call with no output is recorded as.  Naming the tool tells the model
+/// and the user which call it was; "Command executed successfully" told
+/// neither, and claimed a success nobody had seen.
+pub fn no_output(tool: &str) -> String {
+    let tool = tool.trim();
+    if tool.is_empty() {
+        "The tool returned no output".into()
+    } else {
+        format!("{tool} returned no output")
+    }
+}
+
+/// A call failed when the caller says so or its result starts with "Error"
+/// (Efrit's tools report failures as text, with `is_error` often nil).
+/// No output is not an error: many editing commands return nothing.
+pub fn is_error(result: Option<&str>, flagged: bool) -> bool {
+    flagged || result.is_some_and(|text| text.trim_start().starts_with("Error"))
+}
+
+/// TEXT cut to MAX_CHARS characters, with a marker giving the full length, so
+/// that nothing is ever dropped without saying so.  Cuts on char boundaries.
+pub fn truncate(text: &str, max_chars: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max_chars) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => {
+            let total = text.chars().count();
+            Cow::Owned(format!("{}\n{}", &text[..cut], truncation_marker(total)))
+        }
+    }
+}
+
+pub fn truncation_marker(total_chars: usize) -> String {
+    format!("[... truncated: {total_chars} characters in all]")
+}
+
+/// Accumulates text up to a character budget and notes when it ran over, so
+/// that summarising a huge input costs only as much as the summary.
+struct Budgeted {
+    out: String,
+    chars: usize,
+    limit: usize,
+}
+
+impl Budgeted {
+    fn over(&self) -> bool {
+        self.chars > self.limit
+    }
+
+    fn push(&mut self, c: char) {
+        if !self.over() {
+            self.out.push(c);
+            self.chars += 1;
+        }
+    }
+
+    fn push_str(&mut self, text: &str) {
+        for c in text.chars() {
+            if self.over() {
+                return;
+            }
+            self.push(c);
+        }
+    }
+
+    fn string(&mut self, text: &str) {
+        self.push('"');
+        for c in text.chars() {
+            if self.over() {
+                return;
+            }
+            match c {
+                '"' => self.push_str("\\\""),
+                '\\' => self.push_str("\\\\"),
+                '\n' => self.push_str("\\n"),
+                '\r' => self.push_str("\\r"),
+                '\t' => self.push_str("\\t"),
+                c if c.is_control() => self.push_str(&format!("\\u{:04x}", c as u32)),
+                c => self.push(c),
+            }
+        }
+        self.push('"');
+    }
+
+    fn input(&mut self, input: &Input) {
+        if self.over() {
+            return;
+        }
+        match input {
+            Input::Null => self.push_str("null"),
+            Input::Bool(b) => self.push_str(if *b { "true" } else { "false" }),
+            Input::Int(n) => self.push_str(&n.to_string()),
+            Input::Float(x) => self.push_str(&x.to_string()),
+            Input::Str(s) => self.string(s),
+            Input::Array(items) => {
+                self.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if self.over() {
+                        return;
+                    }
+                    if i > 0 {
+                        self.push(',');
+                    }
+                    self.input(item);
+                }
+                self.push(']');
+            }
+            Input::Map(pairs) => {
+                self.push('{');
+                for (i, (key, value)) in pairs.iter().enumerate() {
+                    if self.over() {
+                        return;
+                    }
+                    if i > 0 {
+                        self.push(',');
+                    }
+                    self.string(key);
+                    self.push(':');
+                    self.input(value);
+                }
+                self.push('}');
+            }
+            Input::Unsupported(what) => {
+                self.push_str("#<");
+                self.push_str(what);
+                self.push('>');
+            }
+            Input::Invalid(why) => {
+                self.push_str("#<invalid: ");
+                self.push_str(why);
+                self.push('>');
+            }
+        }
+    }
+}
+
+/// The input as compact JSON (Lisp objects with no JSON meaning as `#<...>`),
+/// at most MAX_CHARS characters, ending in "..." when cut.
+pub fn summarize_input(input: &Input, max_chars: usize) -> String {
+    let mut budget = Budgeted { out: String::new(), chars: 0, limit: max_chars };
+    budget.input(input);
+    if !budget.over() {
+        return budget.out;
+    }
+    let ellipsis = if max_chars >= 3 { "..." } else { "" };
+    let keep = max_chars - ellipsis.len();
+    let mut out: String = budget.out.chars().take(keep).collect();
+    out.push_str(ellipsis);
+    out
+}
+
+fn entry_header(out: &mut String, number: usize, entry: &Entry) {
+    let _ = write!(out, "--- {number}. {}", entry.tool);
+    if !entry.input.is_empty() {
+        let _ = write!(out, " {}", entry.input);
+    }
+    let mut notes = Vec::new();
+    if let Some(todo) = &entry.todo {
+        notes.push(format!("during {todo}"));
+    }
+    if entry.error {
+        notes.push("error".into());
+    }
+    if let Some(seconds) = entry.duration.filter(|d| d.is_finite() && *d >= 0.0) {
+        notes.push(format!("{seconds:.2}s"));
+    }
+    if !notes.is_empty() {
+        let _ = write!(out, " ({})", notes.join(", "));
+    }
+    out.push_str(" ---\n");
+}
+
+fn item_list(out: &mut String, title: &str, items: &[&Item], with_status: bool) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{title} ({}):", items.len());
+    for item in items {
+        if with_status {
+            let _ = writeln!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
+        } else {
+            let _ = writeln!(out, "  {} {}", item.id, item.content);
+        }
+    }
+}
+
+fn todo_summary(out: &mut String, items: &[Item]) {
+    if items.is_empty() {
+        out.push_str("Todo list: no items.\n");
+        return;
+    }
+    let _ = writeln!(out, "Todo list: {}", progress(&Counts::of(items)));
+    let with = |status: Status| items.iter().filter(|i| i.status == status).collect::<Vec<_>>();
+    item_list(out, "Done", &with(Status::Completed), false);
+    item_list(out, "Cancelled", &with(Status::Cancelled), false);
+    let open: Vec<&Item> = items.iter().filter(|i| i.status.is_open()).collect();
+    item_list(out, "Left open", &open, true);
+}
+
+fn present(text: Option<&str>) -> Option<&str> {
+    text.filter(|t| !t.trim().is_empty())
+}
+
+/// The aggregated report: every tool result in order (each cut to
+/// MAX_RESULT_CHARS with a marker), the todo summary, the pause reason when
+/// the model paused, and the completion message last.
+pub fn report(entries: &[Entry], items: &[Item], message: Option<&str>, pause_reason: Option<&str>, max_result_chars: usize) -> String {
+    let errors = entries.iter().filter(|e| e.error).count();
+    let mut out = format!(
+        "[Session report: {} tool call{}, {errors} error{}]\n\n",
+        entries.len(),
+        if entries.len() == 1 { "" } else { "s" },
+        if errors == 1 { "" } else { "s" },
+    );
+    if entries.is_empty() {
+        out.push_str("No tool calls were recorded.\n\n");
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        entry_header(&mut out, i + 1, entry);
+        out.push_str(&truncate(&entry.result, max_result_chars));
+        out.push_str("\n\n");
+    }
+    todo_summary(&mut out, items);
+    if let Some(reason) = present(pause_reason) {
+        let _ = write!(out, "\nPaused by the model: {reason}\n");
+    }
+    if let Some(message) = present(message) {
+        let _ = write!(out, "\nCompletion message:\n{message}\n");
+    }
+    out
+}
+
+/// The session_complete guard.  A model that calls session_complete with items
+/// still open has usually forgotten them, so the first such call is refused
+/// with the open items listed; a model that meant it says so by calling again.
+/// The refusal is spent once per session (until `reset`), so the guard can
+/// cost at most one extra call.
+#[derive(Debug, Clone, Default)]
+pub struct CompletionGuard {
+    refused: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub allowed: bool,
+    pub text: String,
+}
+
+impl CompletionGuard {
+    pub fn complete(&mut self, entries: &[Entry], items: &[Item], message: &str, pause_reason: Option<&str>, max_result_chars: usize) -> Completion {
+        let open: Vec<&Item> = items.iter().filter(|i| i.status.is_open()).collect();
+        if !open.is_empty() && !self.refused {
+            self.refused = true;
+            return Completion { allowed: false, text: refusal(&open) };
+        }
+        Completion { allowed: true, text: report(entries, items, Some(message), pause_reason, max_result_chars) }
+    }
+
+    /// Whether the one refusal has been spent.
+    pub fn refused(&self) -> bool {
+        self.refused
+    }
+
+    pub fn reset(&mut self) {
+        self.refused = false;
+    }
+}
+
+fn refusal(open: &[&Item]) -> String {
+    let mut out = format!(
+        "[session_complete refused: {} todo item{} still open]\n",
+        open.len(),
+        if open.len() == 1 { " is" } else { "s are" }
+    );
+    for item in open {
+        let _ = writeln!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
+    }
+    out.push_str(
+        "Choose one:\n\
+         - finish them, marking each completed with todo_write, then call session_complete;\n\
+         - set the ones you will not do to cancelled with todo_write;\n\
+         - or call session_complete again to end anyway with them left open.",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::IdCounter;
+    use proptest::prelude::*;
+
+    fn items(statuses: &[Status]) -> Vec<Item> {
+        let mut ids = IdCounter::default();
+        statuses
+            .iter()
+            .enumerate()
+            .map(|(n, s)| Item::new(ids.issue(), format!("Step {n}"), None, *s, 0.0))
+            .collect()
+    }
+
+    fn cmd(command: &str) -> Input {
+        Input::Map(vec![("command".into(), Input::Str(command.into()))])
+    }
+
+    #[test]
+    fn nil_and_empty_results_name_the_tool() {
+        let mut ledger = Ledger::default();
+        assert_eq!(ledger.record("eval_sexp", &Input::Null, None, false, None, 1.0, None).result, "eval_sexp returned no output");
+        assert_eq!(ledger.record("shell_exec", &cmd("true"), Some(""), false, Some("t1"), 2.0, Some(0.5)).result, "shell_exec returned no output");
+        assert_eq!(ledger.record("x", &Input::Null, Some(" \n"), false, None, 3.0, None).result, "x returned no output");
+        let entry = ledger.record("buffer_create", &Input::Null, Some("ok"), false, None, 4.0, None).clone();
+        assert_eq!(entry.result, "ok");
+        assert_eq!(ledger.entries().len(), 4);
+        assert_eq!(ledger.entries()[1].todo.as_deref(), Some("t1"));
+        assert_eq!(ledger.entries()[1].input, r#"{"command":"true"}"#);
+        assert_eq!(ledger.entries()[1].duration, Some(0.5));
+        assert!(ledger.entries().iter().all(|e| !e.error && !e.result.contains("executed successfully")));
+        let text = report(ledger.entries(), &[], None, None, 100);
+        assert!(text.contains("eval_sexp returned no output") && text.contains("shell_exec returned no output"));
+        ledger.clear();
+        assert!(ledger.entries().is_empty());
+    }
+
+    #[test]
+    fn errors_are_flagged_or_start_with_error() {
+        assert!(is_error(Some("Error: no such file"), false));
+        assert!(is_error(Some("  Error in process"), false));
+        assert!(is_error(Some("fine"), true));
+        assert!(is_error(None, true));
+        assert!(!is_error(Some("No Error here"), false));
+        assert!(!is_error(Some("error lowercase is text"), false));
+        assert!(!is_error(None, false));
+        assert!(!is_error(Some(""), false));
+        let mut ledger = Ledger::default();
+        assert!(ledger.record("shell_exec", &cmd("false"), Some("Error: exit 1"), false, None, 0.0, None).error);
+    }
+
+    #[test]
+    fn truncation_keeps_a_prefix_and_names_the_full_length() {
+        assert_eq!(truncate("short", 5), "short");
+        assert_eq!(truncate("abcdef", 3), "abc\n[... truncated: 6 characters in all]");
+        assert_eq!(truncate("abc", 0), "\n[... truncated: 3 characters in all]");
+        // Multibyte text is cut between characters, never inside one.
+        let text = "é🙂ü".repeat(10);
+        assert_eq!(truncate(&text, 4), "é🙂üé\n[... truncated: 30 characters in all]");
+        let long = "x".repeat(12345);
+        let shown = report(
+            &[Entry { tool: "read".into(), input: String::new(), result: long, error: false, todo: None, time: 0.0, duration: None }],
+            &[],
+            None,
+            None,
+            100,
+        );
+        assert!(shown.contains(&format!("{}\n[... truncated: 12345 characters in all]", "x".repeat(100))));
+        assert!(!shown.contains(&"x".repeat(101)));
+    }
+
+    #[test]
+    fn input_summary_is_compact_bounded_and_multibyte_safe() {
+        let input = Input::Map(vec![
+            ("a".into(), Input::Array(vec![Input::Int(1), Input::Float(1.5), Input::Bool(true), Input::Null])),
+            ("b".into(), Input::Str("q\"\n".into())),
+            ("c".into(), Input::Unsupported("buffer foo".into())),
+        ]);
+        assert_eq!(summarize_input(&input, 200), r##"{"a":[1,1.5,true,null],"b":"q\"\n","c":#<buffer foo>}"##);
+        let long = Input::Str("🙂".repeat(1000));
+        let summary = summarize_input(&long, 20);
+        assert_eq!(summary.chars().count(), 20);
+        assert!(summary.ends_with("..."));
+        assert_eq!(summarize_input(&long, 2).chars().count(), 2);
+        assert_eq!(summarize_input(&Input::Str("ab".into()), 4), "\"ab\"");
+        // Deep nesting costs no more than the budget.
+        let mut deep = Input::Null;
+        for _ in 0..10_000 {
+            deep = Input::Array(vec![deep]);
+        }
+        assert_eq!(summarize_input(&deep, 10), "[[[[[[[...");
+    }
+
+    #[test]
+    fn report_has_results_in_order_then_summary_then_message_last() {
+        let mut ledger = Ledger::default();
+        ledger.record("first_tool", &cmd("a"), Some("RESULT ONE"), false, Some("t1"), 1.0, Some(0.25));
+        ledger.record("second_tool", &cmd("b"), Some("Error: RESULT TWO"), false, Some("t2"), 2.0, None);
+        let list = items(&[Status::Completed, Status::Cancelled, Status::Pending]);
+        let text = report(ledger.entries(), &list, Some("All done."), Some("need the user's password"), 1000);
+        let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from {text}"));
+        assert!(text.starts_with("[Session report: 2 tool calls, 1 error]"));
+        assert!(at("--- 1. first_tool {\"command\":\"a\"} (during t1, 0.25s) ---\nRESULT ONE\n") < at("RESULT TWO"));
+        assert!(at("(during t2, error) ---\nError: RESULT TWO") < at("Todo list: 1/3 done"));
+        assert!(at("Done (1):\n  t1 Step 0\n") < at("Cancelled (1):\n  t2 Step 1\n"));
+        assert!(at("Left open (1):\n  t3 [pending] Step 2\n") < at("Paused by the model: need the user's password"));
+        assert!(at("Paused by the model") < at("Completion message:\nAll done.\n"));
+        assert!(text.ends_with("All done.\n"));
+
+        let without = report(ledger.entries(), &list, None, None, 1000);
+        assert!(!without.contains("Completion message") && !without.contains("Paused"));
+        assert!(text.starts_with(&without));
+        assert!(report(&[], &[], None, None, 10).contains("No tool calls were recorded.\n\nTodo list: no items."));
+    }
+
+    #[test]
+    fn completion_with_open_items_is_refused_once_then_allowed() {
+        let list = items(&[Status::Completed, Status::InProgress, Status::Pending]);
+        let mut guard = CompletionGuard::default();
+        let first = guard.complete(&[], &list, "Done", None, 100);
+        assert!(!first.allowed);
+        assert!(first.text.starts_with("[session_complete refused: 2 todo items are still open]"));
+        assert!(first.text.contains("  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"));
+        assert!(!first.text.contains("t1 "));
+        assert!(first.text.contains("cancelled with todo_write") && first.text.contains("call session_complete again"));
+        let second = guard.complete(&[], &list, "Done", None, 100);
+        assert!(second.allowed);
+        assert!(second.text.ends_with("Completion message:\nDone\n"));
+        assert!(second.text.contains("Left open (2):"));
+        guard.reset();
+        assert!(!guard.complete(&[], &list, "Done", None, 100).allowed);
+    }
+
+    #[test]
+    fn completion_with_nothing_open_is_allowed_at_once() {
+        let mut guard = CompletionGuard::default();
+        for list in [items(&[]), items(&[Status::Completed, Status::Cancelled])] {
+            let done = guard.complete(&[], &list, "Finished", None, 100);
+            assert!(done.allowed, "{}", done.text);
+            assert_eq!(done.text, report(&[], &list, Some("Finished"), None, 100));
+        }
+        assert!(!guard.refused());
+    }
+
+    #[test]
+    fn scripted_run_keeps_every_result() {
+        let mut ledger = Ledger::default();
+        let mut list = items(&[Status::Pending; 5]);
+        let mut results = Vec::new();
+        for call in 0..12 {
+            let item = call * 5 / 12;
+            list[item].set_status(Status::InProgress, call as f64);
+            let result = match call {
+                4 => None,
+                7 => Some("Error: file not found".to_string()),
+                n => Some(format!("output of call {n}")),
+            };
+            let todo = list[item].id.clone();
+            ledger.record("shell_exec", &cmd(&format!("step {call}")), result.as_deref(), false, Some(&todo), call as f64, Some(0.1));
+            results.push(result);
+            if (call + 1) * 5 / 12 != item || call == 11 {
+                list[item].set_status(Status::Completed, call as f64);
+            }
+        }
+        assert_eq!(Counts::of(&list).completed, 5);
+        let mut guard = CompletionGuard::default();
+        let done = guard.complete(ledger.entries(), &list, "Built and tested.", None, 4000);
+        assert!(done.allowed);
+        for result in results.iter().flatten() {
+            assert!(done.text.contains(result.as_str()), "{result} missing");
+        }
+        assert!(done.text.contains("shell_exec returned no output"));
+        assert!(done.text.contains("[Session report: 12 tool calls, 1 error]"));
+        assert!(done.text.contains("Todo list: 5/5 done\nDone (5):\n  t1 Step 0\n  t2 Step 1\n  t3 Step 2\n  t4 Step 3\n  t5 Step 4\n"));
+        assert!(!done.text.contains("Left open"));
+        assert!(done.text.ends_with("Built and tested.\n"));
+    }
+
+    proptest! {
+        #[test]
+        fn report_contains_every_result_in_order(
+            calls in prop::collection::vec(
+                ("[a-z_]{0,8}", prop::option::of("(?s).{0,40}"), any::<bool>()), 0..12),
+            max in 0usize..30,
+        ) {
+            let mut ledger = Ledger::default();
+            for (tool, result, flagged) in &calls {
+                ledger.record(tool, &Input::Null, result.as_deref(), *flagged, None, 0.0, None);
+            }
+            let text = report(ledger.entries(), &[], Some("bye"), None, max);
+            let mut from = 0;
+            for entry in ledger.entries() {
+                prop_assert!(!entry.result.trim().is_empty());
+                let expected = truncate(&entry.result, max);
+                let found = text[from..].find(expected.as_ref());
+                prop_assert!(found.is_some(), "{:?} not found after {} in {:?}", expected, from, text);
+                from += found.unwrap_or(0) + expected.len();
+            }
+            prop_assert!(text.ends_with("bye\n"));
+        }
+    }
+}

@@ -15,7 +15,9 @@ use emacs::{defun, Env, IntoLisp, Result, Value, Vector};
 use serde_json::Value as Json;
 
 use crate::model::{Item, Status};
-use crate::session::{check_session_name, registry, ExternalItem, Options, Session};
+use crate::breaker::BreakerLimits;
+use crate::guide::GuideOptions;
+use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session};
 use crate::validate::{checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
 
 emacs::plugin_is_GPL_compatible!();
@@ -37,6 +39,27 @@ emacs::use_symbols! {
     kw_pending => ":pending"
     kw_in_progress => ":in-progress"
     kw_cancelled => ":cancelled"
+    kw_tool => ":tool"
+    kw_input => ":input"
+    kw_result => ":result"
+    kw_error => ":error"
+    kw_todo => ":todo"
+    kw_time => ":time"
+    kw_duration => ":duration"
+    kw_tripped => ":tripped"
+    kw_reason => ":reason"
+    kw_calls => ":calls"
+    kw_since_progress => ":since-progress"
+    kw_same_tool => ":same-tool"
+    kw_identical => ":identical"
+    kw_errors => ":errors"
+    kw_churn => ":churn"
+    kw_allowed => ":allowed"
+    kw_text => ":text"
+    kw_complex => ":complex"
+    kw_score => ":score"
+    kw_steps => ":steps"
+    kw_suggestion => ":suggestion"
     kw_false => ":false"
     kw_json_false => ":json-false"
     kw_null => ":null"
@@ -535,4 +558,197 @@ fn clear(env: &Env, session: String) -> Result<()> {
 #[defun]
 fn panic_for_test(message: String) -> Result<()> {
     panic!("{message}")
+}
+
+/// Reads the loop options vector the Lisp side builds from its defcustoms:
+/// [without-progress same-tool identical error-warn error-trip oscillation
+///  churn hard-cap max-continuations reminder-after reminders auto-complete
+///  max-result-chars].
+fn loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
+    let number = |i: usize| -> Result<u32> {
+        let n: i64 = options.get(i)?;
+        Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX))
+    };
+    let flag = |i: usize| -> Result<bool> { Ok(options.get::<Value>(i)?.is_not_nil()) };
+    if options.len() != 13 {
+        return invalid(env, InvalidInput::new("options", format!("expected 13 elements, got {}", options.len())));
+    }
+    Ok(LoopOptions {
+        breaker: BreakerLimits {
+            without_progress: number(0)?,
+            same_tool: number(1)?,
+            identical: number(2)?,
+            error_warn: number(3)?,
+            error_trip: number(4)?,
+            oscillation: number(5)?,
+            churn: number(6)?,
+            hard_cap: number(7)?,
+        },
+        guide: GuideOptions { max_continuations: number(8)?, reminder_after: number(9)?, reminders: flag(10)? },
+        auto_complete: flag(11)?,
+        max_result_chars: number(12)? as usize,
+    })
+}
+
+/// Lisp text of a tool result: strings as they are, nil as no output.
+fn result_text(env: &Env, result: Value) -> Result<Option<String>> {
+    if !result.is_not_nil() {
+        return Ok(None);
+    }
+    if is(env, env.type_of(result)?, ty_string) {
+        return Ok(Some(result.into_rust::<String>().unwrap_or_else(|_| "<a result that is not valid UTF-8>".into())));
+    }
+    Ok(Some(env.call("format", ("%S", result))?.into_rust()?))
+}
+
+#[defun]
+fn before_tool(env: &Env, session: String, _tool: String) -> Result<Option<String>> {
+    let session = session_name(env, session)?;
+    Ok(registry().get(&session).and_then(|s| s.before_tool(&_tool)))
+}
+
+// The arity is the Lisp function's: one argument per thing the adapter knows.
+#[allow(clippy::too_many_arguments)]
+#[defun]
+fn after_tool<'e>(
+    env: &'e Env,
+    session: String,
+    tool: String,
+    input: Value<'e>,
+    result: Value<'e>,
+    error: Value<'e>,
+    duration: Option<f64>,
+    options: Vector<'e>,
+) -> Result<String> {
+    let session = session_name(env, session)?;
+    let options = loop_options(env, options)?;
+    let input = to_input(env, input, 0)?;
+    let result = result_text(env, result)?;
+    Ok(registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options))
+}
+
+#[defun]
+fn turn_end(env: &Env, session: String, had_tool_calls: Value, options: Vector) -> Result<Option<String>> {
+    let session = session_name(env, session)?;
+    let options = loop_options(env, options)?;
+    let mut registry = registry();
+    let session = registry.session(&session);
+    let items = session.items.clone();
+    Ok(session.guide.turn_end(had_tool_calls.is_not_nil(), &items, &options.guide))
+}
+
+#[defun]
+fn pause<'e>(env: &'e Env, session: String, reason: Value<'e>) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let reason = match to_input(env, reason, 0)? {
+        Input::Str(text) => Ok(text),
+        other => Err(InvalidInput::new("reason", format!("expected a string, got {}", other.describe()))),
+    };
+    let paused = reason.and_then(|reason| registry().session(&session).guide.pause(&reason));
+    checked(env, paused)
+}
+
+#[defun]
+fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let options = loop_options(env, options)?;
+    let message = match to_input(env, message, 0)? {
+        Input::Str(text) => text,
+        Input::Null => String::new(),
+        other => return invalid(env, InvalidInput::new("message", format!("expected a string, got {}", other.describe()))),
+    };
+    let completion = registry().session(&session).complete(&message, &options);
+    env.list([kw_allowed.bind(env), completion.allowed.into_lisp(env)?, kw_text.bind(env), completion.text.into_lisp(env)?])
+}
+
+#[defun]
+fn report(env: &Env, session: String, options: Vector) -> Result<String> {
+    let session = session_name(env, session)?;
+    let options = loop_options(env, options)?;
+    let registry = registry();
+    Ok(match registry.get(&session) {
+        Some(s) => s.report(None, &options),
+        None => Session::default().report(None, &options),
+    })
+}
+
+#[defun]
+fn ledger(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| {
+        let entries = s.map(Session::entries).unwrap_or_default();
+        let plists = entries
+            .iter()
+            .map(|e| {
+                env.list(&[
+                    kw_tool.bind(env),
+                    e.tool.as_str().into_lisp(env)?,
+                    kw_input.bind(env),
+                    e.input.as_str().into_lisp(env)?,
+                    kw_result.bind(env),
+                    e.result.as_str().into_lisp(env)?,
+                    kw_error.bind(env),
+                    e.error.into_lisp(env)?,
+                    kw_todo.bind(env),
+                    e.todo.as_deref().into_lisp(env)?,
+                    kw_time.bind(env),
+                    e.time.into_lisp(env)?,
+                    kw_duration.bind(env),
+                    e.duration.into_lisp(env)?,
+                ])
+            })
+            .collect::<Result<Vec<_>>>()?;
+        env.list(&plists)
+    })
+}
+
+#[defun]
+fn breaker(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| {
+        let state = s.map(|s| s.breaker.state()).unwrap_or_default();
+        let n = |v: u32| i64::from(v).into_lisp(env);
+        env.list(&[
+            kw_tripped.bind(env),
+            state.tripped.into_lisp(env)?,
+            kw_reason.bind(env),
+            state.reason.as_deref().into_lisp(env)?,
+            kw_calls.bind(env),
+            n(state.calls)?,
+            kw_since_progress.bind(env),
+            n(state.since_progress)?,
+            kw_same_tool.bind(env),
+            n(state.same_tool)?,
+            kw_identical.bind(env),
+            n(state.identical)?,
+            kw_errors.bind(env),
+            n(state.errors)?,
+            kw_churn.bind(env),
+            n(state.churn)?,
+        ])
+    })
+}
+
+#[defun]
+fn breaker_reset(env: &Env, session: String) -> Result<()> {
+    let session = session_name(env, session)?;
+    registry().session(&session).breaker.reset();
+    Ok(())
+}
+
+#[defun]
+fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
+    let text = match to_input(env, text, 0)? {
+        Input::Str(text) => text,
+        other => return invalid(env, InvalidInput::new("text", format!("expected a string, got {}", other.describe()))),
+    };
+    let analysis = guide::analyze_request(&text);
+    env.list([
+        kw_complex.bind(env),
+        analysis.complex.into_lisp(env)?,
+        kw_score.bind(env),
+        analysis.score.into_lisp(env)?,
+        kw_steps.bind(env),
+        (analysis.steps as i64).into_lisp(env)?,
+        kw_suggestion.bind(env),
+        analysis.suggestion.into_lisp(env)?,
+    ])
 }

@@ -7,6 +7,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::Lazy;
 
+use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
+use crate::guide::{named_tool, Guide, GuideOptions};
+use crate::ledger::{report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::{reconcile, Diff};
 use crate::render;
@@ -27,6 +30,23 @@ impl Default for Options {
     }
 }
 
+/// Options of the agent loop, passed on every call like `Options`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LoopOptions {
+    pub breaker: BreakerLimits,
+    pub guide: GuideOptions,
+    pub auto_complete: bool,
+    pub max_result_chars: usize,
+}
+
+/// What the last todo_write did, for the breaker to see when the adapter
+/// reports that call through `after_tool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WriteEffect {
+    completed_any: bool,
+    changed_nothing: bool,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Session {
     pub items: Vec<Item>,
@@ -35,6 +55,15 @@ pub struct Session {
     pub ids: IdCounter,
     pub created: Timestamp,
     pub writes: u64,
+    pub breaker: Breaker,
+    pub ledger: Ledger,
+    pub guide: Guide,
+    completion: CompletionGuard,
+    last_write: Option<WriteEffect>,
+}
+
+fn in_progress(items: &[Item]) -> Option<&Item> {
+    items.iter().find(|i| i.status == Status::InProgress)
 }
 
 /// An item handed in whole through Efrit's compatibility API.
@@ -63,7 +92,7 @@ impl Session {
     }
 
     pub fn current(&self) -> Option<&Item> {
-        self.items.iter().find(|i| i.status == Status::InProgress)
+        in_progress(&self.items)
     }
 
     pub fn find(&self, id: &str) -> Option<&Item> {
@@ -78,7 +107,113 @@ impl Session {
         let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to);
         self.items = reconciled.items;
         self.writes += 1;
+        let completed_any = !reconciled.diff.completed.is_empty();
+        if completed_any {
+            self.guide.note_progress();
+        }
+        self.last_write = Some(WriteEffect { completed_any, changed_nothing: reconciled.diff.is_empty() });
         Ok(WriteOutcome { text, diff: reconciled.diff })
+    }
+
+    /// Completes the running item when its content names TOOL, which just
+    /// succeeded, and starts the next pending one.  Returns the notice.
+    fn auto_complete(&mut self, tool: &str) -> Option<String> {
+        let mut known: Vec<&str> = self.ledger.entries().iter().map(|e| e.tool.as_str()).collect();
+        known.push(tool);
+        known.sort_unstable();
+        known.dedup();
+        let running = self.items.iter().position(|i| i.status == Status::InProgress)?;
+        if named_tool(&self.items[running].content, &known) != Some(tool) {
+            return None;
+        }
+        let at = now();
+        self.items[running].set_status(Status::Completed, at);
+        let mut notice = format!(
+            "[efrit-todo] {} completed automatically: {tool} succeeded while it was in progress.",
+            self.items[running].id
+        );
+        if let Some(next) = self.items.iter_mut().find(|i| i.status == Status::Pending) {
+            next.set_status(Status::InProgress, at);
+            notice.push_str(&format!(" {} is now in_progress.", next.id));
+        }
+        Some(notice)
+    }
+
+    /// The breaker's answer before TOOL runs: None to go ahead, or the refusal.
+    pub fn before_tool(&self, tool: &str) -> Option<String> {
+        self.breaker.refusal(tool)
+    }
+
+    /// Records a finished call and returns the text to send back to the
+    /// model: the result (never lost, never empty) plus any notices.
+    pub fn after_tool(
+        &mut self,
+        tool: &str,
+        input: &Input,
+        result: Option<&str>,
+        flagged_error: bool,
+        duration: Option<f64>,
+        options: &LoopOptions,
+    ) -> String {
+        let running = self.current().map(|i| i.id.clone());
+        let entry = self.ledger.record(tool, input, result, flagged_error, running.as_deref(), now(), duration).clone();
+        let mut notices = Vec::new();
+        let (mut progress, mut changed_nothing) = (false, false);
+        if tool == "todo_write" {
+            if let Some(effect) = self.last_write.take() {
+                progress = effect.completed_any;
+                changed_nothing = effect.changed_nothing;
+            }
+        }
+        if options.auto_complete && !entry.error {
+            if let Some(notice) = self.auto_complete(tool) {
+                progress = true;
+                self.guide.note_progress();
+                notices.push(notice);
+            }
+        }
+        let call = Call {
+            tool,
+            fingerprint: fingerprint(tool, input),
+            error: entry.error.then_some(entry.result.as_str()),
+            progress,
+            unchanged_write: changed_nothing,
+        };
+        match self.breaker.record(&call, &options.breaker) {
+            Verdict::Go => {}
+            Verdict::Warn(text) | Verdict::Trip(text) => notices.push(text),
+        }
+        if !entry.error {
+            if let Some(reminder) = self.guide.after_call(tool, true, in_progress(&self.items), &options.guide) {
+                notices.push(reminder);
+            }
+        }
+        let mut text = entry.result;
+        for notice in notices {
+            text.push_str("\n\n");
+            text.push_str(&notice);
+        }
+        text
+    }
+
+    /// The aggregated report: every tool result, the list, the message last.
+    pub fn report(&self, message: Option<&str>, options: &LoopOptions) -> String {
+        report(self.ledger.entries(), &self.items, message, self.guide.pause_reason(), options.max_result_chars)
+    }
+
+    /// The session_complete guard.
+    pub fn complete(&mut self, message: &str, options: &LoopOptions) -> Completion {
+        self.completion.complete(
+            self.ledger.entries(),
+            &self.items,
+            message,
+            self.guide.pause_reason(),
+            options.max_result_chars,
+        )
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        self.ledger.entries()
     }
 
     /// Appends one pending item (Efrit's `efrit-todo-add`).

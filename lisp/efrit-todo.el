@@ -79,6 +79,19 @@ mode), t builds it without asking, nil only reports the problem."
                  (const :tag "Never build" nil))
   :group 'efrit-todo)
 
+(defcustom efrit-todo-auto-complete nil
+  "Non-nil to complete the running item when a tool it names succeeds.
+An item whose content names a tool (as a whole word; the longest name
+wins) is completed when that tool succeeds while the item is in
+progress, and the next pending item starts.  The todo_write result
+marks such items."
+  :type 'boolean
+  :group 'efrit-todo)
+
+(defvar efrit-todo-known-tools nil
+  "Names of the tools the agent has, for `efrit-todo-auto-complete'.
+The Efrit adapter sets it; tools already called count as well.")
+
 (defvar efrit-todo-current-session nil
   "The session that functions act on when their SESSION is nil.
 nil stands for \"default\".  The Efrit adapter binds it to the
@@ -98,7 +111,8 @@ An error in one function is reported and does not stop the others.")
 
 (declare-function efrit-todo--module-version "efrit-todo-module" ())
 (declare-function efrit-todo--module-write "efrit-todo-module"
-                  (session input max-items max-content full-up-to))
+                  (session input max-items max-content full-up-to
+                           auto-complete known-tools))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
@@ -234,7 +248,9 @@ SESSION defaults to `efrit-todo-current-session'."
   (let* ((session (efrit-todo--session session))
          (text (efrit-todo--module-write session input efrit-todo-max-items
                                          efrit-todo-max-content-length
-                                         efrit-todo-full-list-threshold)))
+                                         efrit-todo-full-list-threshold
+                                         efrit-todo-auto-complete
+                                         efrit-todo-known-tools)))
     (efrit-todo--changed session)
     text))
 
@@ -334,11 +350,6 @@ They come from the same Rust definitions that validate the input."
 (defcustom efrit-todo-reminder-after 4
   "Successful tool calls under one running item before a reminder."
   :type 'natnum
-  :group 'efrit-todo-loop)
-
-(defcustom efrit-todo-auto-complete nil
-  "Non-nil to complete the running item when the tool it names succeeds."
-  :type 'boolean
   :group 'efrit-todo-loop)
 
 (defcustom efrit-todo-max-result-length 4000

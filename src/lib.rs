@@ -378,15 +378,29 @@ fn version() -> Result<String> {
 
 /// The todo_write tool for SESSION: validate INPUT, reconcile, return the
 /// result text.
+#[allow(clippy::too_many_arguments)]
 #[defun]
-fn write<'e>(env: &'e Env, session: String, input: Value<'e>, max_items: i64, max_content: i64, full_up_to: i64) -> Result<Value<'e>> {
+fn write<'e>(
+    env: &'e Env,
+    session: String,
+    input: Value<'e>,
+    max_items: i64,
+    max_content: i64,
+    full_up_to: i64,
+    auto_complete: Value<'e>,
+    known_tools: Value<'e>,
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let input = match tool_input(env, input)? {
         Ok(input) => input,
         Err(error) => return invalid(env, error),
     };
     let options = options(max_items, max_content, full_up_to);
-    let outcome = registry().session(&session).write(&input, &options);
+    let known_tools = match to_input(env, known_tools, 0)? {
+        Input::Array(names) => names.into_iter().filter_map(|n| if let Input::Str(s) = n { Some(s) } else { None }).collect(),
+        _ => Vec::new(),
+    };
+    let outcome = registry().session(&session).write(&input, &options, auto_complete.is_not_nil(), known_tools);
     checked(env, outcome.map(|o| o.text))
 }
 

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
+use crate::guide::named_tool;
 use crate::model::{Counts, Item, Status};
 use crate::reconcile::Diff;
 use crate::validate::quote;
@@ -22,14 +23,18 @@ pub fn progress(counts: &Counts) -> String {
     parts.join(", ")
 }
 
-fn item_line(out: &mut String, item: &Item) {
-    let _ = writeln!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
+fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
+    let _ = write!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
+    if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
+        let _ = write!(out, " (completes when {tool} succeeds)");
+    }
+    out.push('\n');
 }
 
 /// Every item, or for a list longer than `full_up_to`, every open or changed
 /// one with the unchanged finished ones counted: a long list would otherwise
 /// cost the model thousands of tokens on every write.
-fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up_to: usize) {
+fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up_to: usize, auto_tools: &[&str]) {
     let summarise = items.len() > full_up_to;
     let (mut hidden_completed, mut hidden_cancelled) = (0, 0);
     for item in items {
@@ -37,7 +42,7 @@ fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up
         match (hide, item.status) {
             (true, Status::Completed) => hidden_completed += 1,
             (true, _) => hidden_cancelled += 1,
-            (false, _) => item_line(out, item),
+            (false, _) => item_line(out, item, auto_tools),
         }
     }
     if hidden_completed + hidden_cancelled > 0 {
@@ -121,10 +126,12 @@ pub fn next_step(items: &[Item]) -> String {
 }
 
 /// The todo_write result.  It always starts with `[TODO list updated`.
-pub fn write_result(items: &[Item], diff: &Diff, full_up_to: usize) -> String {
+/// AUTO_TOOLS are the tools whose success completes an item naming them
+/// (empty when auto-completion is off); such items are marked.
+pub fn write_result(items: &[Item], diff: &Diff, full_up_to: usize, auto_tools: &[&str]) -> String {
     let counts = Counts::of(items);
     let mut out = format!("[TODO list updated: {}]\n", progress(&counts));
-    item_lines(&mut out, items, &diff.changed_ids(), full_up_to);
+    item_lines(&mut out, items, &diff.changed_ids(), full_up_to, auto_tools);
     let _ = writeln!(out, "Changes: {}", changes_line(diff));
     let warnings = warnings(items, diff);
     if !warnings.is_empty() {
@@ -147,7 +154,7 @@ pub fn prompt_guidance(items: &[Item], notes: &[String], full_up_to: usize) -> S
         return "TODO LIST: empty. For a request with three or more steps, call todo_write first with the whole plan (first item in_progress); the result gives each item an id.".into();
     }
     let mut out = format!("TODO LIST ({}):\n", progress(&Counts::of(items)));
-    item_lines(&mut out, items, &HashSet::new(), full_up_to);
+    item_lines(&mut out, items, &HashSet::new(), full_up_to, &[]);
     for note in notes {
         let _ = writeln!(out, "Note: {note}");
     }
@@ -180,7 +187,7 @@ mod tests {
     fn result_lists_every_item_changes_and_next_step() {
         let items = list(&[Status::Completed, Status::InProgress, Status::Pending]);
         let diff = Diff { completed: vec!["t1".into()], started: vec!["t2".into()], ..Diff::default() };
-        let text = write_result(&items, &diff, 30);
+        let text = write_result(&items, &diff, 30, &[]);
         assert!(text.starts_with("[TODO list updated: 1/3 done, 1 in progress, 1 pending]\n"));
         assert!(text.contains("  t1 [completed] Step 0\n  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"));
         assert!(text.contains("Changes: started t2; completed t1\n"));
@@ -195,7 +202,7 @@ mod tests {
         let p = |c: &str, s| ProposedItem { id: None, content: c.into(), active_form: None, status: s };
         let first = reconcile(&[], &mut retired, &mut ids, &[p("Keep me", Status::Pending), p("Lose me", Status::Pending)], 0.0).unwrap();
         let second = reconcile(&first.items, &mut retired, &mut ids, &[p("Keep me", Status::InProgress), p("Other", Status::InProgress)], 0.0).unwrap();
-        let text = write_result(&second.items, &second.diff, 30);
+        let text = write_result(&second.items, &second.diff, 30, &[]);
         assert!(text.contains("t2 \"Lose me\" (was pending) is missing from this list"), "{text}");
         assert!(text.contains("send it with status cancelled"));
         assert!(text.contains("t1 stays in progress, t3 set back to pending"), "{text}");
@@ -206,14 +213,25 @@ mod tests {
         let mut statuses = vec![Status::Completed; 29];
         statuses.push(Status::Pending);
         let items = list(&statuses);
-        assert!(!write_result(&items, &Diff::default(), 30).contains("not shown"));
+        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("not shown"));
         let mut items = items;
         items.push(Item::new("t31".into(), "Last".into(), None, Status::Cancelled, 0.0));
         let diff = Diff { completed: vec!["t2".into()], ..Diff::default() };
-        let text = write_result(&items, &diff, 30);
+        let text = write_result(&items, &diff, 30, &[]);
         assert!(text.contains("... and 29 unchanged finished items not shown (28 completed, 1 cancelled)"), "{text}");
         assert!(text.contains("t2 [completed]") && text.contains("t30 [pending]"));
         assert!(!text.contains("t1 [completed]"));
+    }
+
+    #[test]
+    fn items_that_complete_on_a_tool_are_marked_while_open() {
+        let mut items = list(&[Status::InProgress, Status::Completed]);
+        items[0].content = "Run the suite with run_tests".into();
+        items[1].content = "Check run_tests".into();
+        let text = write_result(&items, &Diff::default(), 30, &["run_tests"]);
+        assert!(text.contains("t1 [in_progress] Run the suite with run_tests (completes when run_tests succeeds)\n"));
+        assert!(text.contains("t2 [completed] Check run_tests\n"));
+        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("completes when"));
     }
 
     #[test]

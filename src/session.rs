@@ -60,6 +60,8 @@ pub struct Session {
     pub guide: Guide,
     completion: CompletionGuard,
     last_write: Option<WriteEffect>,
+    /// Tool names the adapter knows, for auto-completion before they run.
+    known_tools: Vec<String>,
 }
 
 fn in_progress(items: &[Item]) -> Option<&Item> {
@@ -99,12 +101,32 @@ impl Session {
         self.items.iter().find(|i| i.id == id)
     }
 
-    /// The todo_write tool.
-    pub fn write(&mut self, input: &Input, options: &Options) -> Result<WriteOutcome, InvalidInput> {
+    /// Tools whose success may complete an item: the ones the adapter named
+    /// and the ones already called, plus EXTRA.
+    fn tool_names<'a>(&'a self, extra: Option<&'a str>) -> Vec<&'a str> {
+        let mut names: Vec<&str> = self.known_tools.iter().map(String::as_str).collect();
+        names.extend(self.ledger.entries().iter().map(|e| e.tool.as_str()));
+        names.extend(extra);
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The todo_write tool.  With AUTO_COMPLETE, items naming one of the
+    /// tools (KNOWN_TOOLS or any already called) are marked in the result.
+    pub fn write(
+        &mut self,
+        input: &Input,
+        options: &Options,
+        auto_complete: bool,
+        known_tools: Vec<String>,
+    ) -> Result<WriteOutcome, InvalidInput> {
         let proposed = parse_write(input, &options.limits)?;
         // reconcile fails only before it touches retired items or ids.
         let reconciled = reconcile(&self.items, &mut self.retired, &mut self.ids, &proposed, now())?;
-        let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to);
+        self.known_tools = known_tools;
+        let auto_tools = if auto_complete { self.tool_names(None) } else { Vec::new() };
+        let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to, &auto_tools);
         self.items = reconciled.items;
         self.writes += 1;
         let completed_any = !reconciled.diff.completed.is_empty();
@@ -118,12 +140,8 @@ impl Session {
     /// Completes the running item when its content names TOOL, which just
     /// succeeded, and starts the next pending one.  Returns the notice.
     fn auto_complete(&mut self, tool: &str) -> Option<String> {
-        let mut known: Vec<&str> = self.ledger.entries().iter().map(|e| e.tool.as_str()).collect();
-        known.push(tool);
-        known.sort_unstable();
-        known.dedup();
         let running = self.items.iter().position(|i| i.status == Status::InProgress)?;
-        if named_tool(&self.items[running].content, &known) != Some(tool) {
+        if named_tool(&self.items[running].content, &self.tool_names(Some(tool))) != Some(tool) {
             return None;
         }
         let at = now();
@@ -346,13 +364,13 @@ mod tests {
     fn a_failed_write_changes_nothing() {
         let mut s = Session::started_now();
         let options = Options::default();
-        s.write(&input(json!({"todos": [{"content": "a", "status": "in_progress"}]})), &options).unwrap();
-        s.write(&input(json!({"todos": [{"content": "b", "status": "in_progress"}]})), &options).unwrap();
+        s.write(&input(json!({"todos": [{"content": "a", "status": "in_progress"}]})), &options, false, vec![]).unwrap();
+        s.write(&input(json!({"todos": [{"content": "b", "status": "in_progress"}]})), &options, false, vec![]).unwrap();
         let before = (s.items.clone(), s.ids.clone(), s.writes, s.retired.clone());
         let bad = json!({"todos": [{"content": "new", "status": "pending"}, {"content": "b", "status": "done"}]});
-        assert!(s.write(&input(bad), &options).is_err());
+        assert!(s.write(&input(bad), &options, false, vec![]).is_err());
         let unknown = json!({"todos": [{"content": "new", "status": "pending"}, {"id": "t77", "content": "b", "status": "pending"}]});
-        assert!(s.write(&input(unknown), &options).is_err());
+        assert!(s.write(&input(unknown), &options, false, vec![]).is_err());
         assert_eq!((s.items.clone(), s.ids.clone(), s.writes, s.retired.clone()), before);
     }
 
@@ -360,10 +378,10 @@ mod tests {
     fn reset_keeps_ids_retired() {
         let mut r = Registry::default();
         let options = Options::default();
-        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options).unwrap();
+        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options, false, vec![]).unwrap();
         r.reset("a");
         assert!(r.get("a").unwrap().items.is_empty());
-        let out = r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options).unwrap();
+        let out = r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options, false, vec![]).unwrap();
         assert!(out.text.contains("t2 [pending] x"));
         assert_eq!(r.names(), ["a"]);
     }
@@ -372,8 +390,8 @@ mod tests {
     fn sessions_are_independent() {
         let mut r = Registry::default();
         let options = Options::default();
-        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options).unwrap();
-        r.session("b").write(&input(json!({"todos": [{"content": "y", "status": "pending"}]})), &options).unwrap();
+        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options, false, vec![]).unwrap();
+        r.session("b").write(&input(json!({"todos": [{"content": "y", "status": "pending"}]})), &options, false, vec![]).unwrap();
         assert_eq!(r.get("b").unwrap().items[0].id, "t1");
         assert_eq!(r.names(), ["a", "b"]);
     }

@@ -39,6 +39,16 @@
                                         (status (symbol-name status)))))
                       (efrit-todo-list))))))
 
+(defun efrit-todo-loop-test--rewrite ()
+  "Send the current list back unchanged, with ids, as the model would."
+  (efrit-todo-write
+   (vconcat (mapcar (lambda (item)
+                      (list :id (plist-get item :id)
+                            :content (plist-get item :content)
+                            :status (replace-regexp-in-string
+                                     "-" "_" (symbol-name (plist-get item :status)))))
+                    (efrit-todo-list)))))
+
 (defun efrit-todo-loop-test--call (tool input result &optional error-p)
   "Run TOOL through the breaker and ledger with INPUT and RESULT."
   (or (efrit-todo-before-tool tool input)
@@ -164,6 +174,11 @@
     (efrit-todo-loop-test--plan "Run the tests with run_tests" "Commit")
     (efrit-todo-after-tool "run_tests" nil "3 passed" nil)
     (should (equal (plist-get (efrit-todo-current) :id) "t1"))
+    (should-not (string-match-p "completes when" (efrit-todo-loop-test--rewrite)))
+    (let ((efrit-todo-auto-complete t)
+          (efrit-todo-known-tools '("run_tests" "vcs_commit")))
+      (should (string-match-p "t1 \\[in_progress\\] Run the tests with run_tests (completes when run_tests succeeds)"
+                              (efrit-todo-loop-test--rewrite))))
     (let* ((efrit-todo-auto-complete t)
            (text (efrit-todo-after-tool "run_tests" nil "3 passed" nil)))
       (should (string-match-p "t1 completed automatically" text))

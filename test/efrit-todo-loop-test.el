@@ -247,6 +247,8 @@
             (when (cadr call)
               (should (string-match-p (regexp-quote (cadr call)) report))))
           (should (string-match-p "edit_file returned no output" report))
+          (should (string-match-p "^Done (5):" report))
+          (should-not (string-match-p "^Left open" report))
           (dolist (item (efrit-todo-list))
             (should (string-match-p (regexp-quote (plist-get item :content)) report)))
           (should (string-match-p "Renamed parse-config everywhere" report))

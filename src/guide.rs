@@ -265,14 +265,8 @@ pub fn analyze_request(request: &str) -> Analysis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::sample_items as items;
 
-    fn items(statuses: &[Status]) -> Vec<Item> {
-        statuses
-            .iter()
-            .enumerate()
-            .map(|(n, s)| Item::new(format!("t{}", n + 1), format!("Step {n}"), None, *s, 0.0))
-            .collect()
-    }
 
     #[test]
     fn continuation_is_sent_twice_then_escalated_then_stops() {

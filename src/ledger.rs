@@ -371,17 +371,9 @@ fn refusal(open: &[&Item]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::IdCounter;
+    use crate::model::sample_items as items;
     use proptest::prelude::*;
 
-    fn items(statuses: &[Status]) -> Vec<Item> {
-        let mut ids = IdCounter::default();
-        statuses
-            .iter()
-            .enumerate()
-            .map(|(n, s)| Item::new(ids.issue(), format!("Step {n}"), None, *s, 0.0))
-            .collect()
-    }
 
     fn cmd(command: &str) -> Input {
         Input::Map(vec![("command".into(), Input::Str(command.into()))])

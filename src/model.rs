@@ -174,6 +174,18 @@ impl Counts {
     }
 }
 
+/// Items t1, t2, ... with contents "Step 0", "Step 1", ... in STATUSES, for
+/// the tests of the modules that read lists.
+#[cfg(test)]
+pub fn sample_items(statuses: &[Status]) -> Vec<Item> {
+    let mut ids = IdCounter::default();
+    statuses
+        .iter()
+        .enumerate()
+        .map(|(n, s)| Item::new(ids.issue(), format!("Step {n}"), None, *s, 0.0))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

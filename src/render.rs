@@ -169,19 +169,12 @@ pub fn prompt_guidance(items: &[Item], notes: &[String], full_up_to: usize) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::sample_items as list;
     use crate::model::IdCounter;
     use crate::reconcile::reconcile;
     use crate::validate::ProposedItem;
     use std::collections::HashMap;
 
-    fn list(statuses: &[Status]) -> Vec<Item> {
-        let mut ids = IdCounter::default();
-        statuses
-            .iter()
-            .enumerate()
-            .map(|(n, s)| Item::new(ids.issue(), format!("Step {n}"), None, *s, 0.0))
-            .collect()
-    }
 
     #[test]
     fn result_lists_every_item_changes_and_next_step() {

@@ -604,6 +604,14 @@ fn loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
     })
 }
 
+/// A string argument named FIELD; anything else is the caller's mistake.
+fn string_arg(env: &Env, value: Value, field: &str) -> Result<std::result::Result<String, InvalidInput>> {
+    Ok(match to_input(env, value, 0)? {
+        Input::Str(text) => Ok(text),
+        other => Err(InvalidInput::new(field, format!("expected a string, got {}", other.describe()))),
+    })
+}
+
 /// Lisp text of a tool result: strings as they are, nil as no output.
 fn result_text(env: &Env, result: Value) -> Result<Option<String>> {
     if !result.is_not_nil() {
@@ -647,18 +655,13 @@ fn turn_end(env: &Env, session: String, had_tool_calls: Value, options: Vector) 
     let options = loop_options(env, options)?;
     let mut registry = registry();
     let session = registry.session(&session);
-    let items = session.items.clone();
-    Ok(session.guide.turn_end(had_tool_calls.is_not_nil(), &items, &options.guide))
+    Ok(session.guide.turn_end(had_tool_calls.is_not_nil(), &session.items, &options.guide))
 }
 
 #[defun]
 fn pause<'e>(env: &'e Env, session: String, reason: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let reason = match to_input(env, reason, 0)? {
-        Input::Str(text) => Ok(text),
-        other => Err(InvalidInput::new("reason", format!("expected a string, got {}", other.describe()))),
-    };
-    let paused = reason.and_then(|reason| registry().session(&session).guide.pause(&reason));
+    let paused = string_arg(env, reason, "reason")?.and_then(|reason| registry().session(&session).guide.pause(&reason));
     checked(env, paused)
 }
 
@@ -666,10 +669,10 @@ fn pause<'e>(env: &'e Env, session: String, reason: Value<'e>) -> Result<Value<'
 fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
-    let message = match to_input(env, message, 0)? {
-        Input::Str(text) => text,
-        Input::Null => String::new(),
-        other => return invalid(env, InvalidInput::new("message", format!("expected a string, got {}", other.describe()))),
+    let message = if message.is_not_nil() { string_arg(env, message, "message")? } else { Ok(String::new()) };
+    let message = match message {
+        Ok(message) => message,
+        Err(error) => return invalid(env, error),
     };
     let completion = registry().session(&session).complete(&message, &options);
     env.list([kw_allowed.bind(env), completion.allowed.into_lisp(env)?, kw_text.bind(env), completion.text.into_lisp(env)?])
@@ -750,9 +753,9 @@ fn breaker_reset(env: &Env, session: String) -> Result<()> {
 
 #[defun]
 fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
-    let text = match to_input(env, text, 0)? {
-        Input::Str(text) => text,
-        other => return invalid(env, InvalidInput::new("text", format!("expected a string, got {}", other.describe()))),
+    let text = match string_arg(env, text, "text")? {
+        Ok(text) => text,
+        Err(error) => return invalid(env, error),
     };
     let analysis = guide::analyze_request(&text);
     env.list([

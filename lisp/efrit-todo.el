@@ -132,6 +132,8 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-raise-counter "efrit-todo-module"
                   (session n))
 (declare-function efrit-todo--module-clear "efrit-todo-module" (session))
+(declare-function efrit-todo--module-user-edit "efrit-todo-module"
+                  (session op id arg max-items max-content))
 
 (defun efrit-todo--module-file ()
   "Return the file name the module is loaded from."
@@ -289,6 +291,42 @@ They come from the same Rust definitions that validate the input."
   "Return text for the system prompt: the list of SESSION with ids."
   (efrit-todo--module-prompt-guidance (efrit-todo--session session)
                                       efrit-todo-full-list-threshold))
+
+;;;; Edits by the user
+
+(defun efrit-todo--user-edit (op id arg session)
+  "Apply the user edit OP to item ID with ARG in SESSION; return the note."
+  (let* ((session (efrit-todo--session session))
+         (note (efrit-todo--module-user-edit session op id arg
+                                             efrit-todo-max-items
+                                             efrit-todo-max-content-length)))
+    (unless (string-empty-p note)
+      (efrit-todo--changed session))
+    note))
+
+(defun efrit-todo-user-set-status (id status &optional session)
+  "Set item ID of SESSION to STATUS on the user's behalf.
+STATUS is a symbol such as `cancelled', or its name as a string.
+The model reads about it in `efrit-todo-prompt-guidance'.  Return the note."
+  (efrit-todo--user-edit "status" id (if (symbolp status) (symbol-name status) status)
+                         session))
+
+(defun efrit-todo-user-edit-content (id content &optional session)
+  "Replace the content of item ID of SESSION with CONTENT; return the note."
+  (efrit-todo--user-edit "edit" id content session))
+
+(defun efrit-todo-user-add (content &optional session)
+  "Append a pending item with CONTENT to SESSION; return the note."
+  (efrit-todo--user-edit "add" nil content session))
+
+(defun efrit-todo-user-move (id offset &optional session)
+  "Move item ID of SESSION by OFFSET places (negative is up); return the note."
+  (efrit-todo--user-edit "move" id offset session))
+
+(defun efrit-todo-user-clear-finished (&optional session)
+  "Remove the completed and cancelled items of SESSION; return the note.
+The note is empty when there was nothing to remove."
+  (efrit-todo--user-edit "clear-finished" nil nil session))
 
 ;;;; The agent loop
 

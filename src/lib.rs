@@ -17,7 +17,7 @@ use serde_json::Value as Json;
 use crate::model::{Item, Status};
 use crate::breaker::BreakerLimits;
 use crate::guide::GuideOptions;
-use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session};
+use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session, UserEdit};
 use crate::validate::{checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
 
 emacs::plugin_is_GPL_compatible!();
@@ -468,8 +468,44 @@ fn tool_schemas(env: &Env) -> Result<Value<'_>> {
 fn prompt_guidance(env: &Env, session: String, full_up_to: i64) -> Result<String> {
     let session = session_name(env, session)?;
     let registry = registry();
-    let items = registry.get(&session).map(|s| s.items.as_slice()).unwrap_or_default();
-    Ok(render::prompt_guidance(items, &[], options(0, 0, full_up_to).full_list_up_to))
+    let (items, notes) = registry
+        .get(&session)
+        .map(|s| (s.items.as_slice(), s.user_notes.as_slice()))
+        .unwrap_or_default();
+    Ok(render::prompt_guidance(items, notes, options(0, 0, full_up_to).full_list_up_to))
+}
+
+/// One edit by the user.  OP is status, edit, add, move or clear-finished;
+/// ARG is the status, the new content or the offset.  Returns the note the
+/// model will read ("" when nothing changed).
+#[defun]
+fn user_edit<'e>(
+    env: &'e Env,
+    session: String,
+    op: String,
+    id: Option<String>,
+    arg: Value<'e>,
+    max_items: i64,
+    max_content: i64,
+) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let options = options(max_items, max_content, 0);
+    let arg = to_input(env, arg, 0)?;
+    let id = || id.clone().ok_or_else(|| InvalidInput::new("id", "is required"));
+    let text = |path: &str| checked_text(&arg, path, options.limits.max_content_chars);
+    let edit = match op.as_str() {
+        "status" => id().and_then(|id| Ok(UserEdit::SetStatus { id, status: parse_status(&arg, "status")? })),
+        "edit" => id().and_then(|id| Ok(UserEdit::EditContent { id, content: text("content")? })),
+        "add" => text("content").map(|content| UserEdit::Add { content }),
+        "move" => id().and_then(|id| match arg {
+            Input::Int(offset) => Ok(UserEdit::Move { id, offset }),
+            ref other => Err(InvalidInput::new("offset", format!("expected an integer, got {}", other.describe()))),
+        }),
+        "clear-finished" => Ok(UserEdit::ClearFinished),
+        other => Err(InvalidInput::new("op", format!("unknown edit {}", validate::quote(other)))),
+    };
+    let note = edit.and_then(|edit| registry().session(&session).user_edit(edit, &options));
+    checked(env, note)
 }
 
 /// Efrit's `efrit-todo-add`: append a pending item, return its plist.

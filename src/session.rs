@@ -13,7 +13,7 @@ use crate::ledger::{report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::{reconcile, Diff};
 use crate::render;
-use crate::validate::{parse_write, Input, InvalidInput, Limits};
+use crate::validate::{checked_text, non_blank, parse_write, quote, Input, InvalidInput, Limits};
 
 /// Options the Lisp side passes on every call, so customizations take effect
 /// without a separate configuration step.
@@ -62,6 +62,9 @@ pub struct Session {
     last_write: Option<WriteEffect>,
     /// Tool names the adapter knows, for auto-completion before they run.
     known_tools: Vec<String>,
+    /// The user's edits since the model last wrote the list, phrased for the
+    /// model ("the user marked t3 cancelled").
+    pub user_notes: Vec<String>,
 }
 
 fn in_progress(items: &[Item]) -> Option<&Item> {
@@ -77,6 +80,27 @@ pub struct ExternalItem {
     pub priority: Option<String>,
     pub created: Option<Timestamp>,
     pub completed: Option<Timestamp>,
+}
+
+/// Who changed a list.  The model learns about the user's changes at its
+/// next request; history (issue 7) keeps both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Model,
+    User,
+}
+
+/// A change the user makes by hand, in the `*efrit-todos*` buffer.  Each goes
+/// through the same checks as the model's writes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserEdit {
+    SetStatus { id: String, status: Status },
+    EditContent { id: String, content: String },
+    Add { content: String },
+    /// Moves an item OFFSET places, clamped to the ends of the list.
+    Move { id: String, offset: i64 },
+    /// Removes completed and cancelled items (their ids stay retired).
+    ClearFinished,
 }
 
 pub struct WriteOutcome {
@@ -129,6 +153,7 @@ impl Session {
         let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to, &auto_tools);
         self.items = reconciled.items;
         self.writes += 1;
+        self.changed(Actor::Model, None);
         let completed_any = !reconciled.diff.completed.is_empty();
         if completed_any {
             self.guide.note_progress();
@@ -288,6 +313,82 @@ impl Session {
         Ok(())
     }
 
+    /// Applies one edit by the user and returns how the model will be told.
+    pub fn user_edit(&mut self, edit: UserEdit, options: &Options) -> Result<String, InvalidInput> {
+        let position = |items: &[Item], id: &str| {
+            items
+                .iter()
+                .position(|i| i.id == id)
+                .ok_or_else(|| InvalidInput::new("id", format!("no item {} in this list", quote(id))))
+        };
+        let at = now();
+        let note = match edit {
+            UserEdit::SetStatus { id, status } => {
+                let index = position(&self.items, &id)?;
+                if status == Status::InProgress {
+                    // One running item: the one the user picked.
+                    for other in self.items.iter_mut().filter(|i| i.status == Status::InProgress) {
+                        other.set_status(Status::Pending, at);
+                    }
+                }
+                self.items[index].set_status(status, at);
+                if status == Status::Completed {
+                    self.guide.note_progress();
+                }
+                format!("the user marked {id} {}", status.wire_name())
+            }
+            UserEdit::EditContent { id, content } => {
+                let index = position(&self.items, &id)?;
+                let content = checked_text(&Input::Str(content), "content", options.limits.max_content_chars)
+                    .and_then(|t| non_blank(t, "content"))?;
+                let item = &mut self.items[index];
+                if item.active_form == item.content {
+                    item.active_form = content.clone();
+                }
+                item.content = content;
+                format!("the user reworded {id} to {}", quote(&item.content))
+            }
+            UserEdit::Add { content } => {
+                let content = checked_text(&Input::Str(content), "content", options.limits.max_content_chars)
+                    .and_then(|t| non_blank(t, "content"))?;
+                let item = self.add(content, None, options)?;
+                format!("the user added {} {}", item.id, quote(&item.content))
+            }
+            UserEdit::Move { id, offset } => {
+                let from = position(&self.items, &id)?;
+                let last = self.items.len() as i64 - 1;
+                let to = (from as i64).saturating_add(offset).clamp(0, last) as usize;
+                let item = self.items.remove(from);
+                self.items.insert(to, item);
+                format!("the user moved {id} to position {}", to + 1)
+            }
+            UserEdit::ClearFinished => {
+                let (finished, open): (Vec<Item>, Vec<Item>) =
+                    std::mem::take(&mut self.items).into_iter().partition(|i| !i.status.is_open());
+                self.items = open;
+                let ids: Vec<String> = finished.iter().map(|i| i.id.clone()).collect();
+                for item in finished {
+                    self.retired.insert(item.id.clone(), item);
+                }
+                if ids.is_empty() {
+                    return Ok(String::new());
+                }
+                format!("the user removed the finished items {} from the list", ids.join(", "))
+            }
+        };
+        self.changed(Actor::User, Some(note.clone()));
+        Ok(note)
+    }
+
+    /// Every change of the list passes here once it is committed.
+    fn changed(&mut self, actor: Actor, user_note: Option<String>) {
+        match actor {
+            // The model has now sent the whole list: it has seen the edits.
+            Actor::Model => self.user_notes.clear(),
+            Actor::User => self.user_notes.extend(user_note),
+        }
+    }
+
     /// Reserves a fresh id without adding an item.
     pub fn allocate_id(&mut self) -> String {
         self.ids.issue()
@@ -419,5 +520,50 @@ mod tests {
         let options = Options { limits: Limits { max_items: 1, max_content_chars: 10 }, ..Options::default() };
         s.add("one".into(), None, &options).unwrap();
         assert_eq!(s.add("two".into(), None, &options).unwrap_err().path, "todos");
+    }
+
+    fn edit_session() -> Session {
+        let mut s = Session::started_now();
+        let todos = json!({"todos": [
+            {"content": "a", "status": "in_progress"},
+            {"content": "b", "status": "pending"},
+            {"content": "c", "status": "completed"}]});
+        s.write(&input(todos), &Options::default(), false, vec![]).unwrap();
+        s
+    }
+
+    #[test]
+    fn user_edits_are_noted_for_the_model_until_it_writes_again() {
+        let mut s = edit_session();
+        let options = Options::default();
+        let note = s.user_edit(UserEdit::SetStatus { id: "t2".into(), status: Status::InProgress }, &options).unwrap();
+        assert_eq!(note, "the user marked t2 in_progress");
+        assert_eq!(s.current().map(|i| i.id.as_str()), Some("t2"));
+        assert_eq!(s.find("t1").unwrap().status, Status::Pending);
+        s.user_edit(UserEdit::EditContent { id: "t1".into(), content: "A better".into() }, &options).unwrap();
+        assert_eq!(s.find("t1").unwrap().active_form, "A better");
+        s.user_edit(UserEdit::Move { id: "t3".into(), offset: -10 }, &options).unwrap();
+        assert_eq!(s.items[0].id, "t3");
+        s.user_edit(UserEdit::Add { content: "d".into() }, &options).unwrap();
+        assert_eq!(s.items.last().unwrap().id, "t4");
+        assert!(s.user_edit(UserEdit::ClearFinished, &options).unwrap().contains("t3"));
+        assert_eq!(s.items.len(), 3);
+        assert_eq!(s.user_notes.len(), 5);
+        let todos = json!({"todos": [{"id": "t1", "content": "A better", "status": "pending"}]});
+        s.write(&input(todos), &options, false, vec![]).unwrap();
+        assert!(s.user_notes.is_empty());
+    }
+
+    #[test]
+    fn bad_user_edits_change_nothing() {
+        let mut s = edit_session();
+        let before = (s.items.clone(), s.user_notes.clone(), s.ids.clone());
+        let options = Options::default();
+        let unknown = s.user_edit(UserEdit::SetStatus { id: "t9".into(), status: Status::Completed }, &options);
+        assert_eq!(unknown.unwrap_err().path, "id");
+        let blank = s.user_edit(UserEdit::EditContent { id: "t1".into(), content: "  ".into() }, &options);
+        assert_eq!(blank.unwrap_err().path, "content");
+        assert_eq!(s.user_edit(UserEdit::Add { content: String::new() }, &options).unwrap_err().path, "content");
+        assert_eq!((s.items.clone(), s.user_notes.clone(), s.ids.clone()), before);
     }
 }

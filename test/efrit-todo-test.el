@@ -1108,5 +1108,45 @@ REGEXP must match the error message, and OPTIONS are passed to
                      (format "t%d" efrit-todo-max-items)))
       (should (< (- (float-time) start) 2.0)))))
 
+;;;; Edits by the user
+
+(ert-deftest efrit-todo-test-user-edits-reach-the-model ()
+  (efrit-todo-test-with-session
+    (efrit-todo-write "{\"todos\": [{\"content\": \"Read\", \"status\": \"in_progress\"},
+                                {\"content\": \"Write\", \"status\": \"pending\"},
+                                {\"content\": \"Test\", \"status\": \"pending\"}]}")
+    (efrit-todo-test-recording-changes calls
+      (should (equal (efrit-todo-user-set-status "t3" 'cancelled)
+                     "the user marked t3 cancelled"))
+      (efrit-todo-user-edit-content "t2" "Write the parser")
+      (efrit-todo-user-move "t2" -1)
+      (efrit-todo-user-add "Document it")
+      (should (= (length calls) 4)))
+    (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list))
+                   '("t2" "t1" "t3" "t4")))
+    (should (equal (plist-get (car (efrit-todo-list)) :content) "Write the parser"))
+    (let ((guidance (efrit-todo-prompt-guidance)))
+      (should (string-match-p "Note: the user marked t3 cancelled" guidance))
+      (should (string-match-p "Note: the user added t4" guidance)))
+    (should (string-match-p "t3" (efrit-todo-user-clear-finished)))
+    (should (equal (efrit-todo-user-clear-finished) ""))
+    (efrit-todo-write "{\"todos\": [{\"id\": \"t1\", \"content\": \"Read\", \"status\": \"completed\"}]}")
+    (should-not (string-match-p "Note:" (efrit-todo-prompt-guidance)))))
+
+(ert-deftest efrit-todo-test-bad-user-edits-name-the-field ()
+  (efrit-todo-test-with-session
+    (efrit-todo-write "{\"todos\": [{\"content\": \"Read\", \"status\": \"pending\"}]}")
+    (let ((before (efrit-todo-list)))
+      (dolist (case '(("id" efrit-todo-user-set-status "t9" completed)
+                       ("status" efrit-todo-user-set-status "t1" "done")
+                       ("content" efrit-todo-user-edit-content "t1" "   ")
+                       ("offset" efrit-todo-user-move "t1" "up")))
+        (let ((err (should-error (apply (cadr case) (cddr case))
+                                 :type 'efrit-todo-invalid-input)))
+          (should (string-prefix-p (car case) (cadr err)))))
+      (should-error (efrit-todo-user-add "") :type 'efrit-todo-invalid-input)
+      (should (equal (efrit-todo-list) before))
+      (should-not (string-match-p "Note:" (efrit-todo-prompt-guidance))))))
+
 (provide 'efrit-todo-test)
 ;;; efrit-todo-test.el ends here

@@ -132,6 +132,7 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-raise-counter "efrit-todo-module"
                   (session n))
 (declare-function efrit-todo--module-clear "efrit-todo-module" (session))
+(declare-function efrit-todo--module-begin-turn "efrit-todo-module" (session))
 (declare-function efrit-todo--module-user-edit "efrit-todo-module"
                   (session op id arg max-items max-content))
 
@@ -474,6 +475,13 @@ Keys: :tripped :reason :calls :since-progress :same-tool :identical
   (efrit-todo--module-breaker (efrit-todo--session session)))
 
 ;;;###autoload
+(defun efrit-todo-begin-turn (&optional session)
+  "Start a new turn of SESSION: fresh breaker, ledger and guide, same list.
+For conversations whose list outlives one request, such as a REPL."
+  (let ((session (efrit-todo--session session)))
+    (efrit-todo--module-begin-turn session)
+    (efrit-todo--run-change-hook session)))
+
 (defun efrit-todo-breaker-reset (&optional session)
   "Reset the circuit breaker of SESSION so that tools may run again."
   (interactive (list (completing-read "Reset the breaker of session: "

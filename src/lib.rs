@@ -787,6 +787,14 @@ fn breaker_reset(env: &Env, session: String) -> Result<()> {
     Ok(())
 }
 
+/// Starts a new turn of SESSION: fresh breaker, ledger and guide, same list.
+#[defun]
+fn begin_turn(env: &Env, session: String) -> Result<()> {
+    let session = session_name(env, session)?;
+    registry().session(&session).begin_turn();
+    Ok(())
+}
+
 #[defun]
 fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
     let text = match string_arg(env, text, "text")? {

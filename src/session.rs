@@ -389,6 +389,16 @@ impl Session {
         }
     }
 
+    /// A new turn of a conversation that keeps its list (Efrit's REPL):
+    /// breaker, ledger, guide and completion start over, the list and ids stay.
+    pub fn begin_turn(&mut self) {
+        self.breaker = Breaker::default();
+        self.ledger = Ledger::default();
+        self.guide = Guide::default();
+        self.completion = CompletionGuard::default();
+        self.last_write = None;
+    }
+
     /// Reserves a fresh id without adding an item.
     pub fn allocate_id(&mut self) -> String {
         self.ids.issue()
@@ -565,5 +575,16 @@ mod tests {
         assert_eq!(blank.unwrap_err().path, "content");
         assert_eq!(s.user_edit(UserEdit::Add { content: String::new() }, &options).unwrap_err().path, "content");
         assert_eq!((s.items.clone(), s.user_notes.clone(), s.ids.clone()), before);
+    }
+
+    #[test]
+    fn a_new_turn_keeps_the_list_and_forgets_the_calls() {
+        let mut s = edit_session();
+        let options = LoopOptions::default();
+        s.after_tool("eval_sexp", &Input::Str("(+ 1 1)".into()), Some("42"), false, None, &options);
+        s.begin_turn();
+        assert!(s.entries().is_empty());
+        assert_eq!(s.items.len(), 3);
+        assert_eq!(s.add("next".into(), None, &Options::default()).unwrap().id, "t4");
     }
 }

@@ -1,0 +1,489 @@
+;;; efrit-todo-efrit.el --- Run Efrit's agent loop on efrit-todo -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The efrit-todo authors
+
+;; Author: The efrit-todo authors
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1"))
+;; Keywords: tools, convenience
+;; URL: https://github.com/efrit-todo/efrit-todo
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; This program is distributed in the hope that it will be useful,
+;; but WITHOUT ANY WARRANTY; without even the implied warranty of
+;; MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+;; GNU General Public License for more details.
+
+;; You should have received a copy of the GNU General Public License
+;; along with this program.  If not, see <https://www.gnu.org/licenses/>.
+
+;;; Commentary:
+
+;; `efrit-todo-efrit-mode' makes a running Efrit use efrit-todo in its
+;; `efrit-do' loop, its REPL and `efrit-execute':
+;;
+;; - todo_write goes to `efrit-todo-write', todo_pause is a real tool,
+;;   and the schemas Claude sees come from `efrit-todo-tool-schemas';
+;; - every tool call passes `efrit-todo-before-tool' and
+;;   `efrit-todo-after-tool' (Efrit's own breaker is bypassed), and a
+;;   tripped breaker ends the session at once, with the report;
+;; - session_complete goes through `efrit-todo-complete', and what the
+;;   user reads at the end is the report: every tool result survives;
+;; - a turn that ends with items open gets a continuation message;
+;; - the system prompt carries the list and, for a complex first
+;;   request, the suggestion to plan.
+;;
+;; Everything is advice, added when the mode is turned on and removed
+;; when it is turned off.  Efrit is never required: the advice waits
+;; for its functions to be defined.
+
+;;; Code:
+
+(require 'seq)
+(require 'efrit-todo)
+(require 'efrit-todo-ui nil t)
+
+;; Efrit's variables and functions, used only once Efrit is loaded.
+(defvar efrit-do-circuit-breaker-enabled)
+(defvar efrit-do-error-loop-auto-complete)
+(defvar efrit-do-max-same-error-occurrences)
+(defvar efrit-do--tool-dispatch-table)
+(defvar efrit-do--last-result)
+(defvar efrit-repl-loop--tool-session)
+(declare-function efrit-session-p "efrit-session-core" (object))
+(declare-function efrit-session-id "efrit-session-core" (session))
+(declare-function efrit-session-command "efrit-session-core" (session))
+(declare-function efrit-session-get "efrit-session-core" (id))
+(declare-function efrit-session-active "efrit-session-core" ())
+(declare-function efrit-session-add-assistant-response "efrit-session-worklog"
+                  (session content-array))
+(declare-function efrit-session-add-tool-results "efrit-session-worklog"
+                  (session tool-results))
+(declare-function efrit-repl-session-p "efrit-repl-session" (object))
+(declare-function efrit-do "efrit-do" (command))
+(declare-function efrit-repl-session-id "efrit-repl-session" (session))
+(declare-function efrit-repl-session-add-user-message "efrit-repl-session"
+                  (session content))
+(declare-function efrit-do-async--continue-iteration "efrit-do-async-loop" (session))
+(declare-function efrit-do-async--finish "efrit-do-async-loop"
+                  (session stop-reason error-message completion-message))
+(declare-function efrit-repl-loop--continue-iteration "efrit-repl-loop" (session))
+(declare-function efrit-repl-loop--finish "efrit-repl-loop"
+                  (session stop-reason error-message completion-message))
+(declare-function efrit-do--capture-context "efrit-do" (command result))
+(declare-function efrit-do--display-result "efrit-do" (command result &optional error-p))
+(declare-function efrit-do-queue-pop-command "efrit-do-queue" (&optional session))
+
+(defcustom efrit-todo-efrit-suggest-plan t
+  "Whether a complex first request gets a suggestion to plan with todo_write.
+The suggestion from `efrit-todo-analyze-request' is added to the system
+prompt while the session has no list and has not called a tool yet."
+  :type 'boolean
+  :group 'efrit-todo)
+
+(defvar efrit-todo-efrit--advice
+  '((efrit-session-create :around efrit-todo-efrit--create-session)
+    (efrit-do--execute-tool :around efrit-todo-efrit--execute-tool)
+    (efrit-do--dispatch-tool :around efrit-todo-efrit--dispatch-tool)
+    (efrit-do--handle-todo-write :override efrit-todo-efrit--todo-write)
+    (efrit-do--handle-session-complete :override efrit-todo-efrit--session-complete)
+    (efrit-do--get-current-tools-schema :filter-return efrit-todo-efrit--tools-schema)
+    (efrit-do--command-system-prompt :around efrit-todo-efrit--system-prompt)
+    (efrit-todo-format-for-prompt :before-until efrit-todo-efrit--quiet-prompt)
+    (efrit-loop-handle-response :before efrit-todo-efrit--note-response)
+    (efrit-do-async--continue-iteration :around efrit-todo-efrit--continue-do)
+    (efrit-do-async--finish :around efrit-todo-efrit--finish-do)
+    (efrit-do--on-async-complete :override efrit-todo-efrit--on-async-complete)
+    (efrit-repl-session-begin-turn :after efrit-todo-efrit--begin-repl-turn)
+    (efrit-repl-loop--continue-iteration :around efrit-todo-efrit--continue-repl)
+    (efrit-repl-loop--finish :around efrit-todo-efrit--finish-repl)
+    (efrit-execute :around efrit-todo-efrit--execute)
+    (efrit-executor--sync-api-call :around efrit-todo-efrit--sync-api-call))
+  "The advice of `efrit-todo-efrit-mode': (FUNCTION HOW ADVICE).
+Depth 100 puts each one innermost, so advice that others put on the
+same function (Efrit's own, a user's) keeps running around it.")
+
+(defvar efrit-todo-efrit--efrit-ui-advice
+  '(efrit-todos--after-todo-write-advice efrit-modeline--after-todo-write-advice)
+  "Advice by which Efrit's own todo buffer and mode line follow todo_write.")
+
+(defvar efrit-todo-efrit--suspended nil
+  "Efrit's UI advice removed while the mode is on, to restore when off.")
+
+(defvar efrit-todo-efrit--saved nil
+  "Values the mode replaced, as (SYMBOL . VALUE), to restore when off.")
+
+(defvar efrit-todo-efrit--end-turn-content (make-hash-table :test 'eq :weakness 'key)
+  "The content of the last end_turn response, by Efrit session object.")
+
+(defvar efrit-todo-efrit--final-reports (make-hash-table :test 'equal)
+  "The report of each session completed through session_complete, by id.")
+
+(defvar efrit-todo-efrit--building-prompt nil
+  "Non-nil while Efrit builds a system prompt that gets our guidance.")
+
+;;;; Sessions
+
+(defun efrit-todo-efrit--name (session)
+  "Return the efrit-todo session of Efrit SESSION, an efrit or REPL session."
+  (cond ((and (fboundp 'efrit-repl-session-p) (efrit-repl-session-p session))
+         (efrit-repl-session-id session))
+        ((and (fboundp 'efrit-session-p) (efrit-session-p session))
+         (efrit-session-id session))
+        (t (efrit-todo--session nil))))
+
+(defun efrit-todo-efrit--running-session ()
+  "Return the efrit-todo session of the tool call running now."
+  (cond ((bound-and-true-p efrit-repl-loop--tool-session)
+         (efrit-todo-efrit--name efrit-repl-loop--tool-session))
+        ((and (fboundp 'efrit-session-active) (efrit-session-active))
+         (efrit-session-id (efrit-session-active)))
+        (t (efrit-todo--session nil))))
+
+(defun efrit-todo-efrit--taken-p (id)
+  "Return non-nil if session ID is in use by Efrit or efrit-todo."
+  (or (member id (efrit-todo-sessions))
+      (and (fboundp 'efrit-session-get) (efrit-session-get id))))
+
+(defun efrit-todo-efrit--create-session (create id command)
+  "Call CREATE with a unique form of ID and COMMAND; make it current.
+Efrit names sessions after the second they start in, so two commands
+in one second would share a list; a suffix keeps them apart."
+  (let ((unique id)
+        (n 1))
+    (while (efrit-todo-efrit--taken-p unique)
+      (setq n (1+ n)
+            unique (format "%s-%d" id n)))
+    (prog1 (funcall create unique command)
+      ;; Set before Efrit empties its todo variables, so that emptying
+      ;; reaches the new session and not the one that just finished.
+      (setq efrit-todo-current-session unique))))
+
+(defun efrit-todo-efrit--begin-repl-turn (session)
+  "Start a turn of REPL SESSION: fresh breaker and ledger, same list."
+  (let ((name (efrit-todo-efrit--name session)))
+    (setq efrit-todo-current-session name)
+    (efrit-todo-begin-turn name)))
+
+;;;; Tools
+
+(defun efrit-todo-efrit--for-efrit (text)
+  "Return TEXT with efrit-todo's error lines in the form Efrit detects.
+Efrit flags a result as an error when a line starts with \"Error \"."
+  (replace-regexp-in-string "^Error: " "Error from efrit-todo: " text t t))
+
+(defun efrit-todo-efrit--error-result-p (result)
+  "Return non-nil if tool RESULT reports an error, as Efrit's results do."
+  (and (stringp result)
+       (string-match-p "\\`[ \t\n]*\\[?Error\\b" result)))
+
+(defun efrit-todo-efrit--completion-p (result)
+  "Return non-nil if RESULT is an allowed session_complete."
+  (and (stringp result) (string-match-p "\\[SESSION-COMPLETE: " result)))
+
+(defun efrit-todo-efrit--execute-tool (execute tool-item)
+  "Run TOOL-ITEM through EXECUTE between the breaker and the ledger.
+Efrit's own breaker and error-loop checks are off for the call."
+  (if (not (hash-table-p tool-item))
+      (funcall execute tool-item)
+    (let* ((efrit-todo-current-session (efrit-todo-efrit--running-session))
+           (name (gethash "name" tool-item))
+           (input (gethash "input" tool-item))
+           (refusal (and (stringp name) (efrit-todo-before-tool name input))))
+      (if refusal
+          (efrit-todo-efrit--for-efrit refusal)
+        (let* ((start (float-time))
+               (result (let ((efrit-do-circuit-breaker-enabled nil)
+                             (efrit-do-error-loop-auto-complete nil)
+                             (efrit-do-max-same-error-occurrences most-positive-fixnum))
+                         (funcall execute tool-item))))
+          (if (or (not (stringp name)) (efrit-todo-efrit--completion-p result))
+              result
+            (efrit-todo-efrit--for-efrit
+             (condition-case err
+                 (efrit-todo-after-tool name input result
+                                        (efrit-todo-efrit--error-result-p result)
+                                        nil (- (float-time) start))
+               (efrit-todo-invalid-input
+                (format "%s\n[efrit-todo could not record this call: %s]"
+                        result (cadr err)))))))))))
+
+(defun efrit-todo-efrit--dispatch-tool (dispatch tool-name tool-input input-str)
+  "Run todo_pause here; pass any other TOOL-NAME to DISPATCH.
+TOOL-INPUT and INPUT-STR are as Efrit's dispatcher receives them."
+  (if (equal tool-name "todo_pause")
+      (condition-case err
+          (efrit-todo-pause (and (hash-table-p tool-input)
+                                 (gethash "reason" tool-input)))
+        (efrit-todo-invalid-input (format "Error in todo_pause: %s" (cadr err))))
+    (funcall dispatch tool-name tool-input input-str)))
+
+(defun efrit-todo-efrit--todo-write (tool-input)
+  "Efrit's todo_write handler, on `efrit-todo-write' with TOOL-INPUT."
+  (condition-case err
+      (efrit-todo-write tool-input)
+    (efrit-todo-invalid-input (format "Error in todo_write: %s" (cadr err)))))
+
+(defun efrit-todo-efrit--session-complete (tool-input)
+  "Efrit's session_complete handler, guarded by `efrit-todo-complete'.
+TOOL-INPUT holds the model's message.  When completion is allowed the
+marker Efrit looks for carries the whole report, so that is what the
+user sees."
+  (let* ((message (or (and (hash-table-p tool-input) (gethash "message" tool-input))
+                      "Task completed"))
+         (session (efrit-todo--session nil))
+         (answer (condition-case err
+                     (efrit-todo-complete (if (stringp message) message (format "%s" message)))
+                   (efrit-todo-invalid-input
+                    (list :allowed nil :text (format "Error in session_complete: %s"
+                                                     (cadr err)))))))
+    (if (not (plist-get answer :allowed))
+        (let ((text (plist-get answer :text)))
+          (if (string-prefix-p "Error" text) text (concat "Error from efrit-todo: " text)))
+      (puthash session (plist-get answer :text) efrit-todo-efrit--final-reports)
+      (format "\n[SESSION-COMPLETE: %s]" (plist-get answer :text)))))
+
+(defun efrit-todo-efrit--tools-schema (schemas)
+  "Return Efrit's tool SCHEMAS with efrit-todo's in place of its own.
+A fresh vector: Efrit's constant is never changed."
+  (let* ((ours (efrit-todo-tool-schemas))
+         (name (lambda (schema) (cdr (assoc "name" schema))))
+         (by-name (mapcar (lambda (s) (cons (funcall name s) s)) ours))
+         (kept (mapcar (lambda (s) (or (cdr (assoc (funcall name s) by-name)) s))
+                       (append schemas nil)))
+         (present (mapcar name kept)))
+    (vconcat kept (seq-remove (lambda (s) (member (funcall name s) present)) ours))))
+
+;;;; The system prompt
+
+(defun efrit-todo-efrit--quiet-prompt (&rest _)
+  "Return \"\" while Efrit's prompt is built, which gets the richer guidance."
+  (and efrit-todo-efrit--building-prompt ""))
+
+(defun efrit-todo-efrit--plan-suggestion (session)
+  "Return the suggestion to plan for SESSION's first request, or nil."
+  (when (and efrit-todo-efrit-suggest-plan
+             (null (efrit-todo-list session))
+             (null (efrit-todo-ledger session))
+             (fboundp 'efrit-session-active)
+             (efrit-session-active)
+             (equal (efrit-session-id (efrit-session-active)) session))
+    (let* ((command (efrit-session-command (efrit-session-active)))
+           (analysis (and (stringp command)
+                          (ignore-errors (efrit-todo-analyze-request command)))))
+      (and (plist-get analysis :complex) (plist-get analysis :suggestion)))))
+
+(defun efrit-todo-efrit--system-prompt (build &rest args)
+  "Call BUILD with ARGS and add the todo guidance to its prompt.
+The fourth of ARGS is Efrit's session id."
+  (let* ((prompt (let ((efrit-todo-efrit--building-prompt t))
+                   (apply build args)))
+         (session (or (nth 3 args) (efrit-todo-efrit--running-session)))
+         (guidance (condition-case nil
+                       (efrit-todo-prompt-guidance session)
+                     (error nil)))
+         (suggestion (efrit-todo-efrit--plan-suggestion session)))
+    (mapconcat #'identity (delq nil (list prompt guidance suggestion)) "\n\n")))
+
+;;;; Ending a session
+
+(defun efrit-todo-efrit--note-response (session _adapter response)
+  "Keep the content of RESPONSE when it ends SESSION's turn."
+  (when (and (hash-table-p response)
+             (equal (gethash "stop_reason" response) "end_turn"))
+    (puthash session (gethash "content" response) efrit-todo-efrit--end-turn-content)))
+
+(defun efrit-todo-efrit--tripped (name)
+  "Return the reason the breaker of session NAME tripped, or nil."
+  (let ((breaker (efrit-todo-breaker name)))
+    (and (plist-get breaker :tripped) (plist-get breaker :reason))))
+
+(defun efrit-todo-efrit--outcome (name stop-reason)
+  "Return the text for the user when session NAME stopped for STOP-REASON."
+  (let ((report (or (gethash name efrit-todo-efrit--final-reports)
+                    (efrit-todo-report name)))
+        (tripped (efrit-todo-efrit--tripped name)))
+    (cond (tripped (format "Stopped by the circuit breaker: %s\n\n%s" tripped report))
+          ((member stop-reason '("end_turn" "session-complete")) report)
+          (t (format "Session ended: %s\n\n%s" stop-reason report)))))
+
+(defun efrit-todo-efrit--stop-if-tripped (session continue finish)
+  "Call CONTINUE on SESSION, or FINISH it when its breaker tripped."
+  (let* ((name (efrit-todo-efrit--name session))
+         (reason (efrit-todo-efrit--tripped name)))
+    (if (not reason)
+        (funcall continue session)
+      (message "Efrit-todo: circuit breaker tripped in %s: %s" name reason)
+      (funcall finish session "circuit-breaker"
+               (efrit-todo-efrit--outcome name "circuit-breaker") nil))))
+
+(defun efrit-todo-efrit--continue-do (continue session)
+  "Run CONTINUE on efrit-do SESSION unless its breaker tripped."
+  (efrit-todo-efrit--stop-if-tripped session continue #'efrit-do-async--finish))
+
+(defun efrit-todo-efrit--continue-repl (continue session)
+  "Run CONTINUE on REPL SESSION unless its breaker tripped."
+  (efrit-todo-efrit--stop-if-tripped session continue #'efrit-repl-loop--finish))
+
+(defun efrit-todo-efrit--continuation (session)
+  "Return the continuation message for SESSION's end_turn, or nil.
+Nil as well when the end_turn had no content: a reply to an empty
+assistant message would not be a valid request."
+  (let ((content (gethash session efrit-todo-efrit--end-turn-content)))
+    (remhash session efrit-todo-efrit--end-turn-content)
+    (and (> (length content) 0)
+         (efrit-todo-turn-end nil (efrit-todo-efrit--name session)))))
+
+(defun efrit-todo-efrit--finish-do (finish session stop-reason error-message
+                                           completion-message)
+  "FINISH efrit-do SESSION, or send a continuation after its end_turn.
+STOP-REASON, ERROR-MESSAGE and COMPLETION-MESSAGE are Efrit's.  The
+agent buffer shows the report in place of the bare message."
+  (let ((content (gethash session efrit-todo-efrit--end-turn-content))
+        (continuation (and (equal stop-reason "end_turn")
+                           (efrit-todo-efrit--continuation session))))
+    (if continuation
+        (progn
+          (efrit-session-add-assistant-response session content)
+          (efrit-session-add-tool-results
+           session (list `((type . "text") (text . ,continuation))))
+          (efrit-do-async--continue-iteration session))
+      (funcall finish session stop-reason error-message
+               (if (equal stop-reason "session-complete")
+                   (or (gethash (efrit-todo-efrit--name session)
+                                efrit-todo-efrit--final-reports)
+                       completion-message)
+                 completion-message)))))
+
+(defun efrit-todo-efrit--finish-repl (finish session stop-reason error-message
+                                             completion-message)
+  "FINISH REPL SESSION's turn, or send a continuation after its end_turn.
+STOP-REASON, ERROR-MESSAGE and COMPLETION-MESSAGE are Efrit's.  The
+REPL has already stored the assistant's reply."
+  (let ((continuation (and (equal stop-reason "end_turn")
+                           (efrit-todo-efrit--continuation session))))
+    (if continuation
+        (progn
+          (efrit-repl-session-add-user-message session continuation)
+          (efrit-repl-loop--continue-iteration session))
+      (funcall finish session stop-reason error-message completion-message))))
+
+(defun efrit-todo-efrit--on-async-complete (session stop-reason)
+  "Show the report of efrit-do SESSION, which stopped for STOP-REASON.
+This replaces Efrit's summary of steps cut to 80 characters: the report
+keeps every tool result, and is what later prompts see as the last
+result."
+  (let* ((name (efrit-todo-efrit--name session))
+         (command (efrit-session-command session))
+         (text (efrit-todo-efrit--outcome name stop-reason))
+         (succeeded (and (member stop-reason '("end_turn" "session-complete"))
+                         (not (efrit-todo-efrit--tripped name)))))
+    (setq efrit-do--last-result text)
+    (when (fboundp 'efrit-do--capture-context)
+      (efrit-do--capture-context command text))
+    (when (fboundp 'efrit-do--display-result)
+      (efrit-do--display-result command text (not succeeded)))
+    (message "Efrit-todo: session %s %s" name
+             (if succeeded "completed" (format "stopped (%s)" stop-reason)))
+    (when (and succeeded (fboundp 'efrit-do-queue-pop-command))
+      (when-let* ((next (efrit-do-queue-pop-command)))
+        (run-at-time 0.1 nil #'efrit-do next)))))
+
+;;;; efrit-execute
+
+(defvar efrit-todo-efrit--sync-session nil
+  "The efrit-todo session of the running `efrit-execute', if any.")
+
+(defun efrit-todo-efrit--execute (execute command)
+  "Run EXECUTE on COMMAND; return the report in place of its last text.
+A nil or empty result thus never becomes a generic success message."
+  (let* ((efrit-todo-efrit--sync-session nil)
+         (result (funcall execute command))
+         (name (or efrit-todo-efrit--sync-session efrit-todo-current-session)))
+    (if (and name (member name (efrit-todo-sessions)))
+        (efrit-todo-efrit--outcome name (if (efrit-todo-efrit--tripped name)
+                                            "circuit-breaker"
+                                          "end_turn"))
+      result)))
+
+(defun efrit-todo-efrit--sync-api-call (call request-data)
+  "CALL the API with REQUEST-DATA unless the running session is over.
+After a trip or an allowed session_complete, answer with an empty
+end_turn so Efrit's synchronous loop stops without a request."
+  (let ((name (efrit-todo-efrit--running-session)))
+    (setq efrit-todo-efrit--sync-session name)
+    (if (or (efrit-todo-efrit--tripped name)
+            (gethash name efrit-todo-efrit--final-reports))
+        (let ((response (make-hash-table :test 'equal)))
+          (puthash "content" [] response)
+          (puthash "stop_reason" "end_turn" response)
+          response)
+      (funcall call request-data))))
+
+;;;; The mode
+
+(defun efrit-todo-efrit--suspend-efrit-ui (&rest _)
+  "Remove the advice that draws Efrit's own todo buffer and mode line."
+  (dolist (advice efrit-todo-efrit--efrit-ui-advice)
+    (when (advice-member-p advice 'efrit-do--handle-todo-write)
+      (advice-remove 'efrit-do--handle-todo-write advice)
+      (unless (memq advice efrit-todo-efrit--suspended)
+        (push advice efrit-todo-efrit--suspended)))))
+
+(defun efrit-todo-efrit--enable ()
+  "Add the advice and remember the values it replaces."
+  (setq efrit-todo-efrit--saved
+        `((efrit-todo-current-session . ,efrit-todo-current-session)
+          (efrit-todo-known-tools . ,efrit-todo-known-tools)))
+  (when (boundp 'efrit-do--tool-dispatch-table)
+    (setq efrit-todo-known-tools
+          (seq-uniq (append efrit-todo-known-tools
+                            (mapcar #'car efrit-do--tool-dispatch-table)))))
+  (pcase-dolist (`(,function ,how ,advice) efrit-todo-efrit--advice)
+    (advice-add function how advice '((depth . 100))))
+  (efrit-todo-efrit--suspend-efrit-ui)
+  ;; Efrit's UI file adds its advice when it is loaded, maybe later.
+  (add-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui))
+
+(defun efrit-todo-efrit--disable ()
+  "Remove the advice and restore what the mode changed."
+  (pcase-dolist (`(,function ,_how ,advice) efrit-todo-efrit--advice)
+    (advice-remove function advice))
+  (remove-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui)
+  (dolist (advice efrit-todo-efrit--suspended)
+    (advice-add 'efrit-do--handle-todo-write :after advice))
+  (setq efrit-todo-efrit--suspended nil)
+  (pcase-dolist (`(,symbol . ,value) efrit-todo-efrit--saved)
+    (set symbol value))
+  (setq efrit-todo-efrit--saved nil))
+
+;;;###autoload
+(define-minor-mode efrit-todo-efrit-mode
+  "Run Efrit's todo tools, circuit breaker and results on efrit-todo.
+
+While it is on, Efrit's `efrit-do', its REPL and `efrit-execute' use
+efrit-todo for todo_write and todo_pause, check every tool call with
+its breaker (a trip ends the session at once, with the report),
+guard session_complete, ask Claude to go on when it stops with items
+open, and show the report of every tool result at the end.  Turning
+it off gives Efrit back exactly as it was.  Efrit need not be loaded
+yet."
+  :global t
+  :group 'efrit-todo
+  (if efrit-todo-efrit-mode
+      (efrit-todo-efrit--enable)
+    (efrit-todo-efrit--disable)))
+
+(defun efrit-todo-efrit-unload-function ()
+  "Turn the mode off before the file is unloaded."
+  (efrit-todo-efrit-mode -1)
+  nil)
+
+(provide 'efrit-todo-efrit)
+;;; efrit-todo-efrit.el ends here

@@ -437,7 +437,7 @@ end_turn so Efrit's synchronous loop stops without a request."
         (push advice efrit-todo-efrit--suspended)))))
 
 (defun efrit-todo-efrit--enable ()
-  "Add the advice and remember the values it replaces."
+  "Add the advice; save the values to restore later."
   (setq efrit-todo-efrit--saved
         `((efrit-todo-current-session . ,efrit-todo-current-session)
           (efrit-todo-known-tools . ,efrit-todo-known-tools)))

@@ -246,8 +246,9 @@ user sees."
     (if (not (plist-get answer :allowed))
         (let ((text (plist-get answer :text)))
           (if (string-prefix-p "Error" text) text (concat "Error from efrit-todo: " text)))
-      (puthash session (plist-get answer :text) efrit-todo-efrit--final-reports)
-      (format "\n[SESSION-COMPLETE: %s]" (plist-get answer :text)))))
+      (let ((report (string-trim-right (plist-get answer :text))))
+        (puthash session report efrit-todo-efrit--final-reports)
+        (format "\n[SESSION-COMPLETE: %s]" report)))))
 
 (defun efrit-todo-efrit--tools-schema (schemas)
   "Return Efrit's tool SCHEMAS with efrit-todo's in place of its own.

@@ -1,0 +1,106 @@
+;;; efrit-todo-efrit-mode-test.el --- The adapter's mode, without Efrit -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; What `efrit-todo-efrit-mode' does on its own: the advice it adds and
+;; removes, what it restores, and the pieces that need no loop (schemas,
+;; error texts).  The scenarios through a loop are in the harness suites.
+
+;;; Code:
+
+(require 'ert)
+(require 'efrit-todo)
+(require 'efrit-todo-efrit)
+
+(defun efrit-todo-efrit-mode-test--advised ()
+  "Return the functions that carry one of the mode's advice."
+  (seq-filter (lambda (entry)
+                (advice-member-p (nth 2 entry) (nth 0 entry)))
+              efrit-todo-efrit--advice))
+
+(defun efrit-todo-efrit-mode-test--efrit-ui-advice (&rest _)
+  "Stand in for the advice of Efrit's own todo buffer.")
+
+(ert-deftest efrit-todo-efrit-mode-test-on-and-off ()
+  "Turning the mode on adds every advice; off removes them and restores."
+  (let ((efrit-todo-current-session "before")
+        (efrit-todo-known-tools '("mine"))
+        (efrit-todo-efrit--efrit-ui-advice '(efrit-todo-efrit-mode-test--efrit-ui-advice)))
+    (advice-add 'efrit-do--handle-todo-write :after
+                #'efrit-todo-efrit-mode-test--efrit-ui-advice)
+    (unwind-protect
+        (progn
+          (efrit-todo-efrit-mode 1)
+          (should (= (length (efrit-todo-efrit-mode-test--advised))
+                     (length efrit-todo-efrit--advice)))
+          (should-not (advice-member-p #'efrit-todo-efrit-mode-test--efrit-ui-advice
+                                       'efrit-do--handle-todo-write))
+          (setq efrit-todo-current-session "efrit-do-1")
+          (efrit-todo-efrit-mode -1)
+          (should (null (efrit-todo-efrit-mode-test--advised)))
+          (should (advice-member-p #'efrit-todo-efrit-mode-test--efrit-ui-advice
+                                   'efrit-do--handle-todo-write))
+          (should (equal efrit-todo-current-session "before"))
+          (should (equal efrit-todo-known-tools '("mine"))))
+      (efrit-todo-efrit-mode -1)
+      (advice-remove 'efrit-do--handle-todo-write
+                     #'efrit-todo-efrit-mode-test--efrit-ui-advice))))
+
+(ert-deftest efrit-todo-efrit-mode-test-schemas-replace-without-mutating ()
+  "Efrit's todo_write schema is replaced and todo_pause added, in a copy."
+  (let* ((efrit (vector '(("name" . "eval_sexp") ("description" . "e"))
+                        '(("name" . "todo_write") ("description" . "old"))))
+         (before (copy-tree efrit t))
+         (schemas (efrit-todo-efrit--tools-schema efrit))
+         (names (mapcar (lambda (s) (cdr (assoc "name" s))) schemas)))
+    (should (equal names '("eval_sexp" "todo_write" "todo_pause")))
+    (should-not (equal (cdr (assoc "description" (aref schemas 1))) "old"))
+    (should (equal (aref schemas 1) (car (efrit-todo-tool-schemas))))
+    (should (equal efrit before))))
+
+(ert-deftest efrit-todo-efrit-mode-test-errors-reach-efrit-as-errors ()
+  "Efrit flags a line starting \"Error \"; efrit-todo's lines are rewritten."
+  (let ((text (efrit-todo-efrit--for-efrit "2\n\nError: circuit breaker tripped")))
+    (should (string-match-p "^Error " text))
+    (should (string-prefix-p "2\n\n" text)))
+  (should (efrit-todo-efrit--error-result-p "\n[Error: bad]"))
+  (should-not (efrit-todo-efrit--error-result-p "42"))
+  (should-not (efrit-todo-efrit--error-result-p nil)))
+
+(ert-deftest efrit-todo-efrit-mode-test-todo-write-errors-name-the-field ()
+  "A bad todo_write comes back to the model as an error naming the field."
+  (let ((efrit-todo-current-session (format "mode-%s" (random)))
+        (input (make-hash-table :test 'equal)))
+    (puthash "todos" (vector '(("content" . "x") ("status" . "done"))) input)
+    (let ((text (efrit-todo-efrit--todo-write input)))
+      (should (string-prefix-p "Error in todo_write: todos[0].status" text)))
+    (should (null (efrit-todo-list)))))
+
+(ert-deftest efrit-todo-efrit-mode-test-session-complete-is-guarded ()
+  "session_complete is refused once with open items, then gives the report."
+  (let ((efrit-todo-current-session (format "mode-%s" (random)))
+        (input (make-hash-table :test 'equal)))
+    (efrit-todo-write "{\"todos\": [{\"content\": \"Fix it\", \"status\": \"in_progress\"}]}")
+    (efrit-todo-after-tool "eval_sexp" "(fix)" "42" nil)
+    (puthash "message" "done" input)
+    (let ((first (efrit-todo-efrit--session-complete input))
+          (second (efrit-todo-efrit--session-complete input)))
+      (should (string-prefix-p "Error" first))
+      (should (string-match-p "Fix it" first))
+      (should (string-match-p "\\`\n\\[SESSION-COMPLETE: \\[Session report" second))
+      (should (string-match-p "42" second))
+      (should (string-match-p "done\\]\\'" second)))))
+
+(ert-deftest efrit-todo-efrit-mode-test-unique-session-ids ()
+  "A session id already in use gets a suffix, and becomes current."
+  (let* ((efrit-todo-current-session nil)
+         (id (format "efrit-do-%s" (random)))
+         (create (lambda (id _command) (list :id id))))
+    (efrit-todo-write "{\"todos\": []}" id)
+    (should (equal (efrit-todo-efrit--create-session create id "c") (list :id (concat id "-2"))))
+    (should (equal efrit-todo-current-session (concat id "-2")))
+    (efrit-todo-write "{\"todos\": []}" (concat id "-2"))
+    (should (equal (efrit-todo-efrit--create-session create id "c") (list :id (concat id "-3"))))))
+
+(provide 'efrit-todo-efrit-mode-test)
+;;; efrit-todo-efrit-mode-test.el ends here

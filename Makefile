@@ -8,7 +8,7 @@ LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test
 
-.PHONY: build test cargo-test ert lint bench demo clean help
+.PHONY: build test cargo-test ert loop test-efrit lint bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -16,7 +16,7 @@ $(MODULE): Cargo.toml $(wildcard src/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 
-test: cargo-test ert lint ## Everything CI runs: cargo tests, clippy, ERT suites, lint
+test: cargo-test ert loop lint ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, lint
 
 cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
@@ -24,6 +24,16 @@ cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 
 ert: build ## The ERT suites in batch Emacs against the built module
 	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
+
+loop: build ## The agent-loop scenarios through a stand-in efrit-do loop
+	$(BATCH) -l test/efrit-todo-fake-efrit.el -l test/efrit-todo-scenarios.el -f ert-run-tests-batch-and-exit
+
+test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit checkout at EFRIT_DIR
+	@if [ -z "$(EFRIT_DIR)" ]; then echo "test-efrit: EFRIT_DIR is unset, skipping the real-Efrit suite"; else \
+	  set -e; REAL="$(BATCH) -l test/efrit-todo-real-efrit.el -l test/efrit-todo-scenarios.el"; \
+	  $$REAL -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
+	  $$REAL -f efrit-todo-scenarios-compare; \
+	  EMACS="$(EMACS)" test/efrit-suites.sh "$(EFRIT_DIR)"; fi
 
 lint: build ## Byte-compile (warnings are errors), checkdoc, package-lint
 	$(EMACS) --batch -L lisp -l test/lint.el $(LISP)

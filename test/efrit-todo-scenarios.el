@@ -1,0 +1,454 @@
+;;; efrit-todo-scenarios.el --- Agent-loop scenarios through efrit-do -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The scenarios `efrit-todo-efrit-mode' must pass, driven through the
+;; efrit-do loop with a scripted Claude.  The loop is either the
+;; stand-in of efrit-todo-fake-efrit.el (`make test', in CI) or a real
+;; Efrit checkout loaded by efrit-todo-real-efrit.el (`make test-efrit').
+;; Load one of them first, then this file.
+;;
+;; The scripted Claude answers `efrit-api-request-async' (and the
+;; synchronous `efrit-api-request-sync') from a list of responses
+;; parsed from JSON, as Efrit parses them.  Every request is kept, and
+;; checked against the Messages API's rules.
+
+;;; Code:
+
+(require 'ert)
+(require 'json)
+(require 'seq)
+(require 'subr-x)
+(require 'efrit-todo)
+(require 'efrit-todo-efrit)
+
+(defvar efrit-do--tool-dispatch-table)
+(defvar efrit-do--last-result)
+(declare-function efrit-do "efrit-do" (command))
+(declare-function efrit-session-active "efrit-session-core" ())
+(declare-function efrit-session-id "efrit-session-core" (session))
+(declare-function efrit-remote-queue--execute-command "efrit-remote-queue" (content))
+
+;;;; The scripted Claude
+
+(defvar efrit-todo-scenarios--script nil
+  "Responses still to give: JSON strings, or functions of the request.")
+
+(defvar efrit-todo-scenarios--requests nil
+  "Requests received, newest first, each (REQUEST . BREAKER-TRIPPED-P).")
+
+(defvar efrit-todo-scenarios--dispatches nil
+  "Tools run, newest first, each (NAME . BREAKER-TRIPPED-P).")
+
+(defvar efrit-todo-scenarios--stopped nil
+  "The stop reason once the running session stopped.")
+
+(defvar efrit-todo-scenarios--tool-counter 0
+  "Makes tool_use ids unique.")
+
+(defun efrit-todo-scenarios--parse (json)
+  "Parse JSON the way Efrit parses an API response."
+  (let ((json-object-type 'hash-table)
+        (json-array-type 'vector)
+        (json-key-type 'string))
+    (json-read-from-string json)))
+
+(defun efrit-todo-scenarios--tool (name input)
+  "Return a response that calls tool NAME with INPUT, an alist."
+  (json-encode
+   `(("content" . [(("type" . "tool_use")
+                    ("id" . ,(format "toolu_%d" (cl-incf efrit-todo-scenarios--tool-counter)))
+                    ("name" . ,name)
+                    ("input" . ,(or input (make-hash-table :test 'equal))))])
+     ("stop_reason" . "tool_use"))))
+
+(defun efrit-todo-scenarios--text (text)
+  "Return a response that ends the turn saying TEXT."
+  (json-encode `(("content" . [(("type" . "text") ("text" . ,text))])
+                 ("stop_reason" . "end_turn"))))
+
+(defun efrit-todo-scenarios--todos (&rest items)
+  "Return a todo_write response for ITEMS, each (CONTENT STATUS)."
+  (efrit-todo-scenarios--tool
+   "todo_write"
+   `(("todos" . ,(vconcat (mapcar (lambda (item)
+                                    `(("content" . ,(car item)) ("status" . ,(cadr item))))
+                                  items))))))
+
+(defun efrit-todo-scenarios--tripped-p ()
+  "Return non-nil if the breaker of the current efrit-todo session tripped."
+  (and efrit-todo-efrit-mode
+       (plist-get (efrit-todo-breaker (efrit-todo-efrit--running-session)) :tripped)))
+
+(defun efrit-todo-scenarios--answer (request)
+  "Record REQUEST and return the next scripted response."
+  (push (cons request (efrit-todo-scenarios--tripped-p)) efrit-todo-scenarios--requests)
+  (let ((next (if efrit-todo-scenarios--script
+                  (pop efrit-todo-scenarios--script)
+                (efrit-todo-scenarios--text "(the script has ended)"))))
+    (efrit-todo-scenarios--parse (if (functionp next) (funcall next request) next))))
+
+(defun efrit-todo-scenarios--async (request callback &optional _error-callback)
+  "Answer REQUEST through CALLBACK a moment later, as the network would."
+  (let ((response (efrit-todo-scenarios--answer request)))
+    (run-at-time 0 nil callback response)))
+
+(defun efrit-todo-scenarios--sync (request &optional _timeout)
+  "Answer REQUEST at once."
+  (efrit-todo-scenarios--answer request))
+
+(defun efrit-todo-scenarios--count-dispatch (name &rest _)
+  "Count a run of tool NAME."
+  (push (cons name (efrit-todo-scenarios--tripped-p)) efrit-todo-scenarios--dispatches))
+
+(defun efrit-todo-scenarios--note-stop (_session stop-reason &rest _)
+  "Note that the session stopped for STOP-REASON."
+  (setq efrit-todo-scenarios--stopped stop-reason))
+
+(defun efrit-todo-scenarios--nil-tool (_input)
+  "A tool that returns nothing."
+  nil)
+
+;;;; Running a scenario
+
+(defun efrit-todo-scenarios--buffer-text (name)
+  "Return the text of buffer NAME, or \"\"."
+  (if (get-buffer name)
+      (with-current-buffer name (buffer-substring-no-properties (point-min) (point-max)))
+    ""))
+
+(defmacro efrit-todo-scenarios--instrumented (script &rest body)
+  "Run BODY with Claude answering from SCRIPT and the loop watched."
+  (declare (indent 1) (debug t))
+  `(let ((efrit-todo-scenarios--script ,script)
+         (efrit-todo-scenarios--requests nil)
+         (efrit-todo-scenarios--dispatches nil)
+         (efrit-todo-scenarios--stopped nil)
+         (efrit-do--tool-dispatch-table
+          (cons '("nil_tool" . (efrit-todo-scenarios--nil-tool . :tool-input))
+                efrit-do--tool-dispatch-table)))
+     (advice-add 'efrit-api-request-async :override #'efrit-todo-scenarios--async)
+     (advice-add 'efrit-api-request-sync :override #'efrit-todo-scenarios--sync)
+     (advice-add 'efrit-do--dispatch-tool :before #'efrit-todo-scenarios--count-dispatch
+                 '((depth . -100)))
+     (advice-add 'efrit-do-async--stop-loop :after #'efrit-todo-scenarios--note-stop)
+     (unwind-protect (progn ,@body)
+       (advice-remove 'efrit-api-request-async #'efrit-todo-scenarios--async)
+       (advice-remove 'efrit-api-request-sync #'efrit-todo-scenarios--sync)
+       (advice-remove 'efrit-do--dispatch-tool #'efrit-todo-scenarios--count-dispatch)
+       (advice-remove 'efrit-do-async--stop-loop #'efrit-todo-scenarios--note-stop))))
+
+(defun efrit-todo-scenarios--outcome (session start)
+  "Return the plist describing the run of SESSION begun at START."
+  (let ((requests (reverse efrit-todo-scenarios--requests))
+        (dispatches (reverse efrit-todo-scenarios--dispatches)))
+    (list :session session
+          :stop efrit-todo-scenarios--stopped
+          :seconds (- (float-time) start)
+          :requests (mapcar #'car requests)
+          :requests-after-trip (seq-count #'cdr requests)
+          :runs (mapcar #'car dispatches)
+          :runs-after-trip (seq-count #'cdr dispatches)
+          :agent (efrit-todo-scenarios--buffer-text "*efrit-agent*")
+          :do (efrit-todo-scenarios--buffer-text "*efrit-do*")
+          :last-result (and (boundp 'efrit-do--last-result) efrit-do--last-result)
+          :todos-buffer (efrit-todo-scenarios--buffer-text "*efrit-todos*"))))
+
+(defun efrit-todo-scenarios--fresh-buffers ()
+  "Kill the buffers in which a previous run showed its results."
+  (dolist (name '("*efrit-agent*" "*efrit-do*" "*efrit-todos*"))
+    (when (get-buffer name)
+      (kill-buffer name))))
+
+(defun efrit-todo-scenarios-run (command script &optional mode timeout)
+  "Run COMMAND through `efrit-do' with Claude answering from SCRIPT.
+MODE is the state of `efrit-todo-efrit-mode' for the run (on unless
+`off').  Wait at most TIMEOUT seconds (10) for the session to stop.
+Return a plist: :session :stop :seconds :requests :requests-after-trip
+:runs :runs-after-trip :agent :do :last-result :todos-buffer."
+  (when (efrit-session-active)
+    (error "A session is still running: %s" (efrit-session-id (efrit-session-active))))
+  (efrit-todo-scenarios--fresh-buffers)
+  (let ((was-on efrit-todo-efrit-mode)
+        (start (float-time)))
+    (efrit-todo-efrit-mode (if (eq mode 'off) -1 1))
+    (unwind-protect
+        (efrit-todo-scenarios--instrumented script
+          (let ((session (efrit-session-id (efrit-do command))))
+            (while (and (not efrit-todo-scenarios--stopped)
+                        (< (- (float-time) start) (or timeout 10)))
+              (accept-process-output nil 0.02))
+            (efrit-todo-scenarios--outcome session start)))
+      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+
+(defun efrit-todo-scenarios-run-remote (command script)
+  "Run COMMAND as Efrit's remote queue does, Claude answering from SCRIPT.
+Return the text the remote queue would send back."
+  (let ((was-on efrit-todo-efrit-mode))
+    (efrit-todo-efrit-mode 1)
+    (unwind-protect
+        (efrit-todo-scenarios--instrumented script
+          (efrit-remote-queue--execute-command command))
+      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+
+;;;; What the requests say
+
+(defun efrit-todo-scenarios--keep (function sequence)
+  "Return the non-nil values of FUNCTION over SEQUENCE (Emacs 28 lacks `seq-keep')."
+  (delq nil (mapcar function sequence)))
+
+(defun efrit-todo-scenarios--get (object key)
+  "Return KEY, a string, of OBJECT: a hash table or an alist.
+The alist's keys may be strings or symbols."
+  (cond ((hash-table-p object) (gethash key object))
+        ((listp object) (cdr (or (assoc key object) (assq (intern key) object))))))
+
+(defun efrit-todo-scenarios--blocks (message)
+  "Return the content blocks of MESSAGE as a list (a string is one text block)."
+  (let ((content (efrit-todo-scenarios--get message "content")))
+    (if (stringp content)
+        (list `(("type" . "text") ("text" . ,content)))
+      (append content nil))))
+
+(defun efrit-todo-scenarios--block-text (block)
+  "Return the text of BLOCK: its text, or its tool_result content."
+  (let ((content (or (efrit-todo-scenarios--get block "text")
+                     (efrit-todo-scenarios--get block "content"))))
+    (if (stringp content)
+        content
+      (mapconcat (lambda (b) (or (efrit-todo-scenarios--get b "text") "")) content ""))))
+
+(defun efrit-todo-scenarios--last-message (request)
+  "Return the last message of REQUEST."
+  (let ((messages (efrit-todo-scenarios--get request "messages")))
+    (and (> (length messages) 0) (aref messages (1- (length messages))))))
+
+(defun efrit-todo-scenarios-tool-results (outcome)
+  "Return the tool_result texts of OUTCOME in the order Claude got them.
+Each is (TEXT . IS-ERROR)."
+  (seq-mapcat (lambda (request)
+                (efrit-todo-scenarios--keep (lambda (block)
+                            (and (equal (efrit-todo-scenarios--get block "type") "tool_result")
+                                 (cons (efrit-todo-scenarios--block-text block)
+                                       (eq (efrit-todo-scenarios--get block "is_error") t))))
+                          (efrit-todo-scenarios--blocks
+                           (efrit-todo-scenarios--last-message request))))
+              (plist-get outcome :requests)))
+
+(defun efrit-todo-scenarios-continuations (outcome)
+  "Return the texts of the continuation messages sent in OUTCOME.
+A continuation is a user message after an assistant's end_turn: one
+that holds text and no tool_result."
+  (efrit-todo-scenarios--keep (lambda (request)
+              (let* ((message (efrit-todo-scenarios--last-message request))
+                     (blocks (efrit-todo-scenarios--blocks message)))
+                (and (> (length (efrit-todo-scenarios--get request "messages")) 1)
+                     (equal (efrit-todo-scenarios--get message "role") "user")
+                     (seq-every-p (lambda (b) (equal (efrit-todo-scenarios--get b "type") "text"))
+                                  blocks)
+                     (mapconcat #'efrit-todo-scenarios--block-text blocks ""))))
+            (plist-get outcome :requests)))
+
+(defun efrit-todo-scenarios-request-problems (request)
+  "Return what makes REQUEST invalid for the Messages API, or nil.
+Roles alternate from user, content is never empty, and every tool_use
+is answered by a tool_result in the next message."
+  (let ((messages (append (efrit-todo-scenarios--get request "messages") nil))
+        (expected "user")
+        (problems nil)
+        (pending nil))
+    (unless messages (push "no messages" problems))
+    (dolist (message messages)
+      (let ((role (efrit-todo-scenarios--get message "role"))
+            (blocks (efrit-todo-scenarios--blocks message)))
+        (unless (equal role expected)
+          (push (format "%s message where %s was due" role expected) problems))
+        (when (or (null blocks)
+                  (seq-some (lambda (b)
+                              (and (equal (efrit-todo-scenarios--get b "type") "text")
+                                   (string-empty-p (efrit-todo-scenarios--block-text b))))
+                            blocks))
+          (push (format "empty content in a %s message" role) problems))
+        (let ((answered (efrit-todo-scenarios--keep (lambda (b) (efrit-todo-scenarios--get b "tool_use_id")) blocks)))
+          (dolist (id pending)
+            (unless (member id answered)
+              (push (format "tool_use %s not answered" id) problems))))
+        (setq pending (efrit-todo-scenarios--keep (lambda (b)
+                                  (and (equal (efrit-todo-scenarios--get b "type") "tool_use")
+                                       (efrit-todo-scenarios--get b "id")))
+                                blocks))
+        (setq expected (if (equal role "user") "assistant" "user"))))
+    (unless (equal expected "assistant")
+      (push "the last message is not the user's" problems))
+    (nreverse problems)))
+
+(defun efrit-todo-scenarios-ids (result)
+  "Return (CONTENT . ID) for each item line of a todo_write RESULT."
+  (let ((pairs nil)
+        (start 0))
+    (while (string-match "^  \\(t[0-9]+\\) \\[[a-z_]+\\] \\(.*\\)$" result start)
+      (push (cons (match-string 2 result) (match-string 1 result)) pairs)
+      (setq start (match-end 0)))
+    (nreverse pairs)))
+
+;;;; The scripts
+
+(defun efrit-todo-scenarios-script (name)
+  "Return the command and the scripted answers of scenario NAME."
+  (pcase name
+    ('results-survive
+     (list "Compute six times seven"
+           (list (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(* 6 7)")))
+                 (efrit-todo-scenarios--tool "session_complete" '(("message" . "done"))))))
+    ('nil-result
+     (list "Run the quiet tool"
+           (list (efrit-todo-scenarios--tool "nil_tool" nil)
+                 (efrit-todo-scenarios--tool "session_complete" '(("message" . "finished"))))))
+    ('identical-forever
+     (let ((call (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)")))))
+       (list "Add one and one" (make-list 150 call))))
+    ('ids-survive
+     (list "Tidy the project"
+           (list (efrit-todo-scenarios--todos '("Read the code" "in_progress")
+                                              '("Fix the bug" "pending")
+                                              '("Write a test" "pending"))
+                 (efrit-todo-scenarios--todos '("Write a test" "pending")
+                                              '("Read the code" "completed")
+                                              '("Fix the bug" "in_progress"))
+                 (efrit-todo-scenarios--todos '("Write a test" "completed")
+                                              '("Read the code" "completed")
+                                              '("Fix the bug" "completed"))
+                 (efrit-todo-scenarios--tool "session_complete" '(("message" . "tidy"))))))
+    ('continuation
+     (list "Do two things"
+           (cons (efrit-todo-scenarios--todos '("First thing" "in_progress")
+                                              '("Second thing" "pending"))
+                 (make-list 10 (efrit-todo-scenarios--text "I think that is all.")))))
+    ('guarded-completion
+     (list "Finish the report"
+           (list (efrit-todo-scenarios--todos '("Write the report" "in_progress"))
+                 (efrit-todo-scenarios--tool "session_complete" '(("message" . "done")))
+                 (efrit-todo-scenarios--tool "session_complete" '(("message" . "done anyway"))))))))
+
+(defconst efrit-todo-scenarios-names
+  '(results-survive nil-result identical-forever ids-survive continuation guarded-completion)
+  "Every scenario, in the order the issue lists them.")
+
+(defun efrit-todo-scenarios-play (name &optional mode)
+  "Run scenario NAME with `efrit-todo-efrit-mode' per MODE; return the outcome."
+  (pcase-let ((`(,command ,script) (efrit-todo-scenarios-script name)))
+    (efrit-todo-scenarios-run command script mode)))
+
+(defun efrit-todo-scenarios-compare ()
+  "Print, for every scenario, requests, tool runs and stop with the mode off and on."
+  (princ (format "%-20s %8s %8s %8s %8s  %s\n" "scenario" "req off" "req on"
+                 "runs off" "runs on" "stop off -> on"))
+  (dolist (name efrit-todo-scenarios-names)
+    (let ((off (efrit-todo-scenarios-play name 'off))
+          (on (efrit-todo-scenarios-play name)))
+      (princ (format "%-20s %8d %8d %8d %8d  %s -> %s\n" name
+                     (length (plist-get off :requests)) (length (plist-get on :requests))
+                     (length (plist-get off :runs)) (length (plist-get on :runs))
+                     (plist-get off :stop) (plist-get on :stop))))))
+
+;;;; The scenarios
+
+(defun efrit-todo-scenarios--should-be-valid (outcome)
+  "Fail unless every request of OUTCOME is a valid Messages API request."
+  (dolist (request (plist-get outcome :requests))
+    (should (equal (efrit-todo-scenarios-request-problems request) nil))))
+
+(defun efrit-todo-scenarios--user-sees (outcome regexp)
+  "Fail unless all the user sees of OUTCOME matches REGEXP.
+That is the agent buffer, *efrit-do* and the last result."
+  (should (string-match-p regexp (plist-get outcome :agent)))
+  (should (string-match-p regexp (plist-get outcome :do)))
+  (should (string-match-p regexp (plist-get outcome :last-result))))
+
+(ert-deftest efrit-todo-scenarios-results-survive ()
+  "eval_sexp gives 42, session_complete says done: the user sees both."
+  (let ((outcome (efrit-todo-scenarios-play 'results-survive)))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (equal (plist-get outcome :runs) '("eval_sexp" "session_complete")))
+    (should (= (length (plist-get outcome :requests)) 2))
+    (efrit-todo-scenarios--user-sees outcome "\\_<42\\_>")
+    (efrit-todo-scenarios--user-sees outcome "\\_<done\\_>")
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-nil-result-is-named ()
+  "A tool that returns nil is reported as such, in the loop and the remote queue."
+  (let ((outcome (efrit-todo-scenarios-play 'nil-result)))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (string-match-p "nil_tool returned no output"
+                            (car (car (efrit-todo-scenarios-tool-results outcome)))))
+    (efrit-todo-scenarios--user-sees outcome "nil_tool returned no output")
+    (efrit-todo-scenarios--user-sees outcome "finished")
+    (should-not (string-match-p "Command executed successfully"
+                                (concat (plist-get outcome :agent) (plist-get outcome :do))))
+    (efrit-todo-scenarios--should-be-valid outcome))
+  (pcase-let ((`(,command ,script) (efrit-todo-scenarios-script 'nil-result)))
+    (let ((text (efrit-todo-scenarios-run-remote command script)))
+      (should (string-match-p "nil_tool returned no output" text))
+      (should (string-match-p "finished" text))
+      (should-not (string-match-p "Command executed successfully" text)))))
+
+(ert-deftest efrit-todo-scenarios-breaker-ends-the-session ()
+  "Claude repeats one call forever: after the trip nothing runs, the loop ends."
+  (let* ((outcome (efrit-todo-scenarios-play 'identical-forever))
+         (reason (plist-get (efrit-todo-breaker (plist-get outcome :session)) :reason)))
+    (should (equal (plist-get outcome :stop) "circuit-breaker"))
+    (should (stringp reason))
+    (should (= (plist-get outcome :runs-after-trip) 0))
+    (should (<= (plist-get outcome :requests-after-trip) 1))
+    (should (< (length (plist-get outcome :requests)) 6))
+    (efrit-todo-scenarios--user-sees outcome "circuit breaker")
+    (efrit-todo-scenarios--user-sees outcome (regexp-quote reason))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-ids-survive-reordering ()
+  "A list resent reordered and without ids keeps its ids; *efrit-todos* shows it."
+  (let* ((outcome (efrit-todo-scenarios-play 'ids-survive))
+         (results (mapcar #'car (efrit-todo-scenarios-tool-results outcome)))
+         (first (efrit-todo-scenarios-ids (nth 0 results)))
+         (second (efrit-todo-scenarios-ids (nth 1 results))))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (= (length first) 3))
+    (should (equal (sort (copy-sequence first) (lambda (a b) (string< (car a) (car b))))
+                   (sort (copy-sequence second) (lambda (a b) (string< (car a) (car b))))))
+    (should (equal (mapcar #'car second) '("Write a test" "Read the code" "Fix the bug")))
+    (should (equal (seq-uniq (mapcar #'cdr first)) (mapcar #'cdr first)))
+    (dolist (content '("Read the code" "Fix the bug" "Write a test"))
+      (should (string-match-p (regexp-quote content) (plist-get outcome :todos-buffer))))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-continuation ()
+  "Items left open at an end_turn bring a continuation, twice at most."
+  (let* ((outcome (efrit-todo-scenarios-play 'continuation))
+         (continuations (efrit-todo-scenarios-continuations outcome)))
+    (should (equal (plist-get outcome :stop) "end_turn"))
+    (should (= (length continuations) 2))
+    (should (string-match-p "First thing" (car continuations)))
+    (should (= (length (plist-get outcome :requests)) 4))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-guarded-completion ()
+  "session_complete with an item open is refused once, then allowed."
+  (let* ((outcome (efrit-todo-scenarios-play 'guarded-completion))
+         (results (efrit-todo-scenarios-tool-results outcome)))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (= (length (plist-get outcome :requests)) 3))
+    (should (cdr (nth 1 results)))
+    (should (string-match-p "Write the report" (car (nth 1 results))))
+    (efrit-todo-scenarios--user-sees outcome "done anyway")
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-mode-off-is-efrit ()
+  "With the mode off the loop is Efrit's own: the faults the mode fixes are there."
+  (let ((outcome (efrit-todo-scenarios-play 'identical-forever 'off)))
+    (should-not (equal (plist-get outcome :stop) "circuit-breaker"))
+    (should (> (length (plist-get outcome :requests)) 50)))
+  (let ((outcome (efrit-todo-scenarios-play 'continuation 'off)))
+    (should (null (efrit-todo-scenarios-continuations outcome)))))
+
+(provide 'efrit-todo-scenarios)
+;;; efrit-todo-scenarios.el ends here

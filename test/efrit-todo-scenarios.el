@@ -340,7 +340,7 @@ is answered by a tool_result in the next message."
     (efrit-todo-scenarios-run command script mode)))
 
 (defun efrit-todo-scenarios-compare ()
-  "Print, for every scenario, requests, tool runs and stop with the mode off and on."
+  "Print each scenario's requests, tool runs and stop, with the mode off and on."
   (princ (format "%-20s %8s %8s %8s %8s  %s\n" "scenario" "req off" "req on"
                  "runs off" "runs on" "stop off -> on"))
   (dolist (name efrit-todo-scenarios-names)

@@ -356,11 +356,22 @@ agent buffer shows the report in place of the bare message."
            session (list `((type . "text") (text . ,continuation))))
           (efrit-do-async--continue-iteration session))
       (funcall finish session stop-reason error-message
-               (if (equal stop-reason "session-complete")
-                   (or (gethash (efrit-todo-efrit--name session)
-                                efrit-todo-efrit--final-reports)
-                       completion-message)
-                 completion-message)))))
+               (efrit-todo-efrit--shown-message session stop-reason
+                                                completion-message)))))
+
+(defun efrit-todo-efrit--shown-message (session stop-reason completion-message)
+  "Return what the agent buffer shows as SESSION's final message.
+STOP-REASON and COMPLETION-MESSAGE are Efrit's.  After
+session_complete that is the report; after an end_turn that followed
+tool calls, the report too, since Efrit would show no result at all."
+  (let ((name (efrit-todo-efrit--name session)))
+    (pcase stop-reason
+      ("session-complete"
+       (or (gethash name efrit-todo-efrit--final-reports) completion-message))
+      ("end_turn"
+       (or completion-message
+           (and (efrit-todo-ledger name) (efrit-todo-efrit--outcome name stop-reason))))
+      (_ completion-message))))
 
 (defun efrit-todo-efrit--finish-repl (finish session stop-reason error-message
                                              completion-message)

@@ -324,6 +324,16 @@ is answered by a tool_result in the next message."
            (cons (efrit-todo-scenarios--todos '("First thing" "in_progress")
                                               '("Second thing" "pending"))
                  (make-list 10 (efrit-todo-scenarios--text "I think that is all.")))))
+    ('paused
+     (list "Deploy the site"
+           (list (efrit-todo-scenarios--todos '("Build the site" "completed")
+                                              '("Upload it" "in_progress"))
+                 (efrit-todo-scenarios--tool "todo_pause"
+                                             '(("reason" . "The upload needs a password only the user has.")))
+                 (efrit-todo-scenarios--text "I need your password to go on."))))
+    ('planned
+     (list "Rename parse-config to config-parse in every file, then update the callers, then run the tests and fix any failures"
+           (list (efrit-todo-scenarios--text "Let me plan first."))))
     ('guarded-completion
      (list "Finish the report"
            (list (efrit-todo-scenarios--todos '("Write the report" "in_progress"))
@@ -331,7 +341,8 @@ is answered by a tool_result in the next message."
                  (efrit-todo-scenarios--tool "session_complete" '(("message" . "done anyway"))))))))
 
 (defconst efrit-todo-scenarios-names
-  '(results-survive nil-result identical-forever ids-survive continuation guarded-completion)
+  '(results-survive nil-result identical-forever ids-survive continuation guarded-completion
+                    paused)
   "Every scenario, in the order the issue lists them.")
 
 (defun efrit-todo-scenarios-play (name &optional mode)
@@ -441,6 +452,63 @@ That is the agent buffer, *efrit-do* and the last result."
     (should (string-match-p "Write the report" (car (nth 1 results))))
     (efrit-todo-scenarios--user-sees outcome "done anyway")
     (efrit-todo-scenarios--should-be-valid outcome)))
+
+(defun efrit-todo-scenarios--system-text (request)
+  "Return the system prompt of REQUEST as one string."
+  (let ((system (efrit-todo-scenarios--get request "system")))
+    (if (stringp system)
+        system
+      (mapconcat #'efrit-todo-scenarios--block-text system ""))))
+
+(defun efrit-todo-scenarios--tool-names (request)
+  "Return the names of the tools offered in REQUEST."
+  (mapcar (lambda (tool) (efrit-todo-scenarios--get tool "name"))
+          (efrit-todo-scenarios--get request "tools")))
+
+(ert-deftest efrit-todo-scenarios-sessions-stay-apart ()
+  "Each command has its own session, whose ledger stays queryable when it ends."
+  (let* ((first (efrit-todo-scenarios-play 'results-survive))
+         (second (efrit-todo-scenarios-play 'results-survive))
+         (tools (lambda (outcome)
+                  (mapcar (lambda (entry) (plist-get entry :tool))
+                          (efrit-todo-ledger (plist-get outcome :session))))))
+    (should-not (equal (plist-get first :session) (plist-get second :session)))
+    (should (equal (funcall tools first) '("eval_sexp")))
+    (should (equal (funcall tools second) '("eval_sexp")))
+    (should-not (plist-get (efrit-todo-breaker (plist-get second :session)) :tripped))))
+
+(ert-deftest efrit-todo-scenarios-requests-carry-todo-tools-and-guidance ()
+  "Claude is offered todo_write and todo_pause, and sees the list with its ids."
+  (let* ((outcome (efrit-todo-scenarios-play 'ids-survive))
+         (requests (plist-get outcome :requests)))
+    (should (member "todo_pause" (efrit-todo-scenarios--tool-names (car requests))))
+    (should (member "todo_write" (efrit-todo-scenarios--tool-names (car requests))))
+    (should (equal (efrit-todo-scenarios--get (car (efrit-todo-tool-schemas)) "description")
+                   (seq-some (lambda (tool)
+                               (and (equal (efrit-todo-scenarios--get tool "name") "todo_write")
+                                    (efrit-todo-scenarios--get tool "description")))
+                             (efrit-todo-scenarios--get (car requests) "tools"))))
+    (should (string-match-p "t1 .*Read the code"
+                            (efrit-todo-scenarios--system-text (nth 1 requests))))))
+
+(ert-deftest efrit-todo-scenarios-complex-request-gets-a-plan-suggestion ()
+  "A complex first request with no list brings the suggestion to plan."
+  (pcase-let* ((`(,command ,_) (efrit-todo-scenarios-script 'planned))
+               (suggestion (plist-get (efrit-todo-analyze-request command) :suggestion))
+               (outcome (efrit-todo-scenarios-play 'planned)))
+    (should (> (length suggestion) 0))
+    (should (string-match-p (regexp-quote suggestion)
+                            (efrit-todo-scenarios--system-text
+                             (car (plist-get outcome :requests)))))))
+
+(ert-deftest efrit-todo-scenarios-pause-stops-continuations ()
+  "After todo_pause gives a reason, an end_turn with items open ends the session."
+  (let ((outcome (efrit-todo-scenarios-play 'paused)))
+    (should (equal (plist-get outcome :stop) "end_turn"))
+    (should (member "todo_pause" (plist-get outcome :runs)))
+    (should (null (efrit-todo-scenarios-continuations outcome)))
+    (should (= (length (plist-get outcome :requests)) 3))
+    (efrit-todo-scenarios--user-sees outcome "password only the user has")))
 
 (ert-deftest efrit-todo-scenarios-mode-off-is-efrit ()
   "With the mode off the loop is Efrit's own: the faults the mode fixes are there."

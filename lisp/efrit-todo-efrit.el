@@ -360,7 +360,7 @@ agent buffer shows the report in place of the bare message."
                                                 completion-message)))))
 
 (defun efrit-todo-efrit--shown-message (session stop-reason completion-message)
-  "Return what the agent buffer shows as SESSION's final message.
+  "Return the final message of SESSION for the agent buffer.
 STOP-REASON and COMPLETION-MESSAGE are Efrit's.  After
 session_complete that is the report; after an end_turn that followed
 tool calls, the report too, since Efrit would show no result at all."

@@ -179,22 +179,33 @@ refusal does not start with \"Error\", so it goes back as a success."
 
 (defun efrit-loop-handle-response (session _adapter response)
   "Run the tools of RESPONSE for SESSION, or end the turn."
-  (let ((content (gethash "content" response)))
+  (let ((content (gethash "content" response))
+        (finish (if (efrit-repl-session-p session) #'efrit-repl-loop--finish
+                  #'efrit-do-async--finish)))
     (pcase (gethash "stop_reason" response)
       ("tool_use" (efrit-todo-fake--execute-tools session content))
-      ("end_turn" (efrit-do-async--finish session "end_turn" nil nil))
-      (other (efrit-do-async--finish session "unknown-stop-reason" (format "%S" other) nil)))))
+      ("end_turn"
+       ;; The REPL keeps Claude's last words for the next turn.
+       (when (efrit-repl-session-p session)
+         (efrit-repl-session-add-assistant-message session content))
+       (funcall finish session "end_turn" nil nil))
+      (other (funcall finish session "unknown-stop-reason" (format "%S" other) nil)))))
 
 (defun efrit-todo-fake--execute-tools (session content)
-  "Run every tool_use of CONTENT, send the results, go on or stop SESSION."
-  (efrit-session-add-assistant-response session content)
-  (let (results completion)
+  "Run every tool_use of CONTENT, send the results, go on or stop SESSION.
+SESSION is an efrit-do session or a REPL session."
+  (let ((repl (efrit-repl-session-p session))
+        results completion)
+    (if repl
+        (efrit-repl-session-add-assistant-message session content)
+      (efrit-session-add-assistant-response session content))
     (seq-doseq (block content)
       (when (equal (gethash "type" block) "tool_use")
         (let* ((item (make-hash-table :test 'equal))
-               (result (progn (puthash "name" (gethash "name" block) item)
-                              (puthash "input" (gethash "input" block) item)
-                              (efrit-do--execute-tool item)))
+               (result (let ((efrit-repl-loop--tool-session (and repl session)))
+                         (puthash "name" (gethash "name" block) item)
+                         (puthash "input" (gethash "input" block) item)
+                         (efrit-do--execute-tool item)))
                (text (if (stringp result) result (format "%S" result))))
           (push `((type . "tool_result") (tool_use_id . ,(gethash "id" block))
                   (content . ,text)
@@ -202,10 +213,20 @@ refusal does not start with \"Error\", so it goes back as a success."
                 results)
           (when (string-match "\\[SESSION-COMPLETE: \\(\\(?:.\\|\n\\)*\\)\\]" text)
             (setq completion (match-string 1 text))))))
-    (efrit-session-add-tool-results session (nreverse results))
-    (if completion
-        (efrit-do-async--finish session "session-complete" nil completion)
-      (efrit-do-async--continue-iteration session))))
+    (if repl
+        (efrit-repl-session-add-user-message session (vconcat (nreverse results)))
+      (efrit-session-add-tool-results session (nreverse results)))
+    (cond ((and completion repl) (efrit-repl-loop--finish session "session-complete" nil completion))
+          (completion (efrit-do-async--finish session "session-complete" nil completion))
+          (repl (efrit-repl-loop--continue-iteration session))
+          (t (efrit-do-async--continue-iteration session)))))
+
+(defun efrit-todo-fake--request (session-id messages)
+  "Return the request for MESSAGES of the session named SESSION-ID."
+  `(("model" . "fake") ("max_tokens" . 8192)
+    ("messages" . ,(vconcat messages))
+    ("system" . ,(efrit-do--command-system-prompt nil nil nil session-id nil))
+    ("tools" . ,(efrit-do--get-current-tools-schema))))
 
 (defun efrit-do-async--continue-iteration (session)
   "Send SESSION's next request, unless it used up its iterations."
@@ -213,10 +234,7 @@ refusal does not start with \"Error\", so it goes back as a success."
       (efrit-do-async--finish session "iteration-limit" nil nil)
     (cl-incf (efrit-session-iterations session))
     (efrit-api-request-async
-     `(("model" . "fake") ("max_tokens" . 8192)
-       ("messages" . ,(vconcat (efrit-session-messages session)))
-       ("system" . ,(efrit-do--command-system-prompt nil nil nil (efrit-session-id session) nil))
-       ("tools" . ,(efrit-do--get-current-tools-schema)))
+     (efrit-todo-fake--request (efrit-session-id session) (efrit-session-messages session))
      (lambda (response)
        (condition-case err
            (efrit-loop-handle-response session nil response)
@@ -285,6 +303,65 @@ ERROR-MESSAGE and COMPLETION-MESSAGE go to the agent buffer."
     (setf (efrit-session-on-complete session) #'efrit-do--on-async-complete)
     (efrit-do-async--continue-iteration session)
     session))
+
+;;;; The REPL: one session over many turns
+
+(defvar efrit-repl-loop--tool-session nil
+  "The REPL session whose tool is running.")
+
+(cl-defstruct (efrit-repl-session (:constructor efrit-repl-session--make))
+  "A stand-in REPL session."
+  id messages status on-turn-complete (iterations 0))
+
+(defvar efrit-todo-fake--repl-count 0
+  "Makes REPL session ids unique.")
+
+(defun efrit-repl-session-create (&optional _project-root)
+  "Make a REPL session."
+  (efrit-repl-session--make :id (format "repl-%d" (cl-incf efrit-todo-fake--repl-count))
+                            :status 'idle))
+
+(defun efrit-repl-session-add-user-message (session content)
+  "Append a user message with CONTENT to SESSION."
+  (setf (efrit-repl-session-messages session)
+        (append (efrit-repl-session-messages session)
+                (list `((role . "user") (content . ,content))))))
+
+(defun efrit-repl-session-add-assistant-message (session content)
+  "Append an assistant message with CONTENT to SESSION."
+  (setf (efrit-repl-session-messages session)
+        (append (efrit-repl-session-messages session)
+                (list `((role . "assistant") (content . ,content))))))
+
+(defun efrit-repl-session-begin-turn (session)
+  "Start a turn of SESSION."
+  (setf (efrit-repl-session-status session) 'working
+        (efrit-repl-session-iterations session) 0))
+
+(defun efrit-repl-continue (session input &optional on-turn-complete)
+  "Send INPUT in SESSION; call ON-TURN-COMPLETE when the turn ends."
+  (efrit-repl-session-add-user-message session input)
+  (efrit-repl-session-begin-turn session)
+  (setf (efrit-repl-session-on-turn-complete session) on-turn-complete)
+  (efrit-repl-loop--continue-iteration session)
+  (efrit-repl-session-id session))
+
+(defun efrit-repl-loop--continue-iteration (session)
+  "Send REPL SESSION's next request, unless its turn used up its iterations."
+  (if (>= (efrit-repl-session-iterations session) efrit-do-async-max-iterations)
+      (efrit-repl-loop--finish session "iteration-limit" nil nil)
+    (cl-incf (efrit-repl-session-iterations session))
+    (efrit-api-request-async
+     (efrit-todo-fake--request (efrit-repl-session-id session)
+                               (efrit-repl-session-messages session))
+     (lambda (response) (efrit-loop-handle-response session nil response))
+     (lambda (message) (efrit-repl-loop--finish session "api-error" message nil)))))
+
+(defun efrit-repl-loop--finish (session stop-reason _error-message _completion-message)
+  "End SESSION's turn for STOP-REASON; the session stays."
+  (setf (efrit-repl-session-status session) 'idle)
+  (when-let* ((callback (efrit-repl-session-on-turn-complete session)))
+    (funcall callback session stop-reason)))
 
 ;;;; The synchronous path and the remote queue
 

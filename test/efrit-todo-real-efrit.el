@@ -21,7 +21,7 @@
 (defvar efrit-do-async-show-progress-buffer)
 
 ;; Required by name at run time: the byte-compiler has no Efrit to load.
-(dolist (feature '(efrit-do efrit-executor efrit-remote-queue))
+(dolist (feature '(efrit-do efrit-executor efrit-remote-queue efrit-repl-session efrit-repl-loop))
   (require feature))
 
 (unless (equal (symbol-file 'efrit-todo-add)

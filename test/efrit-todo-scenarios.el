@@ -28,6 +28,9 @@
 (declare-function efrit-session-active "efrit-session-core" ())
 (declare-function efrit-session-id "efrit-session-core" (session))
 (declare-function efrit-remote-queue--execute-command "efrit-remote-queue" (content))
+(declare-function efrit-repl-session-create "efrit-repl-session" (&optional project-root))
+(declare-function efrit-repl-session-id "efrit-repl-session" (session))
+(declare-function efrit-repl-continue "efrit-repl-loop" (session input &optional on-turn-complete))
 
 ;;;; The scripted Claude
 
@@ -191,6 +194,28 @@ Return the text the remote queue would send back."
           (efrit-remote-queue--execute-command command))
       (efrit-todo-efrit-mode (if was-on 1 -1)))))
 
+(defun efrit-todo-scenarios-run-repl (turns)
+  "Run TURNS, each (INPUT SCRIPT), in one REPL session with the mode on.
+Return the outcome of each turn, as `efrit-todo-scenarios-run' does."
+  (efrit-todo-scenarios--fresh-buffers)
+  (let ((was-on efrit-todo-efrit-mode)
+        (session (efrit-repl-session-create)))
+    (efrit-todo-efrit-mode 1)
+    (unwind-protect
+        (mapcar
+         (lambda (turn)
+           (efrit-todo-scenarios--instrumented (cadr turn)
+             (let ((start (float-time)))
+               (efrit-repl-continue session (car turn)
+                                    (lambda (_session reason)
+                                      (setq efrit-todo-scenarios--stopped reason)))
+               (while (and (not efrit-todo-scenarios--stopped)
+                           (< (- (float-time) start) 10))
+                 (accept-process-output nil 0.02))
+               (efrit-todo-scenarios--outcome (efrit-repl-session-id session) start))))
+         turns)
+      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+
 ;;;; What the requests say
 
 (defun efrit-todo-scenarios--keep (function sequence)
@@ -249,18 +274,32 @@ that holds text and no tool_result."
                      (mapconcat #'efrit-todo-scenarios--block-text blocks ""))))
             (plist-get outcome :requests)))
 
+(defun efrit-todo-scenarios--merge-user-messages (messages)
+  "Return MESSAGES as (ROLE . BLOCKS), consecutive user messages joined."
+  (let ((merged nil))
+    (dolist (message messages)
+      (let ((role (efrit-todo-scenarios--get message "role"))
+            (blocks (efrit-todo-scenarios--blocks message)))
+        (if (and merged (equal role "user") (equal (car (car merged)) "user"))
+            (setcdr (car merged) (append (cdr (car merged)) blocks))
+          (push (cons role blocks) merged))))
+    (nreverse merged)))
+
 (defun efrit-todo-scenarios-request-problems (request)
   "Return what makes REQUEST invalid for the Messages API, or nil.
 Roles alternate from user, content is never empty, and every tool_use
-is answered by a tool_result in the next message."
-  (let ((messages (append (efrit-todo-scenarios--get request "messages") nil))
+is answered by a tool_result in the next message.  Consecutive user
+messages count as one, as the API combines them: Efrit's REPL sends
+its next input after the tool results of a finished turn."
+  (let ((messages (efrit-todo-scenarios--merge-user-messages
+                   (append (efrit-todo-scenarios--get request "messages") nil)))
         (expected "user")
         (problems nil)
         (pending nil))
     (unless messages (push "no messages" problems))
     (dolist (message messages)
-      (let ((role (efrit-todo-scenarios--get message "role"))
-            (blocks (efrit-todo-scenarios--blocks message)))
+      (let ((role (car message))
+            (blocks (cdr message)))
         (unless (equal role expected)
           (push (format "%s message where %s was due" role expected) problems))
         (when (or (null blocks)
@@ -363,6 +402,28 @@ is answered by a tool_result in the next message."
                      (plist-get off :stop) (plist-get on :stop))))))
 
 ;;;; The scenarios
+
+(ert-deftest efrit-todo-scenarios-validator-catches-bad-requests ()
+  "The request check finds an unanswered tool_use, empty text and wrong roles."
+  (let ((tool-use '((type . "tool_use") (id . "toolu_1") (name . "eval_sexp"))))
+    (should (null (efrit-todo-scenarios-request-problems
+                   `((messages . [((role . "user") (content . "hi"))
+                                  ((role . "assistant") (content . [,tool-use]))
+                                  ((role . "user")
+                                   (content . [((type . "tool_result") (tool_use_id . "toolu_1")
+                                                (content . "2"))]))])))))
+    (should (equal (efrit-todo-scenarios-request-problems
+                    `((messages . [((role . "user") (content . "hi"))
+                                   ((role . "assistant") (content . [,tool-use]))
+                                   ((role . "user") (content . "go on"))])))
+                   '("tool_use toolu_1 not answered")))
+    (should (equal (efrit-todo-scenarios-request-problems
+                    '((messages . [((role . "user") (content . "hi"))
+                                   ((role . "assistant") (content . [((type . "text") (text . ""))]))
+                                   ((role . "assistant") (content . "more"))])))
+                   '("empty content in a assistant message"
+                     "assistant message where user was due"
+                     "the last message is not the user's")))))
 
 (defun efrit-todo-scenarios--should-be-valid (outcome)
   "Fail unless every request of OUTCOME is a valid Messages API request."
@@ -509,6 +570,31 @@ That is the agent buffer, *efrit-do* and the last result."
     (should (null (efrit-todo-scenarios-continuations outcome)))
     (should (= (length (plist-get outcome :requests)) 3))
     (efrit-todo-scenarios--user-sees outcome "password only the user has")))
+
+(ert-deftest efrit-todo-scenarios-repl-keeps-the-list-per-session ()
+  "In the REPL the list outlives a turn; breaker and ledger start afresh."
+  (let* ((outcomes
+          (efrit-todo-scenarios-run-repl
+           (list (list "Plan two steps"
+                       (list (efrit-todo-scenarios--todos '("Look around" "completed")
+                                                          '("Report back" "in_progress"))
+                             (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 2)")))
+                             (efrit-todo-scenarios--tool "session_complete" '(("message" . "one")))
+                             (efrit-todo-scenarios--tool "session_complete" '(("message" . "two")))))
+                 (list "Go on"
+                       (list (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 2 2)")))
+                             (efrit-todo-scenarios--text "Here you are."))))))
+         (session (plist-get (car outcomes) :session))
+         (tools (mapcar (lambda (entry) (plist-get entry :tool)) (efrit-todo-ledger session))))
+    (should (equal (mapcar (lambda (o) (plist-get o :stop)) outcomes)
+                   '("session-complete" "end_turn")))
+    (should (equal (plist-get (nth 1 outcomes) :session) session))
+    (should (equal (mapcar (lambda (item) (plist-get item :content)) (efrit-todo-list session))
+                   '("Look around" "Report back")))
+    (should (equal tools '("eval_sexp")))
+    (should (= (plist-get (efrit-todo-breaker session) :calls) 1))
+    (dolist (outcome outcomes)
+      (efrit-todo-scenarios--should-be-valid outcome))))
 
 (ert-deftest efrit-todo-scenarios-mode-off-is-efrit ()
   "With the mode off the loop is Efrit's own: the faults the mode fixes are there."

@@ -37,6 +37,8 @@
   "Most API requests in one session, as in Efrit.")
 (defvar efrit-do--last-result nil
   "The text *efrit-do* last showed.")
+(defvar efrit-repl-loop--tool-session nil
+  "The REPL session whose tool is running.")
 (defvar efrit-do--current-todos)
 (defvaralias 'efrit-do--current-todos 'efrit-todo--current-todos)
 
@@ -305,9 +307,6 @@ ERROR-MESSAGE and COMPLETION-MESSAGE go to the agent buffer."
     session))
 
 ;;;; The REPL: one session over many turns
-
-(defvar efrit-repl-loop--tool-session nil
-  "The REPL session whose tool is running.")
 
 (cl-defstruct (efrit-repl-session (:constructor efrit-repl-session--make))
   "A stand-in REPL session."

@@ -104,7 +104,8 @@ prompt while the session has no list and has not called a tool yet."
     (efrit-repl-loop--continue-iteration :around efrit-todo-efrit--continue-repl)
     (efrit-repl-loop--finish :around efrit-todo-efrit--finish-repl)
     (efrit-execute :around efrit-todo-efrit--execute)
-    (efrit-executor--sync-api-call :around efrit-todo-efrit--sync-api-call))
+    (efrit-executor--sync-api-call :around efrit-todo-efrit--sync-api-call)
+    (efrit-executor--finalize-session :around efrit-todo-efrit--finalize-executor))
   "The advice of `efrit-todo-efrit-mode': (FUNCTION HOW ADVICE).
 Depth 100 puts each one innermost, so advice that others put on the
 same function (Efrit's own, a user's) keeps running around it.")
@@ -437,6 +438,24 @@ end_turn so Efrit's synchronous loop stops without a request."
           (puthash "stop_reason" "end_turn" response)
           response)
       (funcall call request-data))))
+
+(defun efrit-todo-efrit--finalize-executor (finalize session result-text complete-p
+                                                    completion-message work-log callback)
+  "Call FINALIZE; once the executor's SESSION is over, CALLBACK gets the report.
+RESULT-TEXT, COMPLETE-P, COMPLETION-MESSAGE and WORK-LOG are the
+executor's.  Its async path would pass on only the text of the last
+response, losing the output of every earlier tool."
+  (let* ((name (if session (efrit-session-id session) (efrit-todo-efrit--running-session)))
+         (final (and callback (or complete-p (not session))
+                     (member name (efrit-todo-sessions))))
+         (callback (if final
+                       (lambda (_result)
+                         (funcall callback (efrit-todo-efrit--outcome
+                                            name (if (efrit-todo-efrit--tripped name)
+                                                     "circuit-breaker"
+                                                   "end_turn"))))
+                     callback)))
+    (funcall finalize session result-text complete-p completion-message work-log callback)))
 
 ;;;; The mode
 

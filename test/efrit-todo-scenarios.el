@@ -596,6 +596,24 @@ That is the agent buffer, *efrit-do* and the last result."
     (dolist (outcome outcomes)
       (efrit-todo-scenarios--should-be-valid outcome))))
 
+(ert-deftest efrit-todo-scenarios-legacy-executor-keeps-every-result ()
+  "Efrit's older async executor hands its caller the report, not the last text."
+  (unless (fboundp 'efrit-execute-async)
+    (ert-skip "This Efrit has no `efrit-execute-async'"))
+  (pcase-let ((`(,command ,script) (efrit-todo-scenarios-script 'results-survive))
+              (was-on efrit-todo-efrit-mode)
+              (result nil))
+    (efrit-todo-efrit-mode 1)
+    (unwind-protect
+        (efrit-todo-scenarios--instrumented script
+          (let ((start (float-time)))
+            (efrit-execute-async command (lambda (text) (setq result text)))
+            (while (and (not result) (< (- (float-time) start) 10))
+              (accept-process-output nil 0.02))))
+      (efrit-todo-efrit-mode (if was-on 1 -1)))
+    (should (string-match-p "\\_<42\\_>" result))
+    (should (string-match-p "\\_<done\\_>" result))))
+
 (ert-deftest efrit-todo-scenarios-mode-off-is-efrit ()
   "With the mode off the loop is Efrit's own: the faults the mode fixes are there."
   (let ((outcome (efrit-todo-scenarios-play 'identical-forever 'off)))

@@ -28,6 +28,7 @@
 (declare-function efrit-session-active "efrit-session-core" ())
 (declare-function efrit-session-id "efrit-session-core" (session))
 (declare-function efrit-remote-queue--execute-command "efrit-remote-queue" (content))
+(declare-function efrit-execute-async "efrit-executor" (command &optional callback))
 (declare-function efrit-repl-session-create "efrit-repl-session" (&optional project-root))
 (declare-function efrit-repl-session-id "efrit-repl-session" (session))
 (declare-function efrit-repl-continue "efrit-repl-loop" (session input &optional on-turn-complete))

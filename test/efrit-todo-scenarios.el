@@ -615,6 +615,22 @@ That is the agent buffer, *efrit-do* and the last result."
     (should (string-match-p "\\_<42\\_>" result))
     (should (string-match-p "\\_<done\\_>" result))))
 
+(ert-deftest efrit-todo-scenarios-efrit-own-todo-ui-is-suspended ()
+  "Efrit's own todo buffer, loaded while the mode is on, waits for it to go off."
+  (unless (locate-library "efrit-ui-todos")
+    (ert-skip "This Efrit has no efrit-ui-todos.el"))
+  (let ((was-on efrit-todo-efrit-mode))
+    (efrit-todo-efrit-mode 1)
+    (unwind-protect
+        (progn
+          (require 'efrit-ui-todos)
+          (dolist (advice efrit-todo-efrit--efrit-ui-advice)
+            (should-not (advice-member-p advice 'efrit-do--handle-todo-write)))
+          (efrit-todo-efrit-mode -1)
+          (dolist (advice efrit-todo-efrit--efrit-ui-advice)
+            (should (advice-member-p advice 'efrit-do--handle-todo-write))))
+      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+
 (ert-deftest efrit-todo-scenarios-mode-off-is-efrit ()
   "With the mode off the loop is Efrit's own: the faults the mode fixes are there."
   (let ((outcome (efrit-todo-scenarios-play 'identical-forever 'off)))

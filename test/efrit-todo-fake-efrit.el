@@ -109,14 +109,14 @@
 
 (defun efrit-todo-fake--breaker-refusal (name input)
   "Return the stand-in breaker's refusal of NAME with INPUT, or nil.
-Three identical calls in a row trip it, and it stays tripped; the
+A fourth identical call in a row trips it, and it stays tripped; the
 refusal does not start with \"Error\", so it goes back as a success."
   (when efrit-do-circuit-breaker-enabled
     (push (format "%s %S" name (and (hash-table-p input) (json-encode input)))
           efrit-todo-fake--breaker-calls)
-    (when (and (>= (length efrit-todo-fake--breaker-calls) 3)
+    (when (and (> (length efrit-todo-fake--breaker-calls) 3)
                (seq-every-p (lambda (call) (equal call (car efrit-todo-fake--breaker-calls)))
-                            (seq-take efrit-todo-fake--breaker-calls 3)))
+                            (seq-take efrit-todo-fake--breaker-calls 4)))
       "[Circuit breaker tripped: the same call 3 times in a row]")))
 
 (defvar efrit-do--tool-dispatch-table

@@ -392,14 +392,15 @@ its next input after the tool results of a finished turn."
 
 (defun efrit-todo-scenarios-compare ()
   "Print each scenario's requests, tool runs and stop, with the mode off and on."
-  (princ (format "%-20s %8s %8s %8s %8s  %s\n" "scenario" "req off" "req on"
-                 "runs off" "runs on" "stop off -> on"))
+  (princ (format "%-20s %8s %8s %8s %8s %7s %7s  %s\n" "scenario" "req off" "req on"
+                 "runs off" "runs on" "s off" "s on" "stop off -> on"))
   (dolist (name efrit-todo-scenarios-names)
     (let ((off (efrit-todo-scenarios-play name 'off))
           (on (efrit-todo-scenarios-play name)))
-      (princ (format "%-20s %8d %8d %8d %8d  %s -> %s\n" name
+      (princ (format "%-20s %8d %8d %8d %8d %7.2f %7.2f  %s -> %s\n" name
                      (length (plist-get off :requests)) (length (plist-get on :requests))
                      (length (plist-get off :runs)) (length (plist-get on :runs))
+                     (plist-get off :seconds) (plist-get on :seconds)
                      (plist-get off :stop) (plist-get on :stop))))))
 
 ;;;; The scenarios

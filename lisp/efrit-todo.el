@@ -743,4 +743,7 @@ The module itself stays loaded: Emacs cannot unload modules."
   nil)
 
 (provide 'efrit-todo)
+
+;; The buffer and mode line draw nothing until asked for.
+(require 'efrit-todo-ui)
 ;;; efrit-todo.el ends here

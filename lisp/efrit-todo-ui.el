@@ -167,7 +167,11 @@ Only the time text changes, and only while the buffer is visible."
 
 (defun efrit-todo--one-line (text)
   "Return TEXT, which may come from the model, on one line."
-  (replace-regexp-in-string "[\n\r\t\f]+" " " (or text "")))
+  (let ((text (or text "")))
+    ;; Checking first is much faster than always replacing: most text is clean.
+    (if (string-match-p "[\n\r\t\f]" text)
+        (replace-regexp-in-string "[\n\r\t\f]+" " " text)
+      text)))
 
 (defun efrit-todo--escape (text)
   "Return TEXT with `%' doubled, safe inside a mode-line construct."
@@ -256,6 +260,18 @@ is marked by one string object.")
           (t (car (last sessions))))))
 
 ;;;; Drawing
+;;
+;; Every change redraws one session, and within it only the items whose
+;; text changed: a write usually completes one item and starts the next,
+;; and rewriting two lines instead of a hundred keeps a redraw cheap.
+;; Each line is inserted as plain text, given its line properties in one
+;; call, then its faces, which keeps the number of text intervals (and
+;; the garbage a redraw leaves) low.
+
+(defvar-local efrit-todo--drawn nil
+  "Hash table from session marker strings to what their sections show.
+The value is a list of (SIGNATURE . LINES) per item in order, nil when
+the section shows no items.")
 
 (defun efrit-todo--calls-by-item (session)
   "Return a hash table from item ids of SESSION to their ledger entries."
@@ -267,98 +283,170 @@ is marked by one string object.")
     (maphash (lambda (id calls) (puthash id (nreverse calls) table)) table)
     table))
 
-(defun efrit-todo--insert-line (kind id &rest parts)
-  "Insert PARTS and a newline as one line of KIND about item ID."
+(defun efrit-todo--insert-line (text props &rest faces)
+  "Insert TEXT and a newline with the line properties PROPS.
+FACES alternate a FROM-TO cons (offsets in TEXT) and a face."
   (let ((start (point)))
-    (apply #'insert parts)
-    (insert "\n")
-    (add-text-properties start (point) (list 'efrit-todo-line kind 'efrit-todo-item id))))
+    (insert text "\n")
+    (set-text-properties start (point) props)
+    (while faces
+      (let ((range (pop faces))
+            (face (pop faces)))
+        (put-text-property (+ start (car range)) (+ start (cdr range)) 'face face)))))
+
+(defun efrit-todo--item-signature (session item entries)
+  "Return what the lines of ITEM of SESSION with ledger ENTRIES depend on.
+The running time is left out: the timer updates it in place."
+  (let ((id (plist-get item :id)))
+    (list id (plist-get item :status) (plist-get item :content) (plist-get item :active-form)
+          (plist-get item :started) (plist-get item :completed) (length entries)
+          (and entries (gethash (cons session id) efrit-todo--unfolded)))))
 
 (defun efrit-todo--insert-item (session item entries glyphs now)
-  "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW."
+  "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
+Return the number of lines inserted."
   (let* ((id (plist-get item :id))
          (status (plist-get item :status))
          (face (efrit-todo--status-face status))
          (started (plist-get item :started))
          (completed (plist-get item :completed))
-         (unfolded (gethash (cons session id) efrit-todo--unfolded))
+         (unfolded (and entries (gethash (cons session id) efrit-todo--unfolded)))
+         (glyph (alist-get status glyphs "?"))
+         (text (efrit-todo--one-line
+                (plist-get item (if (eq status 'in-progress) :active-form :content))))
+         (text-start (+ 2 (length glyph) 1 (length id) 2))
+         (text-end (+ text-start (length text)))
+         (time (pcase status
+                 ((and 'in-progress (guard started))
+                  (concat "  running " (efrit-todo--duration (- now started))))
+                 ((and 'completed (guard completed))
+                  (concat "  took " (efrit-todo--duration
+                                     (- completed (or started (plist-get item :created) completed)))))
+                 (_ "")))
+         (time-end (+ text-end (length time)))
+         (fold (if entries
+                   (format "  %s %d call%s"
+                           (alist-get (if unfolded 'unfolded 'folded) glyphs)
+                           (length entries) (if (cdr entries) "s" ""))
+                 ""))
          (line-start (point)))
     (efrit-todo--insert-line
-     'item id
-     "  " (propertize (alist-get status glyphs "?") 'face face)
-     " " (propertize id 'face 'efrit-todo-id)
-     "  " (propertize (efrit-todo--one-line
-                       (plist-get item (if (eq status 'in-progress) :active-form :content)))
-                      'face face)
-     (pcase status
-       ((and 'in-progress (guard started))
-        (concat "  " (propertize "running " 'face 'efrit-todo-time)
-                (propertize (efrit-todo--duration (- now started))
-                            'face 'efrit-todo-time 'efrit-todo-elapsed started)))
-       ((and 'completed (guard completed))
-        (propertize (concat "  took " (efrit-todo--duration
-                                       (- completed (or started (plist-get item :created) completed))))
-                    'face 'efrit-todo-time))
-       (_ ""))
-     (if entries
-         (propertize (format "  %s %d call%s"
-                             (alist-get (if unfolded 'unfolded 'folded) glyphs)
-                             (length entries) (if (cdr entries) "s" ""))
-                     'face 'efrit-todo-tool-call)
-       ""))
-    (put-text-property line-start (point) 'wrap-prefix "      ")
-    (when unfolded
+     (concat "  " glyph " " id "  " text time fold)
+     (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session)
+     (cons 2 (+ 2 (length glyph))) face
+     (cons (- text-start 2 (length id)) (- text-start 2)) 'efrit-todo-id
+     (cons text-start text-end) face
+     (cons text-end time-end) 'efrit-todo-time
+     (cons time-end (+ time-end (length fold))) 'efrit-todo-tool-call)
+    (when (eq status 'in-progress)
+      ;; The number the timer rewrites: after "  running ".
+      (put-text-property (+ line-start text-end 10) (+ line-start time-end)
+                         'efrit-todo-elapsed started))
+    (if (not unfolded)
+        1
       (let ((index 0))
         (dolist (call entries)
-          (let ((start (point))
-                (result (plist-get call :result)))
+          (let* ((result (plist-get call :result))
+                 (duration (plist-get call :duration))
+                 (line (format "      %s%s  %s%s"
+                               (efrit-todo--one-line (plist-get call :tool))
+                               (if duration (format " %.1fs" duration) "")
+                               (if (plist-get call :error) "error: " "")
+                               (truncate-string-to-width
+                                (efrit-todo--one-line
+                                 (if (and (stringp result) (not (string-empty-p result)))
+                                     result
+                                   "(no output)"))
+                                efrit-todo-tool-result-width nil nil t))))
             (efrit-todo--insert-line
-             'call id
-             (propertize
-              (format "      %s%s  %s%s"
-                      (efrit-todo--one-line (plist-get call :tool))
-                      (let ((duration (plist-get call :duration)))
-                        (if duration (format " %.1fs" duration) ""))
-                      (if (plist-get call :error) "error: " "")
-                      (truncate-string-to-width
-                       (efrit-todo--one-line (if (and (stringp result) (not (string-empty-p result)))
-                                                 result
-                                               "(no output)"))
-                       efrit-todo-tool-result-width nil nil t))
-              'face (if (plist-get call :error) 'efrit-todo-tool-error 'efrit-todo-tool-call)))
-            (put-text-property start (point) 'efrit-todo-call index)
-            (setq index (1+ index))))))))
+             line
+             (list 'efrit-todo-line 'call 'efrit-todo-item id 'efrit-todo-call index
+                   'efrit-todo-session session)
+             (cons 0 (length line))
+             (if (plist-get call :error) 'efrit-todo-tool-error 'efrit-todo-tool-call))
+            (setq index (1+ index))))
+        (1+ index)))))
 
-(defun efrit-todo--insert-section (key glyphs)
-  "Insert the section of the session whose marker string is KEY, with GLYPHS."
-  (let* ((start (point))
-         (items (efrit-todo-list key))
-         (counts (efrit-todo-counts key))
-         (breaker (efrit-todo-breaker key))
-         (folded (gethash key efrit-todo--folded-sessions))
-         (now (float-time)))
-    (puthash key (format "%s: %s · %s" key (efrit-todo--progress counts)
-                         (efrit-todo--breaker-text breaker))
+(defun efrit-todo--insert-heading (key counts breaker glyphs)
+  "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS."
+  (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo--folded-sessions)
+                                              'folded 'unfolded)
+                                          glyphs)
+                       key))
+         (breaker-text (efrit-todo--breaker-text breaker))
+         (middle (concat "  " (efrit-todo--progress counts)
+                         (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
+                         "  "))
+         (breaker-start (+ (length name) (length middle))))
+    (puthash key (format "%s: %s · %s" key (efrit-todo--progress counts) breaker-text)
              efrit-todo--summaries)
     (efrit-todo--insert-line
-     'heading nil
-     (propertize (format "%s %s" (alist-get (if folded 'folded 'unfolded) glyphs) key)
-                 'face 'efrit-todo-heading)
-     "  " (efrit-todo--progress counts)
-     (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
-     "  "
-     (propertize (efrit-todo--breaker-text breaker)
-                 'face (if (plist-get breaker :tripped) 'efrit-todo-breaker-tripped 'efrit-todo-time)))
-    (cond
-     (folded)
-     ((null items)
-      (efrit-todo--insert-line 'empty nil (propertize "  no items" 'face 'efrit-todo-time)))
-     (t
-      (let ((calls (efrit-todo--calls-by-item key)))
-        (dolist (item items)
-          (efrit-todo--insert-item key item (gethash (plist-get item :id) calls) glyphs now)))))
-    (insert "\n")
-    (put-text-property start (point) 'efrit-todo-session key)))
+     (concat name middle breaker-text)
+     (list 'efrit-todo-line 'heading 'efrit-todo-session key)
+     (cons 0 (length name)) 'efrit-todo-heading
+     (cons breaker-start (+ breaker-start (length breaker-text)))
+     (if (plist-get breaker :tripped) 'efrit-todo-breaker-tripped 'efrit-todo-time))))
+
+(defun efrit-todo--draw-section (key glyphs &optional bounds)
+  "Draw the section of the session whose marker string is KEY, with GLYPHS.
+With BOUNDS, the (START . END) of the section as drawn before, rewrite
+only the lines that changed; otherwise insert the section at point."
+  (let* ((items (and (not (gethash key efrit-todo--folded-sessions))
+                     (efrit-todo-list key)))
+         (calls (and items (efrit-todo--calls-by-item key)))
+         (signatures (mapcar (lambda (item)
+                               (efrit-todo--item-signature
+                                key item (gethash (plist-get item :id) calls)))
+                             items))
+         (old (and bounds (gethash key efrit-todo--drawn)))
+         (now (float-time)))
+    (if (and old items)
+        ;; Keep the items that lead and trail unchanged; rewrite the
+        ;; heading and what lies between.
+        (let* ((old-count (length old))
+               (new-count (length items))
+               (old-signatures (vconcat (mapcar #'car old)))
+               (new-signatures (vconcat signatures))
+               (prefix 0)
+               (suffix 0))
+          (while (and (< prefix (min old-count new-count))
+                      (equal (aref old-signatures prefix) (aref new-signatures prefix)))
+            (setq prefix (1+ prefix)))
+          (while (and (< (+ prefix suffix) (min old-count new-count))
+                      (equal (aref old-signatures (- old-count suffix 1))
+                             (aref new-signatures (- new-count suffix 1))))
+            (setq suffix (1+ suffix)))
+          (goto-char (car bounds))
+          (delete-region (point) (line-beginning-position 2))
+          (efrit-todo--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+          (forward-line (apply #'+ (mapcar #'cdr (seq-take old prefix))))
+          (delete-region (point) (line-beginning-position
+                                  (1+ (apply #'+ (mapcar #'cdr (seq-subseq old prefix (- old-count suffix)))))))
+          (puthash key
+                   (append (seq-take old prefix)
+                           (cl-loop for item in (seq-subseq items prefix (- new-count suffix))
+                                    for signature in (seq-subseq signatures prefix (- new-count suffix))
+                                    collect (cons signature
+                                                  (efrit-todo--insert-item
+                                                   key item (gethash (plist-get item :id) calls)
+                                                   glyphs now)))
+                           (seq-subseq old (- old-count suffix)))
+                   efrit-todo--drawn))
+      (when bounds
+        (goto-char (car bounds))
+        (delete-region (car bounds) (cdr bounds)))
+      (efrit-todo--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+      (puthash key
+               (cl-loop for item in items
+                        for signature in signatures
+                        collect (cons signature
+                                      (efrit-todo--insert-item
+                                       key item (gethash (plist-get item :id) calls) glyphs now)))
+               efrit-todo--drawn)
+      (when (and (null items) (not (gethash key efrit-todo--folded-sessions)))
+        (efrit-todo--insert-line "  no items" (list 'efrit-todo-line 'empty 'efrit-todo-session key)
+                                 (cons 0 10) 'efrit-todo-time))
+      (efrit-todo--insert-line "" (list 'efrit-todo-line 'blank 'efrit-todo-session key)))))
 
 (defun efrit-todo--section-bounds (key)
   "Return (START . END) of the section marked by KEY, or nil."
@@ -434,7 +522,7 @@ nil stands for the buffer's own point."
     (erase-buffer)
     (if sessions
         (dolist (session sessions)
-          (efrit-todo--insert-section (efrit-todo--key session) glyphs))
+          (efrit-todo--draw-section (efrit-todo--key session) glyphs))
       (insert (propertize "No todo lists yet.\n" 'face 'efrit-todo-heading)
               "A list appears here when an agent calls todo_write;\n"
               (substitute-command-keys
@@ -451,9 +539,7 @@ nil stands for the buffer's own point."
       (let ((inhibit-read-only t)
             (places (efrit-todo--places-to-keep (car bounds) (cdr bounds))))
         (save-excursion
-          (goto-char (car bounds))
-          (delete-region (car bounds) (cdr bounds))
-          (efrit-todo--insert-section key (efrit-todo--glyph-table)))
+          (efrit-todo--draw-section key (efrit-todo--glyph-table) bounds))
         (efrit-todo--restore-places places)))))
 
 (defun efrit-todo--catch-up ()
@@ -564,6 +650,8 @@ next turn (\"the user marked t3 cancelled\").
   (setq-local header-line-format '(:eval (efrit-todo--header-line)))
   (setq-local truncate-lines nil)
   (setq-local word-wrap t)
+  (setq-local wrap-prefix "      ")
+  (setq-local efrit-todo--drawn (make-hash-table :test 'equal))
   (setq buffer-undo-list t)
   (add-hook 'window-buffer-change-functions #'efrit-todo--on-display nil t)
   (add-hook 'kill-buffer-hook #'efrit-todo--stop-timer nil t)

@@ -264,6 +264,56 @@ press RET."
       (should (string-match-p "running 2m05s$" (thing-at-point 'line)))
       (should (eolp)))))
 
+;; A redraw rewrites only the items that changed; what it leaves must be
+;; exactly what drawing everything afresh gives.
+(defun efrit-todo-ui-test--rendering (session)
+  "Return SESSION's section as its text and, per character, its properties."
+  (with-current-buffer efrit-todo-buffer-name
+    (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+      (cons (buffer-substring-no-properties (car bounds) (cdr bounds))
+            (cl-loop for pos from (car bounds) below (cdr bounds)
+                     collect (list (get-text-property pos 'face)
+                                   (get-text-property pos 'efrit-todo-line)
+                                   (get-text-property pos 'efrit-todo-item)
+                                   (get-text-property pos 'efrit-todo-call)
+                                   (get-text-property pos 'efrit-todo-elapsed)))))))
+
+(ert-deftest efrit-todo-ui-test-partial-redraw-matches-full ()
+  "After each kind of change, the partial redraw equals a full one."
+  (efrit-todo-ui-test-with-buffer session
+    (let* ((real-float-time (symbol-function 'float-time))
+           (now (+ (funcall real-float-time) 5)))
+      (cl-letf (((symbol-function 'float-time)
+                 (lambda (&optional time) (if time (funcall real-float-time time) now))))
+        (efrit-todo-ui-test--sample session)
+        (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
+        (efrit-todo-show)
+        (dolist (change
+                 (list
+                  (lambda () (efrit-todo-user-set-status "t2" 'completed session))
+                  (lambda () (efrit-todo-user-set-status "t3" 'in-progress session))
+                  (lambda () (efrit-todo-user-add "Appended at the end" session))
+                  (lambda () (efrit-todo-ui-test--write
+                              session
+                              '("Find every call of parse-config" "completed" nil "t1")
+                              '("Inserted in the middle" "pending")
+                              '("Rename parse-config in config.el" "completed" nil "t2")
+                              '("Update the callers" "in_progress" "Updating" "t3")
+                              '("Run the test suite" "pending" nil "t4")
+                              '("Appended at the end" "pending" nil "t5")))
+                  (lambda () (efrit-todo-user-move "t5" -3 session))
+                  (lambda () (efrit-todo-ui-test--goto-item session "t2")
+                    (efrit-todo-ui-test--press "TAB"))
+                  (lambda () (efrit-todo-user-edit-content "t4" "Run every test" session))
+                  (lambda () (efrit-todo-user-clear-finished session))
+                  (lambda () (efrit-todo-ui-test--write session '("Only one left" "pending")))))
+          (funcall change)
+          (let ((partial (efrit-todo-ui-test--rendering session)))
+            (with-current-buffer efrit-todo-buffer-name
+              (efrit-todo-refresh))
+            (should (equal partial (efrit-todo-ui-test--rendering session)))))
+        (should (string-match-p "Only one left" (efrit-todo-ui-test--section session)))))))
+
 ;;;; Keys
 
 (ert-deftest efrit-todo-ui-test-key-complete-and-cancel ()

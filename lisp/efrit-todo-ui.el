@@ -876,6 +876,9 @@ An unfolded item shows its tool calls; a folded session hides its items."
 (defvar efrit-todo--mode-line-dirty t
   "Non-nil when `efrit-todo--mode-line-cache' needs computing again.")
 
+(defvar efrit-todo--mode-line-time 0
+  "When the indicator was last computed, as a float time.")
+
 (defvar efrit-todo-mode-line-format '(:eval (efrit-todo--mode-line))
   "The mode-line construct of `efrit-todo-mode-line-mode'.")
 (put 'efrit-todo-mode-line-format 'risky-local-variable t)
@@ -932,8 +935,12 @@ changed last."
 (defun efrit-todo--mode-line ()
   "Return the cached indicator, computing it when it is out of date.
 Runs inside redisplay, so it never signals."
-  (when efrit-todo--mode-line-dirty
+  ;; Recomputing now and then also catches what changed without running
+  ;; `efrit-todo-change-functions', such as a breaker tripping.
+  (when (or efrit-todo--mode-line-dirty
+            (> (- (float-time) efrit-todo--mode-line-time) 2))
     (setq efrit-todo--mode-line-dirty nil)
+    (setq efrit-todo--mode-line-time (float-time))
     (setq efrit-todo--mode-line-cache
           (condition-case err
               (let ((text (efrit-todo-mode-line-text)))

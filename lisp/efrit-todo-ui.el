@@ -285,22 +285,24 @@ the section shows no items.")
 
 (defun efrit-todo--insert-line (text props &rest faces)
   "Insert TEXT and a newline with the line properties PROPS.
-FACES alternate a FROM-TO cons (offsets in TEXT) and a face."
+FACES alternate a FROM-TO cons (offsets in TEXT) and a face.  Ranges
+that touch make fewer text intervals than ranges with gaps between."
   (let ((start (point)))
     (insert text "\n")
     (set-text-properties start (point) props)
     (while faces
       (let ((range (pop faces))
             (face (pop faces)))
-        (put-text-property (+ start (car range)) (+ start (cdr range)) 'face face)))))
+        (when (< (car range) (cdr range))
+          (put-text-property (+ start (car range)) (+ start (cdr range)) 'face face))))))
 
 (defun efrit-todo--item-signature (session item entries)
   "Return what the lines of ITEM of SESSION with ledger ENTRIES depend on.
-The running time is left out: the timer updates it in place."
-  (let ((id (plist-get item :id)))
-    (list id (plist-get item :status) (plist-get item :content) (plist-get item :active-form)
-          (plist-get item :started) (plist-get item :completed) (length entries)
-          (and entries (gethash (cons session id) efrit-todo--unfolded)))))
+That is the item's plist, how many ENTRIES and whether they show.  The
+running time is left out: the timer updates it in place."
+  (cons (length entries)
+        (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo--unfolded))
+              item)))
 
 (defun efrit-todo--insert-item (session item entries glyphs now)
   "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
@@ -314,7 +316,8 @@ Return the number of lines inserted."
          (glyph (alist-get status glyphs "?"))
          (text (efrit-todo--one-line
                 (plist-get item (if (eq status 'in-progress) :active-form :content))))
-         (text-start (+ 2 (length glyph) 1 (length id) 2))
+         (id-start (+ 2 (length glyph) 1))
+         (text-start (+ id-start (length id) 2))
          (text-end (+ text-start (length text)))
          (time (pcase status
                  ((and 'in-progress (guard started))
@@ -329,15 +332,18 @@ Return the number of lines inserted."
                            (alist-get (if unfolded 'unfolded 'folded) glyphs)
                            (length entries) (if (cdr entries) "s" ""))
                  ""))
+         (line-end (+ time-end (length fold)))
          (line-start (point)))
     (efrit-todo--insert-line
      (concat "  " glyph " " id "  " text time fold)
      (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session)
-     (cons 2 (+ 2 (length glyph))) face
-     (cons (- text-start 2 (length id)) (- text-start 2)) 'efrit-todo-id
-     (cons text-start text-end) face
-     (cons text-end time-end) 'efrit-todo-time
-     (cons time-end (+ time-end (length fold))) 'efrit-todo-tool-call)
+     ;; Each separator takes the face before it, and the last part the
+     ;; newline: fewer intervals than faces with gaps between.
+     (cons 2 id-start) face
+     (cons id-start text-start) 'efrit-todo-id
+     (cons text-start (if (= text-end line-end) (1+ line-end) text-end)) face
+     (cons text-end (if (= time-end line-end) (1+ line-end) time-end)) 'efrit-todo-time
+     (cons time-end (1+ line-end)) 'efrit-todo-tool-call)
     (when (eq status 'in-progress)
       ;; The number the timer rewrites: after "  running ".
       (put-text-property (+ line-start text-end 10) (+ line-start time-end)

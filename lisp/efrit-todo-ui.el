@@ -615,25 +615,25 @@ nil stands for the buffer's own point."
 ;;;; The mode and its commands
 
 (defconst efrit-todo--key-table
-  '(("g" efrit-todo-refresh)
-    ("n" efrit-todo-next-item)
-    ("p" efrit-todo-previous-item)
-    ("TAB" efrit-todo-toggle-fold)
-    ("c" efrit-todo-mark-completed)
-    ("k" efrit-todo-mark-cancelled)
-    ("e" efrit-todo-edit-item)
-    ("a" efrit-todo-add-item)
-    ("M-<up>" efrit-todo-move-item-up)
-    ("M-<down>" efrit-todo-move-item-down)
-    ("s" efrit-todo-choose-session)
-    ("d" efrit-todo-clear-finished)
-    ("?" efrit-todo-help)
-    ("q" quit-window))
-  "Keys of `efrit-todo-list-mode' and their commands, in the order of the help.")
+  '(("g" efrit-todo-refresh "redraw every session")
+    ("n" efrit-todo-next-item "next item")
+    ("p" efrit-todo-previous-item "previous item")
+    ("TAB" efrit-todo-toggle-fold "show or hide the item's tool calls, or the session's items")
+    ("c" efrit-todo-mark-completed "mark the item completed")
+    ("k" efrit-todo-mark-cancelled "mark the item cancelled")
+    ("e" efrit-todo-edit-item "edit the item's content")
+    ("a" efrit-todo-add-item "add an item at the end of the session")
+    ("M-<up>" efrit-todo-move-item-up "move the item up")
+    ("M-<down>" efrit-todo-move-item-down "move the item down")
+    ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
+    ("d" efrit-todo-clear-finished "remove the session's completed and cancelled items")
+    ("?" efrit-todo-help "this help")
+    ("q" quit-window "quit the window"))
+  "Keys of `efrit-todo-list-mode': (KEY COMMAND DESCRIPTION), in help order.")
 
 (defvar efrit-todo-list-mode-map
   (let ((map (make-sparse-keymap)))
-    (pcase-dolist (`(,key ,command) efrit-todo--key-table)
+    (pcase-dolist (`(,key ,command ,_) efrit-todo--key-table)
       (define-key map (kbd key) command))
     (define-key map (kbd "RET") #'efrit-todo-toggle-fold)
     map)
@@ -849,9 +849,8 @@ An unfolded item shows its tool calls; a folded session hides its items."
   (interactive)
   (with-help-window (help-buffer)
     (princ "Keys of *efrit-todos*.  The agent is told about every edit at its next turn.\n\n")
-    (pcase-dolist (`(,key ,command) efrit-todo--key-table)
-      (princ (format "%-9s %s\n" key
-                     (car (split-string (or (documentation command) "") "\n")))))
+    (pcase-dolist (`(,key ,_ ,description) efrit-todo--key-table)
+      (princ (format "%-9s %s\n" key description)))
     (princ "\nRET also folds; M-x customize-group RET efrit-todo-ui for the options.\n")))
 
 ;;;; Auto-show

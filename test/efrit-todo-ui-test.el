@@ -452,11 +452,12 @@ press RET."
     (efrit-todo-show)
     (efrit-todo-ui-test--press "?")
     (with-current-buffer "*Help*"
-      (dolist (line '("c         Mark the item at point completed."
-                      "k         Mark the item at point cancelled."
-                      "M-<up>    Move the item at point one place up."
-                      "d         Remove the completed and cancelled items"))
-        (should (string-match-p (regexp-quote line) (buffer-string)))))
+      (pcase-dolist (`(,key ,command ,description) efrit-todo--key-table)
+        (should (string-match-p (concat "^" (regexp-quote (format "%-9s %s" key description)) "$")
+                                (buffer-string)))
+        ;; The help names the key that really runs the command.
+        (should (eq (lookup-key efrit-todo-list-mode-map (kbd key)) command)))
+      (should (string-match-p "^c         mark the item completed$" (buffer-string))))
     (with-current-buffer efrit-todo-buffer-name
       (should (string-match-p "efrit-todo-mark-completed"
                               (substitute-command-keys (documentation 'efrit-todo-list-mode)))))))

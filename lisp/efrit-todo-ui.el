@@ -193,7 +193,8 @@ Only the time text changes, and only while the buffer is visible."
   (if (plist-get breaker :tripped)
       (format "breaker tripped: %s"
               (efrit-todo--one-line (or (plist-get breaker :reason) "no reason given")))
-    (format "breaker ok, %d calls" (or (plist-get breaker :calls) 0))))
+    (let ((calls (or (plist-get breaker :calls) 0)))
+      (format "breaker ok, %d call%s" calls (if (= calls 1) "" "s")))))
 
 (defun efrit-todo--glyph-table ()
   "Return an alist from glyph keys to the glyphs fit for this display."
@@ -272,6 +273,15 @@ is marked by one string object.")
   "Hash table from session marker strings to what their sections show.
 The value is a list of (SIGNATURE . LINES) per item in order, nil when
 the section shows no items.")
+
+(defvar-local efrit-todo--drawn-breakers nil
+  "Hash table from session marker strings to their breakers as drawn.
+Tool calls run no change hook, so the timer compares these with the
+module to notice new calls and a tripped breaker.")
+
+(defun efrit-todo--breaker-key (breaker)
+  "Return the part of BREAKER drawn in the buffer: (CALLS . TRIPPED)."
+  (cons (plist-get breaker :calls) (plist-get breaker :tripped)))
 
 (defun efrit-todo--calls-by-item (session)
   "Return a hash table from item ids of SESSION to their ledger entries."
@@ -384,6 +394,7 @@ Return the number of lines inserted."
                          (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
                          "  "))
          (breaker-start (+ (length name) (length middle))))
+    (puthash key (efrit-todo--breaker-key breaker) efrit-todo--drawn-breakers)
     (puthash key (format "%s: %s · %s" key (efrit-todo--progress counts) breaker-text)
              efrit-todo--summaries)
     (efrit-todo--insert-line
@@ -525,6 +536,7 @@ nil stands for the buffer's own point."
          (glyphs (efrit-todo--glyph-table))
          (sessions (reverse (efrit-todo-sessions))))
     (setq efrit-todo--stale nil)
+    (clrhash efrit-todo--drawn-breakers)
     (erase-buffer)
     (if sessions
         (dolist (session sessions)
@@ -572,13 +584,20 @@ nil stands for the buffer's own point."
     (efrit-todo--catch-up)))
 
 (defun efrit-todo--tick ()
-  "Update the running times shown in a visible *efrit-todos*."
+  "Update the running times shown in a visible *efrit-todos*.
+Also redraw the sessions that made tool calls since they were drawn."
   (let ((buffer (get-buffer efrit-todo-buffer-name)))
     (if (not (buffer-live-p buffer))
         (efrit-todo--stop-timer)
       (with-current-buffer buffer
         (when (efrit-todo--visible-p)
           (efrit-todo--catch-up)
+          (let ((called nil))
+            (maphash (lambda (key drawn)
+                       (unless (equal drawn (efrit-todo--breaker-key (efrit-todo-breaker key)))
+                         (push key called)))
+                     efrit-todo--drawn-breakers)
+            (mapc #'efrit-todo--redraw-session called))
           (let ((inhibit-read-only t)
                 (now (float-time))
                 (pos (point-min)))
@@ -658,6 +677,7 @@ next turn (\"the user marked t3 cancelled\").
   (setq-local word-wrap t)
   (setq-local wrap-prefix "      ")
   (setq-local efrit-todo--drawn (make-hash-table :test 'equal))
+  (setq-local efrit-todo--drawn-breakers (make-hash-table :test 'equal))
   (setq buffer-undo-list t)
   (add-hook 'window-buffer-change-functions #'efrit-todo--on-display nil t)
   (add-hook 'kill-buffer-hook #'efrit-todo--stop-timer nil t)

@@ -99,9 +99,8 @@ or `cancel' with the id the user cancels.")
        (efrit-todo-invalid-input
         (format "Refused, list unchanged: %s" (cadr err)))))
     (`(tool ,name ,input ,result)
-     (prog1 (efrit-todo-after-tool name input result nil session 0.4)
-       ;; As the Efrit adapter does, so that the list shows the new call.
-       (run-hook-with-args 'efrit-todo-change-functions session)))
+     ;; No change hook runs: the list notices the call within a second.
+     (efrit-todo-after-tool name input result nil session 0.4))
     (`(cancel ,id)
      (efrit-todo-user-set-status id 'cancelled session))
     (_ nil)))

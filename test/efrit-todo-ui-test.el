@@ -314,6 +314,27 @@ press RET."
             (should (equal partial (efrit-todo-ui-test--rendering session)))))
         (should (string-match-p "Only one left" (efrit-todo-ui-test--section session)))))))
 
+(ert-deftest efrit-todo-ui-test-tick-notices-tool-calls ()
+  "Tool calls run no change hook; the timer redraws the session that made them."
+  (efrit-todo-ui-test-with-buffer session
+    (let ((other (concat session "-other")))
+      (efrit-todo-ui-test--sample session)
+      (efrit-todo-ui-test--write other '("Other work" "pending"))
+      (efrit-todo-show)
+      (with-current-buffer efrit-todo-buffer-name
+        (let ((inhibit-read-only t))
+          (goto-char (car (efrit-todo--section-bounds (efrit-todo--key other))))
+          (end-of-line)
+          (insert-and-inherit " MARK")))
+      (efrit-todo-after-tool "read_file" "config.el" "(setq x 1)" nil session 0.1)
+      (should-not (string-match-p "1 call" (efrit-todo-ui-test--section session)))
+      (with-current-buffer efrit-todo-buffer-name
+        (efrit-todo--tick))
+      (should (string-match-p "◐ t2  Renaming parse-config  running [0-9]+s  ▸ 1 call$"
+                              (efrit-todo-ui-test--section session)))
+      (should (string-match-p "breaker ok, 1 call$" (efrit-todo-ui-test--section session)))
+      (should (string-match-p "MARK" (efrit-todo-ui-test--section other))))))
+
 ;;;; Keys
 
 (ert-deftest efrit-todo-ui-test-key-complete-and-cancel ()

@@ -280,7 +280,7 @@ Tool calls run no change hook, so the timer compares these with the
 module to notice new calls and a tripped breaker.")
 
 (defun efrit-todo--breaker-key (breaker)
-  "Return the part of BREAKER drawn in the buffer: (CALLS . TRIPPED)."
+  "Return the part of BREAKER drawn in the buffer: (COUNT . TRIPPED)."
   (cons (plist-get breaker :calls) (plist-get breaker :tripped)))
 
 (defun efrit-todo--calls-by-item (session)

@@ -102,8 +102,10 @@ KEY is a status symbol, `folded' or `unfolded'."
   :group 'efrit-todo-ui)
 
 (defcustom efrit-todo-refresh-interval 1
-  "Seconds between updates of the running items' times, or nil for never.
-Only the time text changes, and only while the buffer is visible."
+  "Seconds between updates of the buffer while it is visible, or nil.
+Each update rewrites the running items' times in place and redraws
+the sessions that made tool calls since they were drawn (tool calls
+run no `efrit-todo-change-functions')."
   :type '(choice (number :tag "Seconds") (const :tag "Never" nil))
   :group 'efrit-todo-ui)
 

@@ -593,30 +593,35 @@ Also redraw the sessions that made tool calls since they were drawn."
         (efrit-todo--stop-timer)
       (with-current-buffer buffer
         (when (efrit-todo--visible-p)
-          (efrit-todo--catch-up)
-          (let ((called nil))
-            (maphash (lambda (key drawn)
-                       (unless (equal drawn (efrit-todo--breaker-key (efrit-todo-breaker key)))
-                         (push key called)))
-                     efrit-todo--drawn-breakers)
-            (mapc #'efrit-todo--redraw-session called))
-          (let ((inhibit-read-only t)
-                (now (float-time))
-                (pos (point-min)))
-            (while (setq pos (next-single-property-change pos 'efrit-todo-elapsed))
-              (let ((started (get-text-property pos 'efrit-todo-elapsed))
-                    (end (next-single-property-change pos 'efrit-todo-elapsed nil (point-max))))
-                (when started
-                  (let ((text (efrit-todo--duration (- now started))))
-                    (unless (equal text (buffer-substring-no-properties pos end))
-                      ;; Insert before deleting so that a point after the
-                      ;; time stays after it.
-                      (save-excursion
-                        (goto-char pos)
-                        (insert (apply #'propertize text (text-properties-at pos)))
-                        (delete-region (point) (+ (point) (- end pos))))
-                      (setq end (+ pos (length text))))))
-                (setq pos end)))))))))
+          (efrit-todo--tick-visible))))))
+
+(defun efrit-todo--tick-visible ()
+  "Do the work of `efrit-todo--tick' in the current, visible buffer."
+  (with-demoted-errors "Efrit-todo: %S"
+    (efrit-todo--catch-up)
+    (let ((called nil))
+      (maphash (lambda (key drawn)
+                 (unless (equal drawn (efrit-todo--breaker-key (efrit-todo-breaker key)))
+                   (push key called)))
+               efrit-todo--drawn-breakers)
+      (mapc #'efrit-todo--redraw-session called))
+    (let ((inhibit-read-only t)
+          (now (float-time))
+          (pos (point-min)))
+      (while (setq pos (next-single-property-change pos 'efrit-todo-elapsed))
+        (let ((started (get-text-property pos 'efrit-todo-elapsed))
+              (end (next-single-property-change pos 'efrit-todo-elapsed nil (point-max))))
+          (when started
+            (let ((text (efrit-todo--duration (- now started))))
+              (unless (equal text (buffer-substring-no-properties pos end))
+                ;; Insert before deleting so that a point after the
+                ;; time stays after it.
+                (save-excursion
+                  (goto-char pos)
+                  (insert (apply #'propertize text (text-properties-at pos)))
+                  (delete-region (point) (+ (point) (- end pos))))
+                (setq end (+ pos (length text))))))
+          (setq pos end))))))
 
 (defun efrit-todo--stop-timer ()
   "Stop updating the running times."

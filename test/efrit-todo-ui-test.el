@@ -248,6 +248,30 @@ press RET."
       (should (= (current-column) 5))
       (should (string-match-p "Updating the callers" (thing-at-point 'line))))))
 
+(ert-deftest efrit-todo-ui-test-window-point-stays-on-item ()
+  "The point of a window that is not selected stays on its item too."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (let ((other (get-buffer-window efrit-todo-buffer-name)))
+      (efrit-todo-ui-test--goto-item session "t4")
+      (set-window-point other (with-current-buffer efrit-todo-buffer-name (point)))
+      (select-window (window-main-window))
+      (switch-to-buffer "*scratch*")
+      (should-not (eq (selected-window) other))
+      ;; Move the buffer's own point away: only the window's must follow t4.
+      (with-current-buffer efrit-todo-buffer-name
+        (goto-char (point-min)))
+      (efrit-todo-ui-test--write session
+                                 '("A new first step" "pending")
+                                 '("Find every call of parse-config" "completed" nil "t1")
+                                 '("Rename parse-config in config.el" "in_progress" nil "t2")
+                                 '("Update the callers" "pending" nil "t3")
+                                 '("Run the test suite" "pending" nil "t4"))
+      (with-current-buffer efrit-todo-buffer-name
+        (should (string-match-p "A new first step" (efrit-todo-ui-test--section session)))
+        (should (equal (get-text-property (window-point other) 'efrit-todo-item) "t4"))))))
+
 (ert-deftest efrit-todo-ui-test-running-time-ticks ()
   "The timer rewrites the running time in place, leaving point alone."
   (efrit-todo-ui-test-with-buffer session

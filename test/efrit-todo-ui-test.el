@@ -254,12 +254,13 @@ press RET."
     (efrit-todo-ui-test--sample session)
     (efrit-todo-show)
     (let ((other (get-buffer-window efrit-todo-buffer-name)))
-      (efrit-todo-ui-test--goto-item session "t4")
+      (efrit-todo-ui-test--goto-item session "t2")
       (set-window-point other (with-current-buffer efrit-todo-buffer-name (point)))
       (select-window (window-main-window))
       (switch-to-buffer "*scratch*")
       (should-not (eq (selected-window) other))
-      ;; Move the buffer's own point away: only the window's must follow t4.
+      ;; Move the buffer's own point away: only the window's must follow t2,
+      ;; whose line is rewritten.
       (with-current-buffer efrit-todo-buffer-name
         (goto-char (point-min)))
       (efrit-todo-ui-test--write session
@@ -270,7 +271,7 @@ press RET."
                                  '("Run the test suite" "pending" nil "t4"))
       (with-current-buffer efrit-todo-buffer-name
         (should (string-match-p "A new first step" (efrit-todo-ui-test--section session)))
-        (should (equal (get-text-property (window-point other) 'efrit-todo-item) "t4"))))))
+        (should (equal (get-text-property (window-point other) 'efrit-todo-item) "t2"))))))
 
 (ert-deftest efrit-todo-ui-test-running-time-ticks ()
   "The timer rewrites the running time in place, leaving point alone."

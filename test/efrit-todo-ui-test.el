@@ -266,8 +266,8 @@ press RET."
       (efrit-todo-ui-test--write session
                                  '("A new first step" "pending")
                                  '("Find every call of parse-config" "completed" nil "t1")
-                                 '("Rename parse-config in config.el" "in_progress" nil "t2")
-                                 '("Update the callers" "pending" nil "t3")
+                                 '("Rename parse-config in config.el" "completed" nil "t2")
+                                 '("Update the callers" "in_progress" nil "t3")
                                  '("Run the test suite" "pending" nil "t4"))
       (with-current-buffer efrit-todo-buffer-name
         (should (string-match-p "A new first step" (efrit-todo-ui-test--section session)))

@@ -297,11 +297,14 @@ module to notice new calls and a tripped breaker.")
 
 (defun efrit-todo--insert-line (text props &rest faces)
   "Insert TEXT and a newline with the line properties PROPS.
-FACES alternate a FROM-TO cons (offsets in TEXT) and a face.  Ranges
-that touch make fewer text intervals than ranges with gaps between."
+PROPS go on the first character only, where every lookup reads them
+\(at the beginning of the line): set on the whole line, each face
+range would copy them.  FACES alternate a FROM-TO cons (offsets in
+TEXT) and a face.  Ranges that touch make fewer text intervals than
+ranges with gaps between."
   (let ((start (point)))
     (insert text "\n")
-    (set-text-properties start (point) props)
+    (set-text-properties start (1+ start) props)
     (while faces
       (let ((range (pop faces))
             (face (pop faces)))
@@ -348,14 +351,22 @@ Return the number of lines inserted."
          (line-start (point)))
     (efrit-todo--insert-line
      (concat "  " glyph " " id "  " text time fold)
-     (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session)
-     ;; Each separator takes the face before it, and the last part the
-     ;; newline: fewer intervals than faces with gaps between.
-     (cons 2 id-start) face
-     (cons id-start text-start) 'efrit-todo-id
-     (cons text-start (if (= text-end line-end) (1+ line-end) text-end)) face
-     (cons text-end (if (= time-end line-end) (1+ line-end) time-end)) 'efrit-todo-time
-     (cons time-end (1+ line-end)) 'efrit-todo-tool-call)
+     (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
+    ;; Faces set here rather than through `efrit-todo--insert-line' save
+    ;; a list per line.  Each separator takes the face before it, and the
+    ;; last part the newline: fewer intervals than faces with gaps between.
+    (put-text-property (+ line-start 2) (+ line-start id-start) 'face face)
+    (put-text-property (+ line-start id-start) (+ line-start text-start) 'face 'efrit-todo-id)
+    (put-text-property (+ line-start text-start)
+                       (+ line-start (if (= text-end line-end) (1+ line-end) text-end))
+                       'face face)
+    (when (< text-end time-end)
+      (put-text-property (+ line-start text-end)
+                         (+ line-start (if (= time-end line-end) (1+ line-end) time-end))
+                         'face 'efrit-todo-time))
+    (when (< time-end line-end)
+      (put-text-property (+ line-start time-end) (+ line-start line-end 1)
+                         'face 'efrit-todo-tool-call))
     (when (eq status 'in-progress)
       ;; The number the timer rewrites: after "  running ".
       (put-text-property (+ line-start text-end 10) (+ line-start time-end)
@@ -401,7 +412,7 @@ Return the number of lines inserted."
              efrit-todo--summaries)
     (efrit-todo--insert-line
      (concat name middle breaker-text)
-     (list 'efrit-todo-line 'heading 'efrit-todo-session key)
+     (list 'efrit-todo-line 'heading 'efrit-todo-session key 'efrit-todo-heading key)
      (cons 0 (length name)) 'efrit-todo-heading
      (cons breaker-start (+ breaker-start (length breaker-text)))
      (if (plist-get breaker :tripped) 'efrit-todo-breaker-tripped 'efrit-todo-time))))
@@ -468,10 +479,13 @@ only the lines that changed; otherwise insert the section at point."
       (efrit-todo--insert-line "" (list 'efrit-todo-line 'blank 'efrit-todo-session key)))))
 
 (defun efrit-todo--section-bounds (key)
-  "Return (START . END) of the section marked by KEY, or nil."
-  (let ((start (text-property-any (point-min) (point-max) 'efrit-todo-session key)))
+  "Return (START . END) of the section marked by KEY, or nil.
+A section runs from its heading to the next heading."
+  (let ((start (text-property-any (point-min) (point-max) 'efrit-todo-heading key)))
     (when start
-      (cons start (next-single-property-change start 'efrit-todo-session nil (point-max))))))
+      ;; Only the heading's first character carries the property, so the
+      ;; next change after it is the next heading.
+      (cons start (next-single-property-change (1+ start) 'efrit-todo-heading nil (point-max))))))
 
 (defun efrit-todo--place (pos)
   "Describe POS by its content: (SESSION ID KIND CALL COLUMN LINE).

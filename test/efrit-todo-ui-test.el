@@ -244,7 +244,7 @@ press RET."
                                '("Rename parse-config in config.el" "completed" nil "t2")
                                '("Update the callers" "in_progress" "Updating the callers" "t3"))
     (with-current-buffer efrit-todo-buffer-name
-      (should (equal (get-text-property (point) 'efrit-todo-item) "t3"))
+      (should (equal (get-text-property (line-beginning-position) 'efrit-todo-item) "t3"))
       (should (= (current-column) 5))
       (should (string-match-p "Updating the callers" (thing-at-point 'line))))))
 

@@ -8,7 +8,7 @@ LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test
 
-.PHONY: build test cargo-test ert loop test-efrit lint bench demo clean help
+.PHONY: build test cargo-test ert loop test-efrit lint tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -16,7 +16,7 @@ $(MODULE): Cargo.toml $(wildcard src/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 
-test: cargo-test ert loop lint ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, lint
+test: cargo-test ert loop lint tmux-test ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, lint, tmux
 
 cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
@@ -40,11 +40,20 @@ lint: build ## Byte-compile (warnings are errors), checkdoc, package-lint
 	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el
 	rm -f test/*.elc bench/*.elc
 
+tmux-test: build ## The live demo in emacs -nw under tmux: list and mode line as drawn
+	EMACS=$(EMACS) sh test/efrit-todo-tmux-test.sh
+
 bench: build ## Time todo_write at several sizes
 	$(BATCH) -l bench/efrit-todo-bench.el -f efrit-todo-bench-run
 
-demo: build ## Replay a realistic agent plan in batch, printing each result
-	$(BATCH) -l test/efrit-todo-demo.el -f efrit-todo-demo-run
+# Live in Emacs (GUI with a display, else this terminal); without a
+# terminal (CI, a pipe) the batch replay prints what the model reads.
+demo: build ## Watch an agent session replayed live: the todo list and mode line
+	@if [ -t 0 ] && [ -t 1 ] || [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+	  $(EMACS) -Q -L lisp -L test -l test/efrit-todo-demo.el -f efrit-todo-demo-live; \
+	else \
+	  $(BATCH) -l test/efrit-todo-demo.el -f efrit-todo-demo-run; \
+	fi
 
 clean: ## Remove build products
 	$(CARGO) clean

@@ -743,4 +743,8 @@ The module itself stays loaded: Emacs cannot unload modules."
   nil)
 
 (provide 'efrit-todo)
+
+;; The buffer and mode line draw nothing until asked for.  Soft, so that
+;; this file still works alone, as a stand-in for Efrit's efrit-todo.el.
+(require 'efrit-todo-ui nil t)
 ;;; efrit-todo.el ends here

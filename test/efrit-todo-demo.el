@@ -1,45 +1,87 @@
-;;; efrit-todo-demo.el --- Replay a realistic agent plan in batch -*- lexical-binding: t; -*-
+;;; efrit-todo-demo.el --- Replay a realistic agent session -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 
-;; `make demo' runs `efrit-todo-demo-run': the writes a model makes while
-;; renaming a function across a small project, sent as Efrit would send
-;; them (hash tables parsed from JSON), with every result text printed.
+;; `make demo' replays what a model does while renaming a function across
+;; a small project: its todo_write calls, sent as Efrit would send them
+;; (hash tables parsed from JSON), its other tool calls, and one edit by
+;; the user.
+;;
+;; - `efrit-todo-demo-live' plays it in a running Emacs over about 20
+;;   seconds: *efrit-todos* pops up by itself (`efrit-todo-auto-show') and
+;;   follows every step, and `efrit-todo-mode-line-mode' shows progress.
+;;   `efrit-todo-demo-speed' (or the environment variable
+;;   EFRIT_TODO_DEMO_SPEED) plays it faster; the terminal test does.
+;; - `efrit-todo-demo-run' prints every step with the text the model
+;;   would read, in batch.
 
 ;;; Code:
 
 (require 'json)
 (require 'efrit-todo)
+(require 'efrit-todo-ui)
+
+(defvar efrit-todo-demo-speed
+  (let ((env (getenv "EFRIT_TODO_DEMO_SPEED")))
+    (if (and env (> (string-to-number env) 0)) (string-to-number env) 1.0))
+  "How many times faster than real time `efrit-todo-demo-live' plays.")
+
+(defconst efrit-todo-demo-session "demo"
+  "The session the demo writes to.")
 
 (defconst efrit-todo-demo-steps
-  '(("The model plans the work"
-     "{\"todos\": [
+  '((1.0 "You ask the agent to rename parse-config to config-parse across the project.")
+    (1.5 "The model plans the work: four items, t1 running.  The list pops up by itself."
+         write "{\"todos\": [
         {\"content\": \"Find every call of parse-config\", \"status\": \"in_progress\", \"activeForm\": \"Finding every call of parse-config\"},
         {\"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"pending\", \"activeForm\": \"Renaming parse-config in config.el\"},
         {\"content\": \"Update the callers in main.el and cli.el\", \"status\": \"pending\", \"activeForm\": \"Updating the callers\"},
-        {\"content\": \"Run the test suite\", \"status\": \"pending\", \"activeForm\": \"Running the test suite\"}]}")
-    ("It finishes t1, starts t2, and forgets one id"
-     "{\"todos\": [
+        {\"content\": \"Run the test suite: 100%-pass\", \"status\": \"pending\", \"activeForm\": \"Running the tests: 100%-pass\"}]}")
+    (2.0 "It searches; the call is filed under t1 (TAB on an item shows its calls)."
+         tool "search_files" "parse-config" "config.el:12\nmain.el:40\ncli.el:7")
+    (2.0 "t1 done, t2 started.  It resent t3 without its id, in lower case: t3 it stays."
+         write "{\"todos\": [
         {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
         {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"in_progress\"},
         {\"content\": \"update the callers in main.el and cli.el\", \"status\": \"pending\"},
-        {\"id\": \"t4\", \"content\": \"Run the test suite\", \"status\": \"pending\"}]}")
-    ("It marks two items in progress and leaves one out"
-     "{\"todos\": [
+        {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"pending\"}]}")
+    (2.0 "It edits config.el."
+         tool "edit_file" "config.el" "Replaced 1 occurrence in config.el")
+    (2.0 "It marks two items in progress: the first stays, the other goes back to pending."
+         write "{\"todos\": [
         {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
         {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
         {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"in_progress\"},
-        {\"content\": \"Update the docs\", \"status\": \"in_progress\"}]}")
-    ("It sends a status the backend cannot guess"
-     "{\"todos\": [{\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"done\"}]}")
-    ("It cancels what it will not do and finishes"
-     "{\"todos\": [
+        {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"pending\"},
+        {\"content\": \"Update the docs\", \"status\": \"in_progress\", \"activeForm\": \"Updating the docs\"}]}")
+    (2.0 "It sends status \"done\": refused with the field named, the list unchanged."
+         write "{\"todos\": [{\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"done\"}]}")
+    (1.0 "It edits main.el."
+         tool "edit_file" "main.el" "Replaced 2 occurrences in main.el")
+    (1.0 "It edits cli.el."
+         tool "edit_file" "cli.el" "Replaced 1 occurrence in cli.el")
+    (2.0 "t3 done, t4 running.  Its text has a %, which the mode line shows as is."
+         write "{\"todos\": [
         {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
         {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
         {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"completed\"},
-        {\"id\": \"t4\", \"content\": \"Run the test suite\", \"status\": \"completed\"},
+        {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"in_progress\"},
+        {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"pending\"}]}")
+    (1.5 "It runs the tests."
+         tool "run_tests" "make test" "Ran 42 tests, 0 failures")
+    (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told at its next turn."
+         cancel "t5")
+    (2.0 "All done: 4/5, t5 cancelled.  q leaves the list, C-x C-c quits Emacs."
+         write "{\"todos\": [
+        {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
+        {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
+        {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"completed\"},
+        {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"completed\"},
         {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"cancelled\"}]}"))
-  "Steps of the demo: a caption and the JSON the model sends.")
+  "Steps of the demo: (SECONDS CAPTION [ACTION ARGS...]).
+SECONDS is the pause before the step.  ACTION is `write' with the
+JSON the model sends, `tool' with a tool's name, input and result,
+or `cancel' with the id the user cancels.")
 
 (defun efrit-todo-demo--parse (json)
   "Parse JSON the way Efrit parses tool input."
@@ -48,17 +90,74 @@
         (json-key-type 'string))
     (json-read-from-string json)))
 
+(defun efrit-todo-demo--perform (step session)
+  "Perform STEP in SESSION and return the text the model (or user) reads."
+  (pcase (cddr step)
+    (`(write ,json)
+     (condition-case err
+         (efrit-todo-write (efrit-todo-demo--parse json) session)
+       (efrit-todo-invalid-input
+        (format "Refused, list unchanged: %s" (cadr err)))))
+    (`(tool ,name ,input ,result)
+     ;; No change hook runs: the list notices the call within a second.
+     (efrit-todo-after-tool name input result nil session 0.4))
+    (`(cancel ,id)
+     (efrit-todo-user-set-status id 'cancelled session))
+    (_ nil)))
+
 (defun efrit-todo-demo-run ()
-  "Print each step of the demo with the result the model would see."
-  (let ((efrit-todo-current-session (format "demo-%d" (emacs-pid))))
+  "Print each step of the demo with the text the model would read."
+  (let ((session (format "demo-%d" (emacs-pid))))
     (dolist (step efrit-todo-demo-steps)
-      (princ (format "\n=== %s ===\n" (car step)))
-      (princ (condition-case err
-                 (efrit-todo-write (efrit-todo-demo--parse (cadr step)))
-               (efrit-todo-invalid-input
-                (format "Refused, list unchanged: %s" (cadr err)))))
-      (terpri))
-    (princ (format "\nFinal counts: %S\n" (efrit-todo-counts)))))
+      (princ (format "\n=== %s ===\n" (cadr step)))
+      (let ((text (efrit-todo-demo--perform step session)))
+        (when text
+          (princ text)
+          (terpri))))
+    (princ (format "\nFinal counts: %S\n" (efrit-todo-counts session)))))
+
+(defun efrit-todo-demo--narrate (caption)
+  "Append CAPTION to the demo buffer and echo it."
+  (with-current-buffer (get-buffer-create "*demo*")
+    (let ((inhibit-read-only t))
+      (goto-char (point-max))
+      (insert "- " caption "\n")))
+  (message "%s" caption))
+
+(defun efrit-todo-demo--play (steps)
+  "Perform the first of STEPS and schedule the rest."
+  (when steps
+    (let ((step (car steps)))
+      (run-with-timer
+       (/ (car step) efrit-todo-demo-speed) nil
+       (lambda ()
+         (efrit-todo-demo--narrate (cadr step))
+         (let ((text (efrit-todo-demo--perform step efrit-todo-demo-session)))
+           (when (and text (string-prefix-p "Refused" text))
+             (efrit-todo-demo--narrate text)))
+         (efrit-todo-demo--play (cdr steps)))))))
+
+(defun efrit-todo-demo-live ()
+  "Replay the demo session live: watch *efrit-todos* and the mode line."
+  (interactive)
+  (setq inhibit-startup-screen t)
+  (efrit-todo-reset efrit-todo-demo-session)
+  (efrit-todo-mode-line-mode 1)
+  (switch-to-buffer (get-buffer-create "*demo*"))
+  (delete-other-windows)
+  (let ((inhibit-read-only t))
+    (erase-buffer)
+    (insert "efrit-todo demo: a scripted agent session, replayed live.\n\n"
+            "The list on the side and the mode line below follow each step.\n"
+            "In the list: n/p move, TAB folds, c/k complete/cancel, ? lists the keys.\n\n"))
+  (special-mode)
+  ;; A short mode line keeps the indicator in view on an 80-column terminal.
+  (setq mode-line-format '(" " mode-line-buffer-identification "  " mode-line-misc-info))
+  ;; A narrow terminal has no room for the list beside the narration.
+  (when (< (frame-width) 120)
+    (setq efrit-todo-display-buffer-action
+          '(display-buffer-in-side-window (side . bottom) (window-height . 0.45))))
+  (efrit-todo-demo--play efrit-todo-demo-steps))
 
 (provide 'efrit-todo-demo)
 ;;; efrit-todo-demo.el ends here

@@ -1,0 +1,1061 @@
+;;; efrit-todo-ui.el --- The *efrit-todos* buffer and mode-line indicator -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The efrit-todo developers
+
+;; Author: The efrit-todo developers
+;; Maintainer: The efrit-todo developers
+;; Version: 0.1.0
+;; Keywords: tools, convenience
+;; URL: https://github.com/efrit-todo/efrit-todo
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; This program is distributed in the hope that it will be useful,
+;; but WITHOUT ANY WARRANTY; without even the implied warranty of
+;; MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+;; GNU General Public License for more details.
+
+;; You should have received a copy of the GNU General Public License
+;; along with this program.  If not, see <https://www.gnu.org/licenses/>.
+
+;;; Commentary:
+
+;; What the user sees of efrit-todo while an agent works:
+;;
+;; - `efrit-todo-show' opens *efrit-todos*, one section per session,
+;;   newest first: each item with its status, id and content, the running
+;;   item's activeForm and time, the time finished items took, and, folded
+;;   under each item, the tool calls made while it ran.  The buffer
+;;   follows `efrit-todo-change-functions' while it is visible, redrawing
+;;   only the session that changed.  Its keys edit the list through the
+;;   module; the agent reads about each edit at its next turn.
+;; - `efrit-todo-auto-show' pops the buffer up, without selecting it,
+;;   when a session first has a list.
+;; - `efrit-todo-mode-line-mode' shows progress and the running item in
+;;   the mode line.
+;;
+;; Loading this file draws nothing until one of these is asked for.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'seq)
+(require 'subr-x)
+(require 'efrit-todo)
+
+;;;; Options and faces
+
+(defgroup efrit-todo-ui nil
+  "The *efrit-todos* buffer and the mode-line indicator of efrit-todo."
+  :group 'efrit-todo
+  :prefix "efrit-todo-")
+
+(defcustom efrit-todo-auto-show t
+  "Non-nil to show *efrit-todos* when a session first has a list.
+The buffer appears as `efrit-todo-display-buffer-action' says and
+does not take focus.  Batch Emacs never shows it."
+  :type 'boolean
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-display-buffer-action
+  '((display-buffer-reuse-window display-buffer-in-side-window)
+    (side . right)
+    (slot . 0)
+    (window-width . 0.35)
+    (preserve-size . (t . nil)))
+  "How `efrit-todo-show' and `efrit-todo-auto-show' display the buffer.
+A `display-buffer' action; the default is a side window on the right."
+  :type 'sexp
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-use-unicode 'auto
+  "Whether the status glyphs are the Unicode or the ASCII ones.
+`auto' uses Unicode when the display can show every character of
+a glyph (`char-displayable-p'), ASCII otherwise."
+  :type '(choice (const :tag "When the display can show them" auto)
+                 (const :tag "Always Unicode" t)
+                 (const :tag "Always ASCII" nil))
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-glyphs
+  '((pending "○" "[ ]")
+    (in-progress "◐" "[>]")
+    (completed "✓" "[x]")
+    (cancelled "✗" "[-]")
+    (folded "▸" "+")
+    (unfolded "▾" "-"))
+  "Glyphs for statuses and fold state: (KEY UNICODE ASCII).
+KEY is a status symbol, `folded' or `unfolded'."
+  :type '(repeat (list (symbol :tag "Key")
+                       (string :tag "Unicode")
+                       (string :tag "ASCII")))
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-mode-line-max-length 30
+  "Most characters of the running item shown in the mode line."
+  :type 'natnum
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-refresh-interval 1
+  "Seconds between updates of the buffer while it is visible, or nil.
+Each update rewrites the running items' times in place and redraws
+the sessions that made tool calls since they were drawn (tool calls
+run no `efrit-todo-change-functions')."
+  :type '(choice (number :tag "Seconds") (const :tag "Never" nil))
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-tool-result-width 60
+  "Most characters of a tool result shown under its item."
+  :type 'natnum
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-pending '((t :inherit default))
+  "Face of pending items."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-in-progress '((t :inherit (bold font-lock-function-name-face)))
+  "Face of the item in progress."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-completed '((t :inherit success))
+  "Face of completed items."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-cancelled '((t :inherit shadow :strike-through t))
+  "Face of cancelled items."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-id '((t :inherit font-lock-constant-face))
+  "Face of item ids."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-time '((t :inherit shadow))
+  "Face of running and elapsed times."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-heading '((t :inherit (bold font-lock-keyword-face)))
+  "Face of session headings."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-tool-call '((t :inherit shadow))
+  "Face of the tool calls shown under an item."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-tool-error '((t :inherit error))
+  "Face of failed tool calls."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-breaker-tripped '((t :inherit error))
+  "Face of a tripped circuit breaker in the buffer."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-mode-line '((t :inherit mode-line-emphasis))
+  "Face of the mode-line indicator."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-mode-line-tripped '((t :inherit error))
+  "Face of the mode-line indicator when the breaker has tripped."
+  :group 'efrit-todo-ui)
+
+;;;; Text helpers
+
+(defconst efrit-todo-buffer-name "*efrit-todos*"
+  "Name of the buffer that shows the todo lists.")
+
+(defun efrit-todo--one-line (text)
+  "Return TEXT, which may come from the model, on one line."
+  (let ((text (or text "")))
+    ;; Checking first is much faster than always replacing: most text is clean.
+    (if (string-match-p "[\n\r\t\f]" text)
+        (replace-regexp-in-string "[\n\r\t\f]+" " " text)
+      text)))
+
+(defun efrit-todo--escape (text)
+  "Return TEXT with `%' doubled, safe inside a mode-line construct."
+  (string-replace "%" "%%" text))
+
+(defun efrit-todo--duration (seconds)
+  "Return SECONDS as a short duration such as 45s, 3m05s or 2h10m."
+  (let ((s (max 0 (floor seconds))))
+    (cond ((< s 60) (format "%ds" s))
+          ((< s 3600) (format "%dm%02ds" (/ s 60) (% s 60)))
+          (t (format "%dh%02dm" (/ s 3600) (% (/ s 60) 60))))))
+
+(defun efrit-todo--progress (counts)
+  "Return \"3/7 done\" for COUNTS, a plist from `efrit-todo-counts'."
+  (format "%d/%d done" (plist-get counts :completed) (plist-get counts :total)))
+
+(defun efrit-todo--breaker-text (breaker)
+  "Return a short description of BREAKER, a plist from `efrit-todo-breaker'."
+  (if (plist-get breaker :tripped)
+      (format "breaker tripped: %s"
+              (efrit-todo--one-line (or (plist-get breaker :reason) "no reason given")))
+    (let ((calls (or (plist-get breaker :calls) 0)))
+      (format "breaker ok, %d call%s" calls (if (= calls 1) "" "s")))))
+
+(defun efrit-todo--glyph-table ()
+  "Return an alist from glyph keys to the glyphs fit for this display."
+  (mapcar (lambda (entry)
+            (pcase-let ((`(,key ,unicode ,ascii) entry))
+              (cons key
+                    (if (pcase efrit-todo-use-unicode
+                          ('auto (seq-every-p #'char-displayable-p unicode))
+                          (setting setting))
+                        unicode
+                      ascii))))
+          efrit-todo-glyphs))
+
+(defun efrit-todo--status-face (status)
+  "Return the face of items with STATUS."
+  (pcase status
+    ('in-progress 'efrit-todo-in-progress)
+    ('completed 'efrit-todo-completed)
+    ('cancelled 'efrit-todo-cancelled)
+    (_ 'efrit-todo-pending)))
+
+;;;; Buffer state
+
+(defvar-local efrit-todo--keys nil
+  "Hash table from session names to the strings that mark their sections.
+Sections are found with `eq' text-property searches, so each session
+is marked by one string object.")
+
+(defvar-local efrit-todo--stale nil
+  "Sessions that changed while the buffer was not visible; `all' for all.")
+
+(defvar-local efrit-todo--unfolded nil
+  "Hash table of (SESSION . ID) whose tool calls are shown.")
+
+(defvar-local efrit-todo--folded-sessions nil
+  "Hash table of sessions whose items are hidden.")
+
+(defvar-local efrit-todo--summaries nil
+  "Hash table from sessions to their header-line summaries.")
+
+(defvar-local efrit-todo--selected nil
+  "Session chosen with \\[efrit-todo-choose-session], or nil.")
+
+(defvar-local efrit-todo--last-changed nil
+  "Session that changed last, shown in the header line by default.")
+
+(defvar efrit-todo--timer nil
+  "Timer that updates the running times in *efrit-todos*.")
+
+(defun efrit-todo--key (session)
+  "Return the string object that tags the section of SESSION."
+  (or (gethash session efrit-todo--keys)
+      (puthash session (substring-no-properties session) efrit-todo--keys)))
+
+(defun efrit-todo--visible-p (&optional buffer)
+  "Return non-nil when BUFFER (default: current) is in a visible window."
+  (get-buffer-window (or buffer (current-buffer)) 'visible))
+
+(defun efrit-todo--header-session ()
+  "Return the session the header line and new items are about."
+  (let ((sessions (efrit-todo-sessions)))
+    (cond ((member efrit-todo--selected sessions) efrit-todo--selected)
+          ((member efrit-todo--last-changed sessions) efrit-todo--last-changed)
+          (t (car (last sessions))))))
+
+;;;; Drawing
+;;
+;; Every change redraws one session, and within it only the items whose
+;; text changed: a write usually completes one item and starts the next,
+;; and rewriting two lines instead of a hundred keeps a redraw cheap.
+;; Each line is inserted as plain text, given its line properties in one
+;; call, then its faces, which keeps the number of text intervals (and
+;; the garbage a redraw leaves) low.
+
+(defvar-local efrit-todo--drawn nil
+  "Hash table from session marker strings to what their sections show.
+The value is a list of (SIGNATURE . LINES) per item in order, nil when
+the section shows no items.")
+
+(defvar-local efrit-todo--drawn-breakers nil
+  "Hash table from session marker strings to their breakers as drawn.
+Tool calls run no change hook, so the timer compares these with the
+module to notice new calls and a tripped breaker.")
+
+(defun efrit-todo--breaker-key (breaker)
+  "Return the part of BREAKER drawn in the buffer: (COUNT . TRIPPED)."
+  (cons (plist-get breaker :calls) (plist-get breaker :tripped)))
+
+(defun efrit-todo--calls-by-item (session)
+  "Return a hash table from item ids of SESSION to their ledger entries."
+  (let ((table (make-hash-table :test 'equal)))
+    (dolist (call (efrit-todo-ledger session))
+      (let ((id (plist-get call :todo)))
+        (when id
+          (puthash id (cons call (gethash id table)) table))))
+    (maphash (lambda (id calls) (puthash id (nreverse calls) table)) table)
+    table))
+
+(defun efrit-todo--insert-line (text props &rest faces)
+  "Insert TEXT and a newline with the line properties PROPS.
+PROPS go on the first character only, where every lookup reads them
+\(at the beginning of the line): set on the whole line, each face
+range would copy them.  FACES alternate a FROM-TO cons (offsets in
+TEXT) and a face.  Ranges that touch make fewer text intervals than
+ranges with gaps between."
+  (let ((start (point)))
+    (insert text "\n")
+    (set-text-properties start (1+ start) props)
+    (while faces
+      (let ((range (pop faces))
+            (face (pop faces)))
+        (when (< (car range) (cdr range))
+          (put-text-property (+ start (car range)) (+ start (cdr range)) 'face face))))))
+
+(defun efrit-todo--item-signature (session item entries)
+  "Return what the lines of ITEM of SESSION with ledger ENTRIES depend on.
+That is the item's plist, how many ENTRIES and whether they show.  The
+running time is left out: the timer updates it in place."
+  (cons (length entries)
+        (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo--unfolded))
+              item)))
+
+(defun efrit-todo--insert-item (session item entries glyphs now)
+  "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
+Return the number of lines inserted."
+  (let* ((id (plist-get item :id))
+         (status (plist-get item :status))
+         (face (efrit-todo--status-face status))
+         (started (plist-get item :started))
+         (completed (plist-get item :completed))
+         (unfolded (and entries (gethash (cons session id) efrit-todo--unfolded)))
+         (glyph (alist-get status glyphs "?"))
+         (text (efrit-todo--one-line
+                (plist-get item (if (eq status 'in-progress) :active-form :content))))
+         (id-start (+ 2 (length glyph) 1))
+         (text-start (+ id-start (length id) 2))
+         (text-end (+ text-start (length text)))
+         (time (pcase status
+                 ((and 'in-progress (guard started))
+                  (concat "  running " (efrit-todo--duration (- now started))))
+                 ((and 'completed (guard completed))
+                  (concat "  took " (efrit-todo--duration
+                                     (- completed (or started (plist-get item :created) completed)))))
+                 (_ "")))
+         (time-end (+ text-end (length time)))
+         (fold (if entries
+                   (format "  %s %d call%s"
+                           (alist-get (if unfolded 'unfolded 'folded) glyphs)
+                           (length entries) (if (cdr entries) "s" ""))
+                 ""))
+         (line-end (+ time-end (length fold)))
+         (line-start (point)))
+    (efrit-todo--insert-line
+     (concat "  " glyph " " id "  " text time fold)
+     (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
+    ;; Faces set here rather than through `efrit-todo--insert-line' save
+    ;; a list per line.  Each separator takes the face before it, and the
+    ;; last part the newline: fewer intervals than faces with gaps between.
+    (put-text-property (+ line-start 2) (+ line-start id-start) 'face face)
+    (put-text-property (+ line-start id-start) (+ line-start text-start) 'face 'efrit-todo-id)
+    (put-text-property (+ line-start text-start)
+                       (+ line-start (if (= text-end line-end) (1+ line-end) text-end))
+                       'face face)
+    (when (< text-end time-end)
+      (put-text-property (+ line-start text-end)
+                         (+ line-start (if (= time-end line-end) (1+ line-end) time-end))
+                         'face 'efrit-todo-time))
+    (when (< time-end line-end)
+      (put-text-property (+ line-start time-end) (+ line-start line-end 1)
+                         'face 'efrit-todo-tool-call))
+    (when (eq status 'in-progress)
+      ;; The number the timer rewrites: after "  running ".
+      (put-text-property (+ line-start text-end 10) (+ line-start time-end)
+                         'efrit-todo-elapsed started))
+    (if (not unfolded)
+        1
+      (let ((index 0))
+        (dolist (call entries)
+          (let* ((result (plist-get call :result))
+                 (duration (plist-get call :duration))
+                 (line (format "      %s%s  %s%s"
+                               (efrit-todo--one-line (plist-get call :tool))
+                               (if duration (format " %.1fs" duration) "")
+                               (if (plist-get call :error) "error: " "")
+                               (truncate-string-to-width
+                                (efrit-todo--one-line
+                                 (if (and (stringp result) (not (string-empty-p result)))
+                                     result
+                                   "(no output)"))
+                                efrit-todo-tool-result-width nil nil t))))
+            (efrit-todo--insert-line
+             line
+             (list 'efrit-todo-line 'call 'efrit-todo-item id 'efrit-todo-call index
+                   'efrit-todo-session session)
+             (cons 0 (length line))
+             (if (plist-get call :error) 'efrit-todo-tool-error 'efrit-todo-tool-call))
+            (setq index (1+ index))))
+        (1+ index)))))
+
+(defun efrit-todo--insert-heading (key counts breaker glyphs)
+  "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS."
+  (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo--folded-sessions)
+                                              'folded 'unfolded)
+                                          glyphs)
+                       key))
+         (breaker-text (efrit-todo--breaker-text breaker))
+         (middle (concat "  " (efrit-todo--progress counts)
+                         (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
+                         "  "))
+         (breaker-start (+ (length name) (length middle))))
+    (puthash key (efrit-todo--breaker-key breaker) efrit-todo--drawn-breakers)
+    (puthash key (format "%s: %s · %s" key (efrit-todo--progress counts) breaker-text)
+             efrit-todo--summaries)
+    (efrit-todo--insert-line
+     (concat name middle breaker-text)
+     (list 'efrit-todo-line 'heading 'efrit-todo-session key 'efrit-todo-heading key)
+     (cons 0 (length name)) 'efrit-todo-heading
+     (cons breaker-start (+ breaker-start (length breaker-text)))
+     (if (plist-get breaker :tripped) 'efrit-todo-breaker-tripped 'efrit-todo-time))))
+
+(defun efrit-todo--draw-section (key glyphs &optional bounds)
+  "Draw the section of the session whose marker string is KEY, with GLYPHS.
+With BOUNDS, the (START . END) of the section as drawn before, rewrite
+only the lines that changed; otherwise insert the section at point."
+  (let* ((items (and (not (gethash key efrit-todo--folded-sessions))
+                     (efrit-todo-list key)))
+         (calls (and items (efrit-todo--calls-by-item key)))
+         (signatures (mapcar (lambda (item)
+                               (efrit-todo--item-signature
+                                key item (gethash (plist-get item :id) calls)))
+                             items))
+         (old (and bounds (gethash key efrit-todo--drawn)))
+         (now (float-time)))
+    (if (and old items)
+        ;; Keep the items that lead and trail unchanged; rewrite the
+        ;; heading and what lies between.
+        (let* ((old-count (length old))
+               (new-count (length items))
+               (old-signatures (vconcat (mapcar #'car old)))
+               (new-signatures (vconcat signatures))
+               (prefix 0)
+               (suffix 0))
+          (while (and (< prefix (min old-count new-count))
+                      (equal (aref old-signatures prefix) (aref new-signatures prefix)))
+            (setq prefix (1+ prefix)))
+          (while (and (< (+ prefix suffix) (min old-count new-count))
+                      (equal (aref old-signatures (- old-count suffix 1))
+                             (aref new-signatures (- new-count suffix 1))))
+            (setq suffix (1+ suffix)))
+          (goto-char (car bounds))
+          (delete-region (point) (line-beginning-position 2))
+          (efrit-todo--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+          (forward-line (apply #'+ (mapcar #'cdr (seq-take old prefix))))
+          (delete-region (point) (line-beginning-position
+                                  (1+ (apply #'+ (mapcar #'cdr (seq-subseq old prefix (- old-count suffix)))))))
+          (puthash key
+                   (append (seq-take old prefix)
+                           (cl-loop for item in (seq-subseq items prefix (- new-count suffix))
+                                    for signature in (seq-subseq signatures prefix (- new-count suffix))
+                                    collect (cons signature
+                                                  (efrit-todo--insert-item
+                                                   key item (gethash (plist-get item :id) calls)
+                                                   glyphs now)))
+                           (seq-subseq old (- old-count suffix)))
+                   efrit-todo--drawn))
+      (when bounds
+        (goto-char (car bounds))
+        (delete-region (car bounds) (cdr bounds)))
+      (efrit-todo--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+      (puthash key
+               (cl-loop for item in items
+                        for signature in signatures
+                        collect (cons signature
+                                      (efrit-todo--insert-item
+                                       key item (gethash (plist-get item :id) calls) glyphs now)))
+               efrit-todo--drawn)
+      (when (and (null items) (not (gethash key efrit-todo--folded-sessions)))
+        (efrit-todo--insert-line "  no items" (list 'efrit-todo-line 'empty 'efrit-todo-session key)
+                                 (cons 0 10) 'efrit-todo-time))
+      (efrit-todo--insert-line "" (list 'efrit-todo-line 'blank 'efrit-todo-session key)))))
+
+(defun efrit-todo--section-bounds (key)
+  "Return (START . END) of the section marked by KEY, or nil.
+A section runs from its heading to the next heading."
+  (let ((start (text-property-any (point-min) (point-max) 'efrit-todo-heading key)))
+    (when start
+      ;; Only the heading's first character carries the property, so the
+      ;; next change after it is the next heading.
+      (cons start (next-single-property-change (1+ start) 'efrit-todo-heading nil (point-max))))))
+
+(defun efrit-todo--place (pos)
+  "Describe POS by its content: (SESSION ID KIND CALL COLUMN LINE).
+LINE counts lines from the start of the section, for when the item is gone."
+  (save-excursion
+    (goto-char pos)
+    (let* ((bol (line-beginning-position))
+           (session (get-text-property bol 'efrit-todo-session))
+           (section-start (and session (car (efrit-todo--section-bounds session)))))
+      (list session
+            (get-text-property bol 'efrit-todo-item)
+            (get-text-property bol 'efrit-todo-line)
+            (get-text-property bol 'efrit-todo-call)
+            (- pos bol)
+            (if section-start (count-lines section-start bol) 0)))))
+
+(defun efrit-todo--find-place (place)
+  "Return the position of what PLACE describes, or nil."
+  (pcase-let ((`(,session ,id ,kind ,call ,column ,line) place))
+    (let ((bounds (and session (efrit-todo--section-bounds session))))
+      (when bounds
+        (save-excursion
+          (goto-char (car bounds))
+          (let ((found nil))
+            (when id
+              (while (and (not found) (< (point) (cdr bounds)))
+                (if (and (equal (get-text-property (point) 'efrit-todo-item) id)
+                         (eq (get-text-property (point) 'efrit-todo-line) kind)
+                         (equal (get-text-property (point) 'efrit-todo-call) call))
+                    (setq found (point))
+                  (forward-line 1))))
+            (unless found
+              (goto-char (car bounds))
+              (forward-line line)
+              (when (>= (point) (cdr bounds))
+                (goto-char (cdr bounds))
+                (forward-line -1))
+              (setq found (point)))
+            (min (+ found column) (line-end-position))))))))
+
+(defun efrit-todo--places-to-keep (start end)
+  "Return (WINDOW-OR-NIL . PLACE) for the points of this buffer in START..END.
+nil stands for the buffer's own point."
+  (let ((places nil))
+    (dolist (window (get-buffer-window-list (current-buffer) nil t))
+      (let ((pos (window-point window)))
+        (when (and (not (eq window (selected-window))) (<= start pos) (< pos end))
+          (push (cons window (efrit-todo--place pos)) places))))
+    (when (and (<= start (point)) (< (point) end))
+      (push (cons nil (efrit-todo--place (point))) places))
+    places))
+
+(defun efrit-todo--restore-places (places)
+  "Move the points in PLACES, from `efrit-todo--places-to-keep', back."
+  (pcase-dolist (`(,window . ,place) places)
+    (let ((pos (efrit-todo--find-place place)))
+      (when pos
+        (if window (set-window-point window pos) (goto-char pos))))))
+
+(defun efrit-todo--redraw-all ()
+  "Draw every session afresh, newest first, keeping the points in place."
+  (let* ((inhibit-read-only t)
+         (places (efrit-todo--places-to-keep (point-min) (1+ (point-max))))
+         (glyphs (efrit-todo--glyph-table))
+         (sessions (reverse (efrit-todo-sessions))))
+    (setq efrit-todo--stale nil)
+    (clrhash efrit-todo--drawn-breakers)
+    (erase-buffer)
+    (if sessions
+        (dolist (session sessions)
+          (efrit-todo--draw-section (efrit-todo--key session) glyphs))
+      (insert (propertize "No todo lists yet.\n" 'face 'efrit-todo-heading)
+              "A list appears here when an agent calls todo_write;\n"
+              (substitute-command-keys
+               "\\<efrit-todo-list-mode-map>\\[efrit-todo-add-item] adds an item yourself, \\[efrit-todo-help] lists the keys.\n")))
+    (efrit-todo--restore-places places)
+    (unless places (goto-char (point-min)))))
+
+(defun efrit-todo--redraw-session (session)
+  "Redraw the section of SESSION only; a new session redraws everything."
+  (let* ((key (efrit-todo--key session))
+         (bounds (efrit-todo--section-bounds key)))
+    (if (not bounds)
+        (efrit-todo--redraw-all)
+      (let ((inhibit-read-only t)
+            (places (efrit-todo--places-to-keep (car bounds) (cdr bounds))))
+        (save-excursion
+          (efrit-todo--draw-section key (efrit-todo--glyph-table) bounds))
+        (efrit-todo--restore-places places)))))
+
+(defun efrit-todo--catch-up ()
+  "Redraw the sessions that changed while the buffer was hidden."
+  (when (and efrit-todo--stale (efrit-todo--visible-p))
+    (let ((stale efrit-todo--stale))
+      (setq efrit-todo--stale nil)
+      (if (memq 'all stale)
+          (efrit-todo--redraw-all)
+        (mapc #'efrit-todo--redraw-session stale)))))
+
+(defun efrit-todo--session-changed (session)
+  "Redraw SESSION now if the buffer is visible, else remember it."
+  (setq efrit-todo--last-changed session)
+  (if (efrit-todo--visible-p)
+      (progn (efrit-todo--catch-up)
+             (efrit-todo--redraw-session session))
+    (unless (member session efrit-todo--stale)
+      (push session efrit-todo--stale))))
+
+(defun efrit-todo--on-display (window)
+  "Catch up with the module now that WINDOW displays the buffer."
+  (with-current-buffer (window-buffer window)
+    (efrit-todo--catch-up)))
+
+(defun efrit-todo--tick ()
+  "Update the running times shown in a visible *efrit-todos*.
+Also redraw the sessions that made tool calls since they were drawn."
+  (let ((buffer (get-buffer efrit-todo-buffer-name)))
+    (if (not (buffer-live-p buffer))
+        (efrit-todo--stop-timer)
+      (with-current-buffer buffer
+        (when (efrit-todo--visible-p)
+          (efrit-todo--tick-visible))))))
+
+(defun efrit-todo--tick-visible ()
+  "Do the work of `efrit-todo--tick' in the current, visible buffer."
+  (with-demoted-errors "Efrit-todo: %S"
+    (efrit-todo--catch-up)
+    (let ((called nil))
+      (maphash (lambda (key drawn)
+                 (unless (equal drawn (efrit-todo--breaker-key (efrit-todo-breaker key)))
+                   (push key called)))
+               efrit-todo--drawn-breakers)
+      (mapc #'efrit-todo--redraw-session called))
+    (let ((inhibit-read-only t)
+          (now (float-time))
+          (pos (point-min)))
+      (while (setq pos (next-single-property-change pos 'efrit-todo-elapsed))
+        (let ((started (get-text-property pos 'efrit-todo-elapsed))
+              (end (next-single-property-change pos 'efrit-todo-elapsed nil (point-max))))
+          (when started
+            (let ((text (efrit-todo--duration (- now started))))
+              (unless (equal text (buffer-substring-no-properties pos end))
+                ;; Insert before deleting so that a point after the
+                ;; time stays after it.
+                (save-excursion
+                  (goto-char pos)
+                  (insert (apply #'propertize text (text-properties-at pos)))
+                  (delete-region (point) (+ (point) (- end pos))))
+                (setq end (+ pos (length text))))))
+          (setq pos end))))))
+
+(defun efrit-todo--stop-timer ()
+  "Stop updating the running times."
+  (when efrit-todo--timer
+    (cancel-timer efrit-todo--timer)
+    (setq efrit-todo--timer nil)))
+
+(defun efrit-todo--header-line ()
+  "Return the header line: the summary of the header session."
+  (let ((session (ignore-errors (efrit-todo--header-session))))
+    (efrit-todo--escape
+     (concat (if session
+                 (or (gethash session efrit-todo--summaries) session)
+               "no todo lists")
+             (substitute-command-keys "  (\\<efrit-todo-list-mode-map>\\[efrit-todo-help] for help)")))))
+
+;;;; The mode and its commands
+
+(defconst efrit-todo--key-table
+  '(("g" efrit-todo-refresh "redraw every session")
+    ("n" efrit-todo-next-item "next item")
+    ("p" efrit-todo-previous-item "previous item")
+    ("TAB" efrit-todo-toggle-fold "show or hide the item's tool calls, or the session's items")
+    ("c" efrit-todo-mark-completed "mark the item completed")
+    ("k" efrit-todo-mark-cancelled "mark the item cancelled")
+    ("e" efrit-todo-edit-item "edit the item's content")
+    ("a" efrit-todo-add-item "add an item at the end of the session")
+    ("M-<up>" efrit-todo-move-item-up "move the item up")
+    ("M-<down>" efrit-todo-move-item-down "move the item down")
+    ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
+    ("d" efrit-todo-clear-finished "remove the session's completed and cancelled items")
+    ("?" efrit-todo-help "this help")
+    ("q" quit-window "quit the window"))
+  "Keys of `efrit-todo-list-mode': (KEY COMMAND DESCRIPTION), in help order.")
+
+(defvar efrit-todo-list-mode-map
+  (let ((map (make-sparse-keymap)))
+    (pcase-dolist (`(,key ,command ,_) efrit-todo--key-table)
+      (define-key map (kbd key) command))
+    (define-key map (kbd "RET") #'efrit-todo-toggle-fold)
+    map)
+  "Keymap of `efrit-todo-list-mode'.")
+
+(define-derived-mode efrit-todo-list-mode special-mode "Efrit-Todos"
+  "Major mode of the *efrit-todos* buffer: the live todo lists.
+One section per session, newest first.  The buffer follows every
+change while it is visible.  Edits go through the same checks as
+the agent's writes, and the agent is told about each of them at its
+next turn (\"the user marked t3 cancelled\").
+
+\\{efrit-todo-list-mode-map}"
+  :group 'efrit-todo-ui
+  (setq-local efrit-todo--keys (make-hash-table :test 'equal))
+  (setq-local efrit-todo--unfolded (make-hash-table :test 'equal))
+  (setq-local efrit-todo--folded-sessions (make-hash-table :test 'equal))
+  (setq-local efrit-todo--summaries (make-hash-table :test 'equal))
+  (setq-local revert-buffer-function (lambda (&rest _) (efrit-todo--redraw-all)))
+  (setq-local header-line-format '(:eval (efrit-todo--header-line)))
+  (setq-local truncate-lines nil)
+  (setq-local word-wrap t)
+  (setq-local wrap-prefix "      ")
+  (setq-local efrit-todo--drawn (make-hash-table :test 'equal))
+  (setq-local efrit-todo--drawn-breakers (make-hash-table :test 'equal))
+  (setq buffer-undo-list t)
+  (add-hook 'window-buffer-change-functions #'efrit-todo--on-display nil t)
+  (add-hook 'kill-buffer-hook #'efrit-todo--stop-timer nil t)
+  (efrit-todo--stop-timer)
+  (when efrit-todo-refresh-interval
+    (setq efrit-todo--timer (run-with-timer efrit-todo-refresh-interval
+                                            efrit-todo-refresh-interval
+                                            #'efrit-todo--tick))))
+
+(defun efrit-todo--buffer ()
+  "Return *efrit-todos*, creating and drawing it when needed."
+  (let ((buffer (get-buffer efrit-todo-buffer-name)))
+    (unless (and buffer (with-current-buffer buffer (derived-mode-p 'efrit-todo-list-mode)))
+      (setq buffer (get-buffer-create efrit-todo-buffer-name))
+      (with-current-buffer buffer
+        (efrit-todo-list-mode)
+        (efrit-todo--redraw-all)))
+    buffer))
+
+;;;###autoload
+(defun efrit-todo-show (&optional session)
+  "Show the todo lists in *efrit-todos* and select its window.
+With SESSION, or interactively with a prefix argument, move to that
+session's section."
+  (interactive (list (and current-prefix-arg
+                          (completing-read "Session: " (reverse (efrit-todo-sessions)) nil t))))
+  (let ((buffer (efrit-todo--buffer)))
+    (pop-to-buffer buffer efrit-todo-display-buffer-action)
+    (efrit-todo--catch-up)
+    (when session
+      (efrit-todo--goto-session session))
+    buffer))
+
+(defun efrit-todo-refresh ()
+  "Redraw every session from the module."
+  (interactive)
+  (efrit-todo--redraw-all))
+
+(defun efrit-todo--goto-line-kind (direction kinds)
+  "Move DIRECTION (1 or -1) lines to the next line of one of KINDS.
+Return non-nil when one was found; otherwise leave point alone."
+  (let ((start (point))
+        (found nil))
+    (while (and (not found) (zerop (forward-line direction))
+                (not (and (> direction 0) (eobp))))
+      (when (memq (get-text-property (point) 'efrit-todo-line) kinds)
+        (setq found t)))
+    (unless found (goto-char start))
+    found))
+
+(defun efrit-todo-next-item (&optional n)
+  "Move to the next item, or the Nth next one."
+  (interactive "p")
+  (dotimes (_ (abs (or n 1)))
+    (unless (efrit-todo--goto-line-kind (if (< (or n 1) 0) -1 1) '(item))
+      (user-error "No %s item" (if (< (or n 1) 0) "previous" "next")))))
+
+(defun efrit-todo-previous-item (&optional n)
+  "Move to the previous item, or the Nth previous one."
+  (interactive "p")
+  (efrit-todo-next-item (- (or n 1))))
+
+(defun efrit-todo--session-at-point ()
+  "Return the session of the section at point, or the header's session."
+  (or (get-text-property (line-beginning-position) 'efrit-todo-session)
+      (efrit-todo--header-session)
+      (or efrit-todo-current-session "default")))
+
+(defun efrit-todo--item-at-point ()
+  "Return (SESSION . ID) of the item on this line, or signal a `user-error'."
+  (let ((id (get-text-property (line-beginning-position) 'efrit-todo-item)))
+    (unless id
+      (user-error "No todo item on this line"))
+    (cons (get-text-property (line-beginning-position) 'efrit-todo-session) id)))
+
+(defun efrit-todo--apply-edit (function &rest args)
+  "Call the user-edit FUNCTION with ARGS and tell the user what happened.
+The module's complaint about bad input becomes a `user-error'."
+  (let ((note (condition-case err
+                  (apply function args)
+                (efrit-todo-invalid-input
+                 (user-error "Efrit-todo: %s" (cadr err))))))
+    (if (string-empty-p note)
+        (message "Efrit-todo: nothing to change")
+      (message "Efrit-todo: %s (the agent reads this at its next turn)" note))
+    (efrit-todo--catch-up)
+    note))
+
+(defun efrit-todo-mark-completed ()
+  "Mark the item at point completed."
+  (interactive)
+  (pcase-let ((`(,session . ,id) (efrit-todo--item-at-point)))
+    (efrit-todo--apply-edit #'efrit-todo-user-set-status id 'completed session)))
+
+(defun efrit-todo-mark-cancelled ()
+  "Mark the item at point cancelled."
+  (interactive)
+  (pcase-let ((`(,session . ,id) (efrit-todo--item-at-point)))
+    (efrit-todo--apply-edit #'efrit-todo-user-set-status id 'cancelled session)))
+
+(defun efrit-todo-edit-item (content)
+  "Replace the content of the item at point with CONTENT."
+  (interactive
+   (pcase-let* ((`(,session . ,id) (efrit-todo--item-at-point))
+                (item (seq-find (lambda (item) (equal (plist-get item :id) id))
+                                (efrit-todo-list session))))
+     (list (read-string (format "Edit %s: " id) (plist-get item :content)))))
+  (pcase-let ((`(,session . ,id) (efrit-todo--item-at-point)))
+    (efrit-todo--apply-edit #'efrit-todo-user-edit-content id content session)))
+
+(defun efrit-todo-add-item (content)
+  "Add a pending item with CONTENT at the end of the session at point."
+  (interactive (list (read-string (format "Add to %s: " (efrit-todo--session-at-point)))))
+  (let ((session (efrit-todo--session-at-point)))
+    (efrit-todo--apply-edit #'efrit-todo-user-add content session)))
+
+(defun efrit-todo--move (offset)
+  "Move the item at point OFFSET places, refusing to move past either end."
+  (pcase-let* ((`(,session . ,id) (efrit-todo--item-at-point))
+               (items (efrit-todo-list session))
+               (index (seq-position items id (lambda (item id) (equal (plist-get item :id) id))))
+               (target (+ (or index 0) offset)))
+    (unless (and index (<= 0 target) (< target (length items)))
+      (user-error "Efrit-todo: %s is already %s" id (if (< offset 0) "first" "last")))
+    (efrit-todo--apply-edit #'efrit-todo-user-move id offset session)))
+
+(defun efrit-todo-move-item-up ()
+  "Move the item at point one place up."
+  (interactive)
+  (efrit-todo--move -1))
+
+(defun efrit-todo-move-item-down ()
+  "Move the item at point one place down."
+  (interactive)
+  (efrit-todo--move 1))
+
+(defun efrit-todo-clear-finished ()
+  "Remove the completed and cancelled items of the session at point."
+  (interactive)
+  (efrit-todo--apply-edit #'efrit-todo-user-clear-finished (efrit-todo--session-at-point)))
+
+(defun efrit-todo-toggle-fold ()
+  "Fold or unfold the item at point, or the session on a heading.
+An unfolded item shows its tool calls; a folded session hides its items."
+  (interactive)
+  (let* ((bol (line-beginning-position))
+         (session (get-text-property bol 'efrit-todo-session))
+         (id (get-text-property bol 'efrit-todo-item)))
+    (unless session
+      (user-error "Nothing to fold here"))
+    (if id
+        (let ((key (cons session id)))
+          (unless (or (gethash key efrit-todo--unfolded)
+                      (gethash id (efrit-todo--calls-by-item session)))
+            (user-error "Efrit-todo: no tool calls under %s" id))
+          (if (gethash key efrit-todo--unfolded)
+              (remhash key efrit-todo--unfolded)
+            (puthash key t efrit-todo--unfolded)))
+      (if (gethash session efrit-todo--folded-sessions)
+          (remhash session efrit-todo--folded-sessions)
+        (puthash session t efrit-todo--folded-sessions)))
+    (efrit-todo--redraw-session session)
+    ;; Folding moves the tool-call lines away; stay on the item itself.
+    (when (and id (not (eq (get-text-property (line-beginning-position) 'efrit-todo-line) 'item)))
+      (efrit-todo--goto-line-kind -1 '(item)))))
+
+(defun efrit-todo--goto-session (session)
+  "Move point to the heading of SESSION."
+  (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+    (unless bounds
+      (efrit-todo--redraw-all)
+      (setq bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+    (when bounds
+      (goto-char (car bounds))
+      (dolist (window (get-buffer-window-list (current-buffer) nil t))
+        (set-window-point window (point))))))
+
+(defun efrit-todo-choose-session (session)
+  "Put SESSION in the header line and move to its section."
+  (interactive
+   (list (completing-read "Session: " (reverse (efrit-todo-sessions)) nil t nil nil
+                          (efrit-todo--session-at-point))))
+  (setq efrit-todo--selected session)
+  (efrit-todo--goto-session session)
+  (force-mode-line-update))
+
+(defun efrit-todo-help ()
+  "Show the keys of the *efrit-todos* buffer."
+  (interactive)
+  (with-help-window (help-buffer)
+    (princ "Keys of *efrit-todos*.  The agent is told about every edit at its next turn.\n\n")
+    (pcase-dolist (`(,key ,_ ,description) efrit-todo--key-table)
+      (princ (format "%-9s %s\n" key description)))
+    (princ "\nRET also folds; M-x customize-group RET efrit-todo-ui for the options.\n")))
+
+;;;; Auto-show
+
+(defvar efrit-todo--auto-shown (make-hash-table :test 'equal)
+  "Sessions for which `efrit-todo-auto-show' has already shown the buffer.")
+
+(defun efrit-todo--maybe-auto-show (session)
+  "Show the buffer if SESSION has its first list and the user wants that."
+  (when (and efrit-todo-auto-show
+             (not noninteractive)
+             (not (gethash session efrit-todo--auto-shown))
+             (> (plist-get (efrit-todo-counts session) :total) 0))
+    (puthash session t efrit-todo--auto-shown)
+    (let ((buffer (efrit-todo--buffer)))
+      (unless (efrit-todo--visible-p buffer)
+        (display-buffer buffer efrit-todo-display-buffer-action)
+        (with-current-buffer buffer (efrit-todo--catch-up))))))
+
+;;;; The mode line
+
+(defvar efrit-todo--mode-line-session nil
+  "Session the mode-line indicator is about, or nil.")
+
+(defvar efrit-todo--mode-line-cache nil
+  "The indicator as last computed.")
+
+(defvar efrit-todo--mode-line-dirty t
+  "Non-nil when `efrit-todo--mode-line-cache' needs computing again.")
+
+(defvar efrit-todo--mode-line-time 0
+  "When the indicator was last computed, as a float time.")
+
+(defvar efrit-todo-mode-line-format '(:eval (efrit-todo--mode-line))
+  "The mode-line construct of `efrit-todo-mode-line-mode'.")
+(put 'efrit-todo-mode-line-format 'risky-local-variable t)
+
+(defvar efrit-todo--mode-line-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map [mode-line mouse-1] #'efrit-todo-show)
+    map)
+  "Keymap of the mode-line indicator.")
+
+(defun efrit-todo--open-count (counts)
+  "Return how many items in COUNTS are pending or in progress."
+  (+ (plist-get counts :pending) (plist-get counts :in-progress)))
+
+(defun efrit-todo-mode-line-text (&optional session)
+  "Return the mode-line indicator for SESSION, escaped for the mode line.
+nil when SESSION has no list.  SESSION defaults to the session that
+changed last."
+  (let* ((session (or session efrit-todo--mode-line-session))
+         (counts (and session (efrit-todo-counts session))))
+    (when (and counts (> (plist-get counts :total) 0))
+      (let* ((tripped (plist-get (efrit-todo-breaker session) :tripped))
+             (current (efrit-todo-current session))
+             (text (concat
+                    "Todo " (format "%d/%d" (plist-get counts :completed) (plist-get counts :total))
+                    (cond (tripped " breaker tripped")
+                          (current
+                           (concat " " (truncate-string-to-width
+                                        (efrit-todo--one-line (plist-get current :active-form))
+                                        efrit-todo-mode-line-max-length nil nil t)))
+                          ((zerop (efrit-todo--open-count counts)) " done")
+                          (t "")))))
+        (propertize (efrit-todo--escape text)
+                    'face (if tripped 'efrit-todo-mode-line-tripped 'efrit-todo-mode-line)
+                    'mouse-face 'mode-line-highlight
+                    'local-map efrit-todo--mode-line-map
+                    'help-echo (lambda (&rest _) (efrit-todo--mode-line-help session)))))))
+
+(defun efrit-todo--mode-line-help (session)
+  "Return the help-echo of the indicator: the whole list of SESSION."
+  (condition-case nil
+      (let ((glyphs (efrit-todo--glyph-table)))
+        (concat
+         (format "%s: %s\n" session (efrit-todo--progress (efrit-todo-counts session)))
+         (mapconcat (lambda (item)
+                      (format "%s %s %s"
+                              (alist-get (plist-get item :status) glyphs "?")
+                              (plist-get item :id)
+                              (efrit-todo--one-line (plist-get item :content))))
+                    (efrit-todo-list session) "\n")
+         "\nmouse-1: show *efrit-todos*"))
+    (error "Efrit-todo")))
+
+(defun efrit-todo--mode-line ()
+  "Return the cached indicator, computing it when it is out of date.
+Runs inside redisplay, so it never signals."
+  ;; Recomputing now and then also catches what changed without running
+  ;; `efrit-todo-change-functions', such as a breaker tripping.
+  (when (or efrit-todo--mode-line-dirty
+            (> (- (float-time) efrit-todo--mode-line-time) 2))
+    (setq efrit-todo--mode-line-dirty nil)
+    (setq efrit-todo--mode-line-time (float-time))
+    (setq efrit-todo--mode-line-cache
+          (condition-case err
+              (let ((text (efrit-todo-mode-line-text)))
+                (and text (list " " text " ")))
+            (error (message "Efrit-todo: mode line: %s" (error-message-string err))
+                   nil))))
+  efrit-todo--mode-line-cache)
+
+(defun efrit-todo--has-list-p (session)
+  "Return non-nil when SESSION has at least one item."
+  (> (plist-get (efrit-todo-counts session) :total) 0))
+
+(defun efrit-todo--mode-line-follow (session)
+  "Make the indicator follow SESSION, which changed."
+  (cond ((efrit-todo--has-list-p session)
+         (setq efrit-todo--mode-line-session session))
+        ((or (null efrit-todo--mode-line-session)
+             (equal session efrit-todo--mode-line-session))
+         (setq efrit-todo--mode-line-session
+               (seq-find #'efrit-todo--has-list-p (reverse (efrit-todo-sessions))))))
+  (setq efrit-todo--mode-line-dirty t)
+  (force-mode-line-update t))
+
+;;;###autoload
+(define-minor-mode efrit-todo-mode-line-mode
+  "Show todo progress and the running item in the mode line.
+The indicator follows the session that changed last; it shows
+nothing when that session has no list, turns to the face
+`efrit-todo-mode-line-tripped' when its breaker trips, lists the
+whole list in its help-echo and opens *efrit-todos* on a click."
+  :global t
+  :group 'efrit-todo-ui
+  (setq global-mode-string (delq 'efrit-todo-mode-line-format
+                                 (if (listp global-mode-string)
+                                     global-mode-string
+                                   (list global-mode-string))))
+  (when efrit-todo-mode-line-mode
+    (unless global-mode-string (setq global-mode-string '("")))
+    (setq global-mode-string (append global-mode-string '(efrit-todo-mode-line-format)))
+    (setq efrit-todo--mode-line-session
+          (seq-find #'efrit-todo--has-list-p (reverse (efrit-todo-sessions)))))
+  (setq efrit-todo--mode-line-dirty t)
+  (force-mode-line-update t))
+
+;;;; Following the changes
+
+(defun efrit-todo--on-change (session)
+  "Update the buffer and indicator for SESSION, which just changed."
+  (when efrit-todo-mode-line-mode
+    (efrit-todo--mode-line-follow session))
+  (let ((buffer (get-buffer efrit-todo-buffer-name)))
+    (when (and buffer (with-current-buffer buffer (derived-mode-p 'efrit-todo-list-mode)))
+      (with-current-buffer buffer
+        (efrit-todo--session-changed session))))
+  (efrit-todo--maybe-auto-show session))
+
+(add-hook 'efrit-todo-change-functions #'efrit-todo--on-change)
+
+(defun efrit-todo-ui-unload-function ()
+  "Remove the hook and the indicator when this file is unloaded."
+  (remove-hook 'efrit-todo-change-functions #'efrit-todo--on-change)
+  (efrit-todo-mode-line-mode -1)
+  (efrit-todo--stop-timer)
+  nil)
+
+(provide 'efrit-todo-ui)
+
+;; Local Variables:
+;; package-lint-main-file: "efrit-todo.el"
+;; End:
+
+;;; efrit-todo-ui.el ends here

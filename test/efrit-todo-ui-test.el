@@ -1,0 +1,634 @@
+;;; efrit-todo-ui-test.el --- ERT tests of the *efrit-todos* buffer and mode line -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; These tests drive lisp/efrit-todo-ui.el in batch Emacs against the real
+;; module: what the buffer shows after writes, when it redraws and what it
+;; leaves alone, where point stays, what every key does to the module's
+;; state, auto-show, and the mode-line indicator.
+;;
+;; Batch Emacs has one frame with one window, so "visible" is real here:
+;; the buffer is shown in that window or not.  `format-mode-line' returns
+;; "" in batch, so the mode-line tests read the indicator's string; the
+;; terminal test (test/efrit-todo-tmux-test.sh) checks the drawn mode line.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'json)
+(require 'seq)
+(require 'subr-x)
+(require 'efrit-todo)
+(require 'efrit-todo-ui)
+
+;;;; Helpers
+
+(defun efrit-todo-ui-test--write (session &rest items)
+  "Write ITEMS to SESSION: each is (CONTENT STATUS [ACTIVE-FORM [ID]])."
+  (efrit-todo-write
+   (json-encode
+    `((todos . ,(vconcat
+                 (mapcar (pcase-lambda (`(,content ,status ,active ,id))
+                           `((content . ,content) (status . ,status)
+                             ,@(and active `((activeForm . ,active)))
+                             ,@(and id `((id . ,id)))))
+                         items)))))
+   session))
+
+(defmacro efrit-todo-ui-test-with-buffer (session-var &rest body)
+  "Run BODY with SESSION-VAR bound to a fresh session name.
+The todo buffer starts afresh, auto-show and the mode-line mode are
+off, and everything is put back afterwards."
+  (declare (indent 1) (debug (symbolp body)))
+  `(let ((,session-var (format "ui-test-%s" (cl-gensym)))
+         (efrit-todo-auto-show nil)
+         (efrit-todo-refresh-interval nil)
+         (efrit-todo-use-unicode t))
+     (when (get-buffer efrit-todo-buffer-name)
+       (kill-buffer efrit-todo-buffer-name))
+     (unwind-protect
+         (progn ,@body)
+       (efrit-todo-mode-line-mode -1)
+       (when (get-buffer efrit-todo-buffer-name)
+         (kill-buffer efrit-todo-buffer-name))
+       (when (get-buffer "*Help*")
+         (kill-buffer "*Help*"))
+       (let ((ignore-window-parameters t))
+         (delete-other-windows)))))
+
+(defun efrit-todo-ui-test--section (session)
+  "Return the text of SESSION's section in *efrit-todos*, or nil."
+  (with-current-buffer efrit-todo-buffer-name
+    (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+      (and bounds (buffer-substring-no-properties (car bounds) (cdr bounds))))))
+
+(defun efrit-todo-ui-test--goto-item (session id)
+  "Move point in *efrit-todos* to the line of item ID of SESSION."
+  (with-current-buffer efrit-todo-buffer-name
+    (goto-char (point-min))
+    (while (not (and (equal (get-text-property (point) 'efrit-todo-session) session)
+                     (equal (get-text-property (point) 'efrit-todo-item) id)
+                     (eq (get-text-property (point) 'efrit-todo-line) 'item)))
+      (when (eobp)
+        (error "Item %s of %s is not in the buffer" id session))
+      (forward-line 1))))
+
+(defun efrit-todo-ui-test--item (session id)
+  "Return the plist of item ID in SESSION, or nil."
+  (seq-find (lambda (item) (equal (plist-get item :id) id)) (efrit-todo-list session)))
+
+(defun efrit-todo-ui-test--ids (session)
+  "Return the ids of SESSION in list order."
+  (mapcar (lambda (item) (plist-get item :id)) (efrit-todo-list session)))
+
+(defun efrit-todo-ui-test--sample (session)
+  "Write the sample list to SESSION: t1 done, t2 running, t3 and t4 pending."
+  (efrit-todo-ui-test--write
+   session
+   '("Find every call of parse-config" "completed")
+   '("Rename parse-config in config.el" "in_progress" "Renaming parse-config")
+   '("Update the callers" "pending")
+   '("Run the test suite" "pending")))
+
+(defun efrit-todo-ui-test--press (keys &optional answer)
+  "Press KEYS, a `kbd' string, in *efrit-todos* shown in the selected window.
+With ANSWER, then replace what the minibuffer offers with ANSWER and
+press RET."
+  (select-window (get-buffer-window efrit-todo-buffer-name))
+  (set-buffer efrit-todo-buffer-name)
+  (execute-kbd-macro (if answer
+                         (vconcat (kbd keys) (kbd "C-e C-SPC C-a C-w") answer (kbd "RET"))
+                       (kbd keys))))
+
+;;;; What the buffer shows
+
+(ert-deftest efrit-todo-ui-test-shows-items ()
+  "Each item shows glyph, id and content; the running item its activeForm."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-user-set-status "t4" 'cancelled session)
+    (efrit-todo-show)
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p (concat "^▾ " (regexp-quote session) "  1/4 done, 1 running  breaker ok") text))
+      (should (string-match-p "^  ✓ t1  Find every call of parse-config  took [0-9]+s$" text))
+      (should (string-match-p "^  ◐ t2  Renaming parse-config  running [0-9]+s$" text))
+      (should-not (string-match-p "Rename parse-config in config.el" text))
+      (should (string-match-p "^  ○ t3  Update the callers$" text))
+      (should (string-match-p "^  ✗ t4  Run the test suite$" text)))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (derived-mode-p 'special-mode))
+      (should buffer-read-only)
+      (efrit-todo-choose-session session)
+      (should (string-prefix-p (concat session ": 1/4 done · breaker ok")
+                               (efrit-todo--header-line))))))
+
+(ert-deftest efrit-todo-ui-test-newest-session-first ()
+  "Sessions are drawn newest first."
+  (efrit-todo-ui-test-with-buffer older
+    (let ((newer (concat older "-newer")))
+      (efrit-todo-ui-test--write older '("Old work" "pending"))
+      (efrit-todo-ui-test--write newer '("New work" "pending"))
+      (efrit-todo-show)
+      (with-current-buffer efrit-todo-buffer-name
+        (should (< (car (efrit-todo--section-bounds (efrit-todo--key newer)))
+                   (car (efrit-todo--section-bounds (efrit-todo--key older)))))))))
+
+(ert-deftest efrit-todo-ui-test-ascii-fallback ()
+  "ASCII glyphs when asked, or when the display cannot show the Unicode ones."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (let ((efrit-todo-use-unicode nil))
+      (efrit-todo-show)
+      (should (string-match-p "^  \\[x\\] t1 " (efrit-todo-ui-test--section session)))
+      (should (string-match-p "^  \\[>\\] t2 " (efrit-todo-ui-test--section session))))
+    (let ((efrit-todo-use-unicode 'auto))
+      (cl-letf (((symbol-function 'char-displayable-p) (lambda (char) (< char 128))))
+        (efrit-todo-refresh)
+        (should (string-match-p "^  \\[ \\] t3 " (efrit-todo-ui-test--section session))))
+      (cl-letf (((symbol-function 'char-displayable-p) (lambda (_char) t)))
+        (efrit-todo-refresh)
+        (should (string-match-p "^  ○ t3 " (efrit-todo-ui-test--section session)))))))
+
+(ert-deftest efrit-todo-ui-test-model-text-on-one-line ()
+  "Newlines in the model's text do not break the buffer's lines."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write session '("First line\nsecond line" "pending"))
+    (efrit-todo-show)
+    (should (string-match-p "^  ○ t1  First line second line$"
+                            (efrit-todo-ui-test--section session)))))
+
+(ert-deftest efrit-todo-ui-test-zero-items ()
+  "A session with no items draws a heading and a note, without errors."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write session)
+    (efrit-todo-show)
+    (should (equal (efrit-todo-ui-test--section session)
+                   (concat "▾ " session "  0/0 done  breaker ok, 0 calls\n  no items\n\n")))
+    (efrit-todo-mode-line-mode 1)
+    (should-not (efrit-todo-mode-line-text session))
+    (efrit-todo-ui-test--press "d")
+    (should (null (efrit-todo-list session)))))
+
+(ert-deftest efrit-todo-ui-test-500-items ()
+  "500 items draw, redraw, navigate and show in the mode line without errors."
+  (efrit-todo-ui-test-with-buffer session
+    (apply #'efrit-todo-ui-test--write session
+           (mapcar (lambda (i) (list (format "Step %d" i) (if (= i 0) "in_progress" "pending")))
+                   (number-sequence 0 499)))
+    (efrit-todo-show)
+    (with-current-buffer efrit-todo-buffer-name
+      (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session)))
+            (count 0))
+        (save-excursion
+          (goto-char (car bounds))
+          (while (< (point) (cdr bounds))
+            (when (eq (get-text-property (point) 'efrit-todo-line) 'item)
+              (setq count (1+ count)))
+            (forward-line 1)))
+        (should (= count 500))))
+    (efrit-todo-ui-test--goto-item session "t500")
+    (efrit-todo-ui-test--press "c")
+    (should (eq (plist-get (efrit-todo-ui-test--item session "t500") :status) 'completed))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t500")))
+    (efrit-todo-mode-line-mode 1)
+    (should (string-prefix-p "Todo 1/500 Step 0" (efrit-todo-mode-line-text session)))
+    (should (string-match-p "t500 Step 499" (efrit-todo--mode-line-help session)))))
+
+;;;; When and what it redraws
+
+(ert-deftest efrit-todo-ui-test-redraws-only-while-visible ()
+  "A hidden buffer is left alone and catches up when shown again."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (let ((ignore-window-parameters t))
+      (delete-other-windows (get-buffer-window "*scratch*" t)))
+    (switch-to-buffer "*scratch*")
+    (should-not (get-buffer-window efrit-todo-buffer-name 'visible))
+    (efrit-todo-user-set-status "t2" 'completed session)
+    (should (string-match-p "◐ t2" (efrit-todo-ui-test--section session)))
+    (efrit-todo-show)
+    (should (string-match-p "✓ t2" (efrit-todo-ui-test--section session)))))
+
+(ert-deftest efrit-todo-ui-test-redraws-only-changed-session ()
+  "A change redraws its own session's section and leaves the others."
+  (efrit-todo-ui-test-with-buffer session
+    (let ((other (concat session "-other")))
+      (efrit-todo-ui-test--sample session)
+      (efrit-todo-ui-test--write other '("Other work" "pending"))
+      (efrit-todo-show)
+      (with-current-buffer efrit-todo-buffer-name
+        (let ((inhibit-read-only t))
+          (dolist (name (list session other))
+            (goto-char (car (efrit-todo--section-bounds (efrit-todo--key name))))
+            (end-of-line)
+            (insert-and-inherit " MARK"))))
+      (efrit-todo-user-set-status "t3" 'cancelled session)
+      (should (string-match-p "✗ t3" (efrit-todo-ui-test--section session)))
+      (should-not (string-match-p "MARK" (efrit-todo-ui-test--section session)))
+      (should (string-match-p "MARK" (efrit-todo-ui-test--section other))))))
+
+(ert-deftest efrit-todo-ui-test-point-stays-on-item ()
+  "Point stays on the same item, at the same column, across redraws."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (with-current-buffer efrit-todo-buffer-name
+      (forward-char 5))
+    (efrit-todo-ui-test--write session
+                               '("A new first step" "pending")
+                               '("Find every call of parse-config" "completed" nil "t1")
+                               '("Rename parse-config in config.el" "completed" nil "t2")
+                               '("Update the callers" "in_progress" "Updating the callers" "t3"))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (line-beginning-position) 'efrit-todo-item) "t3"))
+      (should (= (current-column) 5))
+      (should (string-match-p "Updating the callers" (thing-at-point 'line))))))
+
+(ert-deftest efrit-todo-ui-test-window-point-stays-on-item ()
+  "The point of a window that is not selected stays on its item too."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (let ((other (get-buffer-window efrit-todo-buffer-name)))
+      (efrit-todo-ui-test--goto-item session "t2")
+      (set-window-point other (with-current-buffer efrit-todo-buffer-name (point)))
+      (select-window (window-main-window))
+      (switch-to-buffer "*scratch*")
+      (should-not (eq (selected-window) other))
+      ;; Move the buffer's own point away: only the window's must follow t2,
+      ;; whose line is rewritten.
+      (with-current-buffer efrit-todo-buffer-name
+        (goto-char (point-min)))
+      (efrit-todo-ui-test--write session
+                                 '("A new first step" "pending")
+                                 '("Find every call of parse-config" "completed" nil "t1")
+                                 '("Rename parse-config in config.el" "completed" nil "t2")
+                                 '("Update the callers" "in_progress" nil "t3")
+                                 '("Run the test suite" "pending" nil "t4"))
+      (with-current-buffer efrit-todo-buffer-name
+        (should (string-match-p "A new first step" (efrit-todo-ui-test--section session)))
+        (should (equal (get-text-property (window-point other) 'efrit-todo-item) "t2"))))))
+
+(ert-deftest efrit-todo-ui-test-running-time-ticks ()
+  "The timer rewrites the running time in place, leaving point alone."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t2")
+    (with-current-buffer efrit-todo-buffer-name
+      (end-of-line)
+      (let ((started (plist-get (efrit-todo-current session) :started))
+            (real-float-time (symbol-function 'float-time)))
+        (cl-letf (((symbol-function 'float-time)
+                   (lambda (&optional time) (if time (funcall real-float-time time) (+ started 125.2)))))
+          (efrit-todo--tick)))
+      (should (string-match-p "running 2m05s$" (thing-at-point 'line)))
+      (should (eolp)))))
+
+;; A redraw rewrites only the items that changed; what it leaves must be
+;; exactly what drawing everything afresh gives.
+(defun efrit-todo-ui-test--rendering (session)
+  "Return SESSION's section as its text and, per character, its properties."
+  (with-current-buffer efrit-todo-buffer-name
+    (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+      (cons (buffer-substring-no-properties (car bounds) (cdr bounds))
+            (cl-loop for pos from (car bounds) below (cdr bounds)
+                     collect (list (get-text-property pos 'face)
+                                   (get-text-property pos 'efrit-todo-line)
+                                   (get-text-property pos 'efrit-todo-item)
+                                   (get-text-property pos 'efrit-todo-call)
+                                   (get-text-property pos 'efrit-todo-elapsed)))))))
+
+(ert-deftest efrit-todo-ui-test-partial-redraw-matches-full ()
+  "After each kind of change, the partial redraw equals a full one."
+  (efrit-todo-ui-test-with-buffer session
+    (let* ((real-float-time (symbol-function 'float-time))
+           (now (+ (funcall real-float-time) 5)))
+      (cl-letf (((symbol-function 'float-time)
+                 (lambda (&optional time) (if time (funcall real-float-time time) now))))
+        (efrit-todo-ui-test--sample session)
+        (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
+        (efrit-todo-show)
+        (dolist (change
+                 (list
+                  (lambda () (efrit-todo-user-set-status "t2" 'completed session))
+                  (lambda () (efrit-todo-user-set-status "t3" 'in-progress session))
+                  (lambda () (efrit-todo-user-add "Appended at the end" session))
+                  (lambda () (efrit-todo-ui-test--write
+                              session
+                              '("Find every call of parse-config" "completed" nil "t1")
+                              '("Inserted in the middle" "pending")
+                              '("Rename parse-config in config.el" "completed" nil "t2")
+                              '("Update the callers" "in_progress" "Updating" "t3")
+                              '("Run the test suite" "pending" nil "t4")
+                              '("Appended at the end" "pending" nil "t5")))
+                  (lambda () (efrit-todo-user-move "t5" -3 session))
+                  (lambda () (efrit-todo-ui-test--goto-item session "t2")
+                    (efrit-todo-ui-test--press "TAB"))
+                  (lambda () (efrit-todo-user-edit-content "t4" "Run every test" session))
+                  (lambda () (efrit-todo-user-clear-finished session))
+                  (lambda () (efrit-todo-ui-test--write session '("Only one left" "pending")))))
+          (funcall change)
+          (let ((partial (efrit-todo-ui-test--rendering session)))
+            (with-current-buffer efrit-todo-buffer-name
+              (efrit-todo-refresh))
+            (should (equal partial (efrit-todo-ui-test--rendering session)))))
+        (should (string-match-p "Only one left" (efrit-todo-ui-test--section session)))))))
+
+(ert-deftest efrit-todo-ui-test-tick-notices-tool-calls ()
+  "Tool calls run no change hook; the timer redraws the session that made them."
+  (efrit-todo-ui-test-with-buffer session
+    (let ((other (concat session "-other")))
+      (efrit-todo-ui-test--sample session)
+      (efrit-todo-ui-test--write other '("Other work" "pending"))
+      (efrit-todo-show)
+      (with-current-buffer efrit-todo-buffer-name
+        (let ((inhibit-read-only t))
+          (goto-char (car (efrit-todo--section-bounds (efrit-todo--key other))))
+          (end-of-line)
+          (insert-and-inherit " MARK")))
+      (efrit-todo-after-tool "read_file" "config.el" "(setq x 1)" nil session 0.1)
+      (should-not (string-match-p "1 call" (efrit-todo-ui-test--section session)))
+      (with-current-buffer efrit-todo-buffer-name
+        (efrit-todo--tick))
+      (should (string-match-p "◐ t2  Renaming parse-config  running [0-9]+s  ▸ 1 call$"
+                              (efrit-todo-ui-test--section session)))
+      (should (string-match-p "breaker ok, 1 call$" (efrit-todo-ui-test--section session)))
+      (should (string-match-p "MARK" (efrit-todo-ui-test--section other))))))
+
+;;;; Keys
+
+(ert-deftest efrit-todo-ui-test-key-complete-and-cancel ()
+  "c completes and k cancels the item at point, in the module."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--press "c")
+    (should (eq (plist-get (efrit-todo-ui-test--item session "t2") :status) 'completed))
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "k")
+    (should (eq (plist-get (efrit-todo-ui-test--item session "t3") :status) 'cancelled))
+    (should (string-match-p "✗ t3" (efrit-todo-ui-test--section session)))
+    (let ((guidance (efrit-todo-prompt-guidance session)))
+      (should (string-match-p "the user marked t2 completed" guidance))
+      (should (string-match-p "the user marked t3 cancelled" guidance)))))
+
+(ert-deftest efrit-todo-ui-test-key-edit ()
+  "e rewords the item at point; empty content is refused, nothing changes."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "e" "Update the callers in main.el")
+    (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :content)
+                   "Update the callers in main.el"))
+    (should (string-match-p "○ t3  Update the callers in main.el$" (efrit-todo-ui-test--section session)))
+    (should (string-match-p "the user reworded t3" (efrit-todo-prompt-guidance session)))
+    (with-current-buffer efrit-todo-buffer-name
+      (should-error (efrit-todo-edit-item "") :type 'user-error))
+    (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :content)
+                   "Update the callers in main.el"))))
+
+(ert-deftest efrit-todo-ui-test-key-add ()
+  "a appends a pending item to the session at point."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t1")
+    (efrit-todo-ui-test--press "a" "Update the docs")
+    (let ((last (car (last (efrit-todo-list session)))))
+      (should (equal (plist-get last :content) "Update the docs"))
+      (should (eq (plist-get last :status) 'pending)))
+    (should (string-match-p "○ t5  Update the docs" (efrit-todo-ui-test--section session)))
+    (should (string-match-p "the user added t5" (efrit-todo-prompt-guidance session)))))
+
+(ert-deftest efrit-todo-ui-test-key-reorder ()
+  "M-up and M-down move the item at point; point follows it."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "M-<up>")
+    (should (equal (efrit-todo-ui-test--ids session) '("t1" "t3" "t2" "t4")))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))
+    (efrit-todo-ui-test--press "M-<down> M-<down>")
+    (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t4" "t3")))
+    (with-current-buffer efrit-todo-buffer-name
+      (should-error (efrit-todo-move-item-down) :type 'user-error))
+    (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t4" "t3")))
+    (should (string-match-p "the user moved t3" (efrit-todo-prompt-guidance session)))))
+
+(ert-deftest efrit-todo-ui-test-key-clear-finished ()
+  "d removes the completed and cancelled items of the session at point."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-user-set-status "t4" 'cancelled session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "d")
+    (should (equal (efrit-todo-ui-test--ids session) '("t2" "t3")))
+    (should-not (string-match-p "t1\\|t4" (efrit-todo-ui-test--section session)))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))))
+
+(ert-deftest efrit-todo-ui-test-key-next-previous ()
+  "n and p move between item lines."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t1")
+    (efrit-todo-ui-test--press "n n")
+    (should (equal (get-text-property (point) 'efrit-todo-item) "t3"))
+    (efrit-todo-ui-test--press "p")
+    (should (equal (get-text-property (point) 'efrit-todo-item) "t2"))))
+
+(ert-deftest efrit-todo-ui-test-key-fold ()
+  "TAB shows and hides the tool calls under an item, and a session's items."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-after-tool "search_files" "parse-config" "config.el:12\nmain.el:3" nil session 0.25)
+    (efrit-todo-after-tool "eval_sexp" "(oops)" "void-function oops" t session 0.1)
+    (efrit-todo-show)
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p "◐ t2  Renaming parse-config  running [0-9]+s  ▸ 2 calls$" text))
+      (should-not (string-match-p "search_files" text)))
+    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--press "TAB")
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p "▾ 2 calls\n      search_files 0.2s  config.el:12 main.el:3\n      eval_sexp 0.1s  error: void-function oops\n" text)))
+    (efrit-todo-ui-test--press "TAB")
+    (should-not (string-match-p "search_files" (efrit-todo-ui-test--section session)))
+    (with-current-buffer efrit-todo-buffer-name
+      (goto-char (car (efrit-todo--section-bounds (efrit-todo--key session)))))
+    (efrit-todo-ui-test--press "TAB")
+    (should (equal (efrit-todo-ui-test--section session)
+                   (concat "▸ " session "  1/4 done, 1 running  breaker ok, 2 calls\n\n")))))
+
+(ert-deftest efrit-todo-ui-test-key-refresh-and-session ()
+  "g redraws from the module; s selects a session and moves to it."
+  (efrit-todo-ui-test-with-buffer session
+    (let ((other (concat session "-other")))
+      (efrit-todo-ui-test--sample session)
+      (efrit-todo-ui-test--write other '("Other work" "pending"))
+      (efrit-todo-show)
+      (with-current-buffer efrit-todo-buffer-name
+        (let ((inhibit-read-only t))
+          (erase-buffer)))
+      (efrit-todo-ui-test--press "g")
+      (should (string-match-p "○ t3  Update the callers" (efrit-todo-ui-test--section session)))
+      (efrit-todo-ui-test--press "s" session)
+      (with-current-buffer efrit-todo-buffer-name
+        (should (equal (get-text-property (point) 'efrit-todo-session) session))
+        (should (eq (get-text-property (point) 'efrit-todo-line) 'heading))
+        (should (string-prefix-p (concat session ": 1/4 done") (efrit-todo--header-line))))
+      (efrit-todo-ui-test--press "a" "Added from the heading")
+      (should (equal (plist-get (car (last (efrit-todo-list session))) :content)
+                     "Added from the heading")))))
+
+(ert-deftest efrit-todo-ui-test-key-help ()
+  "? lists every key with what its command does."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--press "?")
+    (with-current-buffer "*Help*"
+      (pcase-dolist (`(,key ,command ,description) efrit-todo--key-table)
+        (should (string-match-p (concat "^" (regexp-quote (format "%-9s %s" key description)) "$")
+                                (buffer-string)))
+        ;; The help names the key that really runs the command.
+        (should (eq (lookup-key efrit-todo-list-mode-map (kbd key)) command)))
+      (should (string-match-p "^c         mark the item completed$" (buffer-string))))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (string-match-p "efrit-todo-mark-completed"
+                              (substitute-command-keys (documentation 'efrit-todo-list-mode)))))))
+
+(ert-deftest efrit-todo-ui-test-key-on-non-item ()
+  "Item keys on a heading say so and change nothing."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (with-current-buffer efrit-todo-buffer-name
+      (goto-char (car (efrit-todo--section-bounds (efrit-todo--key session))))
+      (should-error (efrit-todo-mark-completed) :type 'user-error))
+    (should (eq (plist-get (efrit-todo-ui-test--item session "t2") :status) 'in-progress))))
+
+;;;; Auto-show
+
+(ert-deftest efrit-todo-ui-test-auto-show ()
+  "A first list shows the buffer without selecting it, once per session."
+  (efrit-todo-ui-test-with-buffer session
+    (switch-to-buffer "*scratch*")
+    (let ((noninteractive nil)
+          (efrit-todo-auto-show t)
+          (selected (selected-window)))
+      (efrit-todo-ui-test--write session)
+      (should-not (get-buffer efrit-todo-buffer-name))
+      (efrit-todo-ui-test--sample session)
+      (should (get-buffer-window efrit-todo-buffer-name))
+      (should (eq (selected-window) selected))
+      (should (eq (window-buffer selected) (get-buffer "*scratch*")))
+      (should (string-match-p "◐ t2" (efrit-todo-ui-test--section session)))
+      (delete-window (get-buffer-window efrit-todo-buffer-name))
+      (efrit-todo-user-set-status "t2" 'completed session)
+      (should-not (get-buffer-window efrit-todo-buffer-name)))
+    (let ((noninteractive nil)
+          (efrit-todo-auto-show nil))
+      (kill-buffer efrit-todo-buffer-name)
+      (efrit-todo-ui-test--write (concat session "-quiet") '("Quiet" "pending"))
+      (should-not (get-buffer efrit-todo-buffer-name)))))
+
+;;;; Mode line
+
+(ert-deftest efrit-todo-ui-test-mode-line-text ()
+  "The indicator shows progress and the running item, escaping `%'."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-mode-line-mode 1)
+    (should (memq 'efrit-todo-mode-line-format global-mode-string))
+    (efrit-todo-ui-test--write session
+                               '("Reach full coverage" "in_progress" "Raising 100%d %s coverage")
+                               '("Ship" "pending"))
+    (let ((text (car (cdr (efrit-todo--mode-line)))))
+      (should (equal (substring-no-properties text) "Todo 0/2 Raising 100%%d %%s coverage"))
+      (should (eq (get-text-property 0 'face text) 'efrit-todo-mode-line))
+      (should (eq (lookup-key (get-text-property 0 'local-map text) [mode-line mouse-1])
+                  'efrit-todo-show))
+      (let ((help (funcall (get-text-property 0 'help-echo text) nil nil 0)))
+        (should (string-match-p "◐ t1 Reach full coverage\n○ t2 Ship" help))))
+    (efrit-todo-ui-test--write session
+                               '("Reach full coverage" "completed" nil "t1")
+                               '("Ship" "in_progress" "Shipping the release to every mirror in the world" "t2"))
+    (let ((efrit-todo-mode-line-max-length 12))
+      (setq efrit-todo--mode-line-dirty t)
+      (should (member (substring-no-properties (car (cdr (efrit-todo--mode-line))))
+                      '("Todo 1/2 Shipping th…" "Todo 1/2 Shipping t..."))))
+    (efrit-todo-ui-test--write session
+                               '("Reach full coverage" "completed" nil "t1")
+                               '("Ship" "completed" nil "t2"))
+    (should (equal (substring-no-properties (cadr (efrit-todo--mode-line))) "Todo 2/2 done"))
+    (efrit-todo-mode-line-mode -1)
+    (should-not (memq 'efrit-todo-mode-line-format global-mode-string))))
+
+(ert-deftest efrit-todo-ui-test-mode-line-follows-sessions ()
+  "The indicator follows the session that changed last and hides with no list."
+  (efrit-todo-ui-test-with-buffer session
+    (let ((other (concat session "-other")))
+      (efrit-todo-mode-line-mode 1)
+      (efrit-todo-ui-test--write session '("First" "in_progress" "Doing the first"))
+      (should (string-match-p "Doing the first" (cadr (efrit-todo--mode-line))))
+      (efrit-todo-ui-test--write other '("Second" "in_progress" "Doing the second"))
+      (should (string-match-p "Doing the second" (cadr (efrit-todo--mode-line))))
+      (efrit-todo-reset other)
+      (should (string-match-p "Doing the first" (cadr (efrit-todo--mode-line))))
+      (should-not (efrit-todo-mode-line-text other)))))
+
+(ert-deftest efrit-todo-ui-test-mode-line-tripped ()
+  "A tripped breaker turns the indicator to its own face and says so."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-mode-line-mode 1)
+    (efrit-todo-ui-test--sample session)
+    (should (equal (substring-no-properties (cadr (efrit-todo--mode-line)))
+                   "Todo 1/4 Renaming parse-config"))
+    (dotimes (_ 3)
+      (efrit-todo-after-tool "search_files" "same" "same" nil session))
+    (should (plist-get (efrit-todo-breaker session) :tripped))
+    ;; The trip ran no change hook; the cached indicator catches up once old.
+    (setq efrit-todo--mode-line-time 0)
+    (should (equal (substring-no-properties (cadr (efrit-todo--mode-line)))
+                   "Todo 1/4 breaker tripped"))
+    (let ((text (efrit-todo-mode-line-text session)))
+      (should (equal (substring-no-properties text) "Todo 1/4 breaker tripped"))
+      (should (eq (get-text-property 0 'face text) 'efrit-todo-mode-line-tripped)))
+    (efrit-todo-show)
+    (should (string-match-p "breaker tripped: 3 identical calls" (efrit-todo-ui-test--section session)))))
+
+;;;; Faces and options
+
+(ert-deftest efrit-todo-ui-test-faces-inherit-standard-faces ()
+  "Every face of the UI inherits from faces that Emacs itself defines."
+  (let ((faces (mapcar #'car (seq-filter (lambda (member) (eq (cadr member) 'custom-face))
+                                         (get 'efrit-todo-ui 'custom-group)))))
+    (should (>= (length faces) 12))
+    (dolist (face faces)
+      (let ((parents (ensure-list (face-attribute face :inherit nil nil))))
+        (should parents)
+        (dolist (parent parents)
+          (should (facep parent))
+          (should-not (string-prefix-p "efrit-todo" (symbol-name parent))))))))
+
+(ert-deftest efrit-todo-ui-test-customization-group ()
+  "The options and faces belong to the efrit-todo-ui group."
+  (let ((members (mapcar #'car (get 'efrit-todo-ui 'custom-group))))
+    (dolist (symbol '(efrit-todo-auto-show efrit-todo-mode-line-max-length
+                      efrit-todo-use-unicode efrit-todo-glyphs
+                      efrit-todo-pending efrit-todo-mode-line-tripped))
+      (should (memq symbol members)))
+    (should (memq 'efrit-todo-ui (mapcar #'car (get 'efrit-todo 'custom-group))))))
+
+(provide 'efrit-todo-ui-test)
+;;; efrit-todo-ui-test.el ends here

@@ -102,10 +102,9 @@ KEY is a status symbol, `folded' or `unfolded'."
   :group 'efrit-todo-ui)
 
 (defcustom efrit-todo-refresh-interval 1
-  "Seconds between updates of the buffer while it is visible, or nil.
-Each update rewrites the running items' times in place and redraws
-the sessions that made tool calls since they were drawn (tool calls
-run no `efrit-todo-change-functions')."
+  "Seconds between updates of the running items' times, or nil.
+The times are rewritten in place while the buffer is visible; every
+other change redraws through `efrit-todo-change-functions'."
   :type '(choice (number :tag "Seconds") (const :tag "Never" nil))
   :group 'efrit-todo-ui)
 
@@ -276,15 +275,6 @@ is marked by one string object.")
 The value is a list of (SIGNATURE . LINES) per item in order, nil when
 the section shows no items.")
 
-(defvar-local efrit-todo--drawn-breakers nil
-  "Hash table from session marker strings to their breakers as drawn.
-Tool calls run no change hook, so the timer compares these with the
-module to notice new calls and a tripped breaker.")
-
-(defun efrit-todo--breaker-key (breaker)
-  "Return the part of BREAKER drawn in the buffer: (COUNT . TRIPPED)."
-  (cons (plist-get breaker :calls) (plist-get breaker :tripped)))
-
 (defun efrit-todo--calls-by-item (session)
   "Return a hash table from item ids of SESSION to their ledger entries."
   (let ((table (make-hash-table :test 'equal)))
@@ -407,7 +397,6 @@ Return the number of lines inserted."
                          (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
                          "  "))
          (breaker-start (+ (length name) (length middle))))
-    (puthash key (efrit-todo--breaker-key breaker) efrit-todo--drawn-breakers)
     (puthash key (format "%s: %s · %s" key (efrit-todo--progress counts) breaker-text)
              efrit-todo--summaries)
     (efrit-todo--insert-line
@@ -552,7 +541,6 @@ nil stands for the buffer's own point."
          (glyphs (efrit-todo--glyph-table))
          (sessions (reverse (efrit-todo-sessions))))
     (setq efrit-todo--stale nil)
-    (clrhash efrit-todo--drawn-breakers)
     (erase-buffer)
     (if sessions
         (dolist (session sessions)
@@ -600,8 +588,7 @@ nil stands for the buffer's own point."
     (efrit-todo--catch-up)))
 
 (defun efrit-todo--tick ()
-  "Update the running times shown in a visible *efrit-todos*.
-Also redraw the sessions that made tool calls since they were drawn."
+  "Update the running times shown in a visible *efrit-todos*."
   (let ((buffer (get-buffer efrit-todo-buffer-name)))
     (if (not (buffer-live-p buffer))
         (efrit-todo--stop-timer)
@@ -613,12 +600,6 @@ Also redraw the sessions that made tool calls since they were drawn."
   "Do the work of `efrit-todo--tick' in the current, visible buffer."
   (with-demoted-errors "Efrit-todo: %S"
     (efrit-todo--catch-up)
-    (let ((called nil))
-      (maphash (lambda (key drawn)
-                 (unless (equal drawn (efrit-todo--breaker-key (efrit-todo-breaker key)))
-                   (push key called)))
-               efrit-todo--drawn-breakers)
-      (mapc #'efrit-todo--redraw-session called))
     (let ((inhibit-read-only t)
           (now (float-time))
           (pos (point-min)))
@@ -698,7 +679,6 @@ next turn (\"the user marked t3 cancelled\").
   (setq-local word-wrap t)
   (setq-local wrap-prefix "      ")
   (setq-local efrit-todo--drawn (make-hash-table :test 'equal))
-  (setq-local efrit-todo--drawn-breakers (make-hash-table :test 'equal))
   (setq buffer-undo-list t)
   (add-hook 'window-buffer-change-functions #'efrit-todo--on-display nil t)
   (add-hook 'kill-buffer-hook #'efrit-todo--stop-timer nil t)
@@ -922,9 +902,6 @@ An unfolded item shows its tool calls; a folded session hides its items."
 (defvar efrit-todo--mode-line-dirty t
   "Non-nil when `efrit-todo--mode-line-cache' needs computing again.")
 
-(defvar efrit-todo--mode-line-time 0
-  "When the indicator was last computed, as a float time.")
-
 (defvar efrit-todo-mode-line-format '(:eval (efrit-todo--mode-line))
   "The mode-line construct of `efrit-todo-mode-line-mode'.")
 (put 'efrit-todo-mode-line-format 'risky-local-variable t)
@@ -981,12 +958,8 @@ changed last."
 (defun efrit-todo--mode-line ()
   "Return the cached indicator, computing it when it is out of date.
 Runs inside redisplay, so it never signals."
-  ;; Recomputing now and then also catches what changed without running
-  ;; `efrit-todo-change-functions', such as a breaker tripping.
-  (when (or efrit-todo--mode-line-dirty
-            (> (- (float-time) efrit-todo--mode-line-time) 2))
+  (when efrit-todo--mode-line-dirty
     (setq efrit-todo--mode-line-dirty nil)
-    (setq efrit-todo--mode-line-time (float-time))
     (setq efrit-todo--mode-line-cache
           (condition-case err
               (let ((text (efrit-todo-mode-line-text)))

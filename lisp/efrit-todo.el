@@ -435,8 +435,12 @@ when it is nil or empty) plus any notice.  DURATION is in seconds."
          (items-before (and efrit-todo-auto-complete (efrit-todo-counts session)))
          (text (efrit-todo--module-after-tool session name input result error-p duration
                                               (efrit-todo--loop-options))))
-    (when (and items-before (not (equal items-before (efrit-todo-counts session))))
-      (efrit-todo--changed session))
+    ;; A recorded call changes the ledger and the breaker, which the UI
+    ;; shows; Efrit's mirror of the list needs refreshing only when
+    ;; auto-completion changed the list itself.
+    (if (and items-before (not (equal items-before (efrit-todo-counts session))))
+        (efrit-todo--changed session)
+      (efrit-todo--run-change-hook session))
     text))
 
 (defun efrit-todo-turn-end (had-tool-calls &optional session)

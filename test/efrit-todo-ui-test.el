@@ -339,8 +339,8 @@ press RET."
             (should (equal partial (efrit-todo-ui-test--rendering session)))))
         (should (string-match-p "Only one left" (efrit-todo-ui-test--section session)))))))
 
-(ert-deftest efrit-todo-ui-test-tick-notices-tool-calls ()
-  "Tool calls run no change hook; the timer redraws the session that made them."
+(ert-deftest efrit-todo-ui-test-tool-calls-redraw-their-session ()
+  "A recorded tool call redraws the session that made it, and only that one."
   (efrit-todo-ui-test-with-buffer session
     (let ((other (concat session "-other")))
       (efrit-todo-ui-test--sample session)
@@ -351,10 +351,8 @@ press RET."
           (goto-char (car (efrit-todo--section-bounds (efrit-todo--key other))))
           (end-of-line)
           (insert-and-inherit " MARK")))
-      (efrit-todo-after-tool "read_file" "config.el" "(setq x 1)" nil session 0.1)
       (should-not (string-match-p "1 call" (efrit-todo-ui-test--section session)))
-      (with-current-buffer efrit-todo-buffer-name
-        (efrit-todo--tick))
+      (efrit-todo-after-tool "read_file" "config.el" "(setq x 1)" nil session 0.1)
       (should (string-match-p "◐ t2  Renaming parse-config  running [0-9]+s  ▸ 1 call$"
                               (efrit-todo-ui-test--section session)))
       (should (string-match-p "breaker ok, 1 call$" (efrit-todo-ui-test--section session)))
@@ -597,8 +595,6 @@ press RET."
     (dotimes (_ 3)
       (efrit-todo-after-tool "search_files" "same" "same" nil session))
     (should (plist-get (efrit-todo-breaker session) :tripped))
-    ;; The trip ran no change hook; the cached indicator catches up once old.
-    (setq efrit-todo--mode-line-time 0)
     (should (equal (substring-no-properties (cadr (efrit-todo--mode-line)))
                    "Todo 1/4 breaker tripped"))
     (let ((text (efrit-todo-mode-line-text session)))

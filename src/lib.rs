@@ -4,11 +4,13 @@
 
 pub mod breaker;
 pub mod guide;
+pub mod history;
 pub mod ledger;
 pub mod model;
 pub mod reconcile;
 pub mod render;
 pub mod session;
+pub mod store;
 pub mod validate;
 
 use emacs::{defun, Env, IntoLisp, Result, Value, Vector};

@@ -681,13 +681,14 @@ fn writer_loop() {
         let writing = lock(&WRITER.writing);
         let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
         let failures = write_batch(batch);
-        drop(writing);
         if !failures.is_empty() {
+            // Still under `writing`, so a flush waiting for this batch sees them.
             let mut queue = lock(&WRITER.queue);
             queue.errors.extend(failures);
             let excess = queue.errors.len().saturating_sub(MAX_ERRORS);
             queue.errors.drain(..excess);
         }
+        drop(writing);
     }
 }
 

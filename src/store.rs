@@ -498,6 +498,13 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A pause in the middle of every write, from the environment variable
+/// EFRIT_TODO_TEST_WRITE_PAUSE_MS: the crash test kills a child Emacs while
+/// a file is half written, which a real write is too quick to allow.
+static TEST_WRITE_PAUSE: Lazy<Option<Duration>> = Lazy::new(|| {
+    std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS").ok().and_then(|ms| ms.parse().ok()).map(Duration::from_millis)
+});
+
 /// Writes BYTES as DIR/FILE so that the file always holds either its old or
 /// its new content: temporary file in the same directory, fsync, rename,
 /// fsync of the directory.
@@ -507,7 +514,16 @@ pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf>
     let temp = dir.join(format!(".{file}.{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
     let written = (|| {
         let mut out = create_private(&temp)?;
-        out.write_all(bytes)?;
+        match *TEST_WRITE_PAUSE {
+            None => out.write_all(bytes)?,
+            Some(pause) => {
+                let half = bytes.len() / 2;
+                out.write_all(&bytes[..half])?;
+                out.flush()?;
+                std::thread::sleep(pause);
+                out.write_all(&bytes[half..])?;
+            }
+        }
         out.sync_all()?;
         drop(out);
         fs::rename(&temp, &target)?;

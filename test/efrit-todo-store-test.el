@@ -382,11 +382,20 @@ The directory is deleted afterwards, once pending saves are done."
 The child saves after every write and says so; whatever it was doing
 when SIGKILL arrived, the file must load through `efrit-todo-restore'
 and hold exactly the list of one write: the last one it reported saved,
-or the one after, if that write's save finished before the report."
+or the one after, if that write's save finished before the report.
+In rounds 2 and 3 the module pauses in the middle of every file it
+writes and the kill comes half a pause after a write began, so it
+lands in a half-written file: a writer that did not write a temporary
+file and rename it would leave a damaged state file there."
   (skip-unless (and (memq system-type '(gnu/linux darwin berkeley-unix)) invocation-name))
   (efrit-todo-store-test-with-dir dir
-    (pcase-dolist (`(,round ,size ,kill-after) '((1 5 10) (2 100 25) (3 40 60)))
+    (pcase-dolist (`(,round ,size ,kill-at ,pause ,delay)
+                   '((1 5 10 nil 0.002) (2 100 4 "100" 0.05) (3 40 8 "50" 0.025)))
       (let* ((session (format "crash-%d-%s" round (cl-gensym)))
+             (process-environment (if pause
+                                      (cons (concat "EFRIT_TODO_TEST_WRITE_PAUSE_MS=" pause)
+                                            process-environment)
+                                    process-environment))
              (process (efrit-todo-store-test--spawn
                        (format "efrit-todo-crash-%d" round)
                        efrit-todo-store-test--child-program
@@ -394,8 +403,10 @@ or the one after, if that write's save finished before the report."
         (unwind-protect
             (progn
               (efrit-todo-store-test--wait
-               process (lambda (out) (>= (efrit-todo-store-test--last-number "saved \\([0-9]+\\)" out) kill-after))
-               60 (format "%d saves" kill-after))
+               process (lambda (out) (>= (efrit-todo-store-test--last-number "writing \\([0-9]+\\)" out) kill-at))
+               60 (format "write %d" kill-at))
+              ;; Half the pause: the kill lands while a file is half written.
+              (sleep-for delay)
               (signal-process process 'kill)
               (efrit-todo-store-test--wait
                process (lambda (_) (not (process-live-p process))) 20 "the child to die")

@@ -944,7 +944,7 @@ fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Val
         .map(|(from, to, why)| env.list((path(from), path(to), why.as_str())))
         .collect::<Result<Vec<_>>>()?;
     let skipped = report.skipped.iter().map(|(file, why)| env.list((path(file), why.as_str()))).collect::<Result<Vec<_>>>()?;
-    env.list(&[
+    env.list([
         keyword(env, "restored")?,
         strings(env, &restored)?,
         keyword(env, "kept")?,

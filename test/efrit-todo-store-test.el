@@ -110,7 +110,7 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-an-invalid-write-leaves-the-file-alone ()
   "A write that signals leaves the bytes on disk exactly as they were."
-  (efrit-todo-store-test-with-dir _dir
+  (efrit-todo-store-test-with-dir dir
     (let ((session (efrit-todo-store-test-session)))
       (efrit-todo-store-test-write session '("Keep me" "in_progress"))
       (efrit-todo-save)
@@ -126,7 +126,7 @@ The directory is deleted afterwards, once pending saves are done."
 (ert-deftest efrit-todo-store-test-save-all-and-exit-hook ()
   "`efrit-todo-save' with ALL writes every session; exiting flushes."
   (should (memq #'efrit-todo--save-on-exit kill-emacs-hook))
-  (efrit-todo-store-test-with-dir _dir
+  (efrit-todo-store-test-with-dir dir
     (let ((session (efrit-todo-store-test-session)))
       (let ((efrit-todo-state-directory nil))
         (efrit-todo-store-test-write session '("Made while off" "pending")))
@@ -152,7 +152,7 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-restore-brings-a-list-back ()
   "A saved list comes back, with its ids, counter and history."
-  (efrit-todo-store-test-with-dir _dir
+  (efrit-todo-store-test-with-dir dir
     (let ((session (efrit-todo-store-test-session)))
       (efrit-todo-store-test-write session '("Step one" "completed") '("Step two" "in_progress"))
       (efrit-todo-save)
@@ -235,7 +235,7 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-on-load-only-open-sessions-return ()
   "Restoring at load time brings back sessions with unfinished items only."
-  (efrit-todo-store-test-with-dir _dir
+  (efrit-todo-store-test-with-dir dir
     (let ((open (efrit-todo-store-test-session))
           (done (efrit-todo-store-test-session)))
       (efrit-todo-store-test-write open '("Still to do" "pending"))
@@ -276,7 +276,7 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-undo-restores-and-is-a-change ()
   "Undo takes back the newest change, runs the hook, is saved, reuses no id."
-  (efrit-todo-store-test-with-dir _dir
+  (efrit-todo-store-test-with-dir dir
     (let ((session (efrit-todo-store-test-session))
           (calls nil))
       (efrit-todo-store-test-write session '("One" "in_progress"))

@@ -20,16 +20,25 @@
 (declare-function efrit-todo--module-store-schedule "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-restore "efrit-todo-module" (dir only-open force))
 
+(defun efrit-todo-store-bench--object (&rest keys-and-values)
+  "Return a hash table of KEYS-AND-VALUES, as Efrit's JSON parser builds."
+  (let ((table (make-hash-table :test 'equal)))
+    (while keys-and-values
+      (puthash (pop keys-and-values) (pop keys-and-values) table))
+    table))
+
 (defun efrit-todo-store-bench--input (size round)
   "Return a todo_write input of SIZE items of which ROUND are completed."
-  (list :todos
-        (vconcat (mapcar (lambda (i)
-                           (list :content (format "Step %d of the plan: edit file-%d.el" i i)
-                                 :activeForm (format "Editing file-%d.el" i)
-                                 :status (cond ((< i round) "completed")
-                                               ((= i round) "in_progress")
-                                               (t "pending"))))
-                         (number-sequence 0 (1- size))))))
+  (efrit-todo-store-bench--object
+   "todos"
+   (vconcat (mapcar (lambda (i)
+                      (efrit-todo-store-bench--object
+                       "content" (format "Step %d of the plan: edit file-%d.el" i i)
+                       "activeForm" (format "Editing file-%d.el" i)
+                       "status" (cond ((< i round) "completed")
+                                      ((= i round) "in_progress")
+                                      (t "pending"))))
+                    (number-sequence 0 (1- size))))))
 
 (defun efrit-todo-store-bench--us (repetitions function)
   "Return microseconds per call of FUNCTION over REPETITIONS calls."

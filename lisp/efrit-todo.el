@@ -791,14 +791,18 @@ a prefix argument, ask which."
 (declare-function efrit-todo--module-store-restore "efrit-todo-module"
                   (dir only-open force))
 
-(defcustom efrit-todo-state-directory (locate-user-emacs-file "efrit-todo/")
+(defcustom efrit-todo-state-directory
+  (and (not noninteractive) (locate-user-emacs-file "efrit-todo/"))
   "Directory where each session's list is saved, or nil for memory only.
 One JSON file per session (list, id counter, history, breaker and
 ledger summary), mode 0600 in a directory made with mode 0700.  It
 is written atomically after every change, by a thread of the module
 so that the change does not wait for the disk.  Sessions with
-unfinished items are restored when efrit-todo loads (except in batch
-Emacs); `efrit-todo-restore' restores them all."
+unfinished items are restored when efrit-todo loads;
+`efrit-todo-restore' restores them all.  The default is
+\"efrit-todo/\" in `user-emacs-directory', but nil in batch Emacs,
+so that scripts and test runs leave nothing behind; set it to save
+from batch Emacs too."
   :type '(choice (directory :tag "Directory")
                  (const :tag "Keep lists in memory only" nil))
   :group 'efrit-todo)

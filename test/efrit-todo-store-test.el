@@ -8,9 +8,9 @@
 ;; names, a file left alone by an invalid write, history with undo, and a
 ;; child Emacs killed with SIGKILL in the middle of a stream of writes.
 ;;
-;; Every test saves into a temporary directory of its own.  Loading this
-;; file also turns persistence off for the other suites of the same run,
-;; so that no test ever writes into the user's Emacs directory.
+;; Every test saves into a temporary directory of its own; in batch Emacs
+;; `efrit-todo-state-directory' defaults to nil, so no test run ever
+;; writes into the user's Emacs directory.
 
 ;;; Code:
 
@@ -19,9 +19,6 @@
 (require 'json)
 (require 'subr-x)
 (require 'efrit-todo)
-
-;; The other suites in this Emacs write lists too; keep them in memory.
-(setq efrit-todo-state-directory nil)
 
 ;;;; Helpers
 
@@ -147,6 +144,18 @@ The directory is deleted afterwards, once pending saves are done."
           (should (= 1 (efrit-todo-save)))
           (should (cl-some (lambda (m) (string-match-p (regexp-quote session) m)) messages)))
       (delete-file blocker))))
+
+(ert-deftest efrit-todo-store-test-batch-emacs-saves-nothing-by-default ()
+  "The default directory is nil in batch Emacs and under the user's Emacs directory otherwise."
+  (should noninteractive)
+  (should-not (eval (car (get 'efrit-todo-state-directory 'standard-value)) t))
+  (let* ((home (file-name-as-directory (make-temp-file "efrit-todo-store-test-home" t)))
+         (noninteractive nil)
+         (user-emacs-directory home))
+    (unwind-protect
+        (should (equal (eval (car (get 'efrit-todo-state-directory 'standard-value)) t)
+                       (abbreviate-file-name (expand-file-name "efrit-todo/" home))))
+      (delete-directory home t))))
 
 ;;;; Restoring
 

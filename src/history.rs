@@ -18,6 +18,11 @@ pub const MAX_CHANGES: usize = 200;
 /// history for the record but lose their undo data.
 pub const MAX_UNDOABLE: usize = 50;
 
+/// Most earlier item values the undo data of a session may hold in all:
+/// a model that rewrites a long list every time would otherwise make the
+/// history, and every save, grow by the whole list per write.
+pub const MAX_UNDO_ITEMS: usize = 5000;
+
 /// What kind of operation made a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
@@ -351,8 +356,15 @@ impl History {
         while self.changes.len() > MAX_CHANGES {
             self.changes.pop_front();
         }
-        for change in self.changes.iter_mut().rev().filter(|c| c.undo.is_some()).skip(MAX_UNDOABLE) {
-            change.undo = None;
+        let (mut kept, mut items) = (0, 0);
+        for change in self.changes.iter_mut().rev() {
+            let Some(undo) = &change.undo else { continue };
+            kept += 1;
+            items += undo.before.len() + undo.retired_before.len();
+            // The newest change stays undoable whatever its size.
+            if kept > 1 && (kept > MAX_UNDOABLE || items > MAX_UNDO_ITEMS) {
+                change.undo = None;
+            }
         }
         seq
     }
@@ -441,6 +453,19 @@ mod tests {
         }
         assert_eq!(s.undo(), None);
         assert_eq!(s.history.last_seq(), (MAX_CHANGES + 10 + MAX_UNDOABLE) as u64);
+    }
+
+    #[test]
+    fn undo_data_of_long_rewrites_is_bounded() {
+        let mut s = Session::default();
+        for n in 0..20 {
+            let todos: Vec<_> = (0..1000).map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"})).collect();
+            write(&mut s, serde_json::Value::Array(todos));
+        }
+        let held: usize = s.history.changes().filter_map(|c| c.undo.as_ref()).map(|u| u.before.len()).sum();
+        assert!(held <= MAX_UNDO_ITEMS, "{held}");
+        assert!(s.undo().is_some());
+        assert!(s.items[0].content.starts_with("write 18 "));
     }
 
     #[derive(Debug, Clone)]

@@ -34,6 +34,11 @@ pub const EXTENSION: &str = "json";
 /// Files larger than this are not read: no list within the limits comes near.
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
+/// Retired items kept in a file, newest first.  Ids beyond them are still
+/// never reissued (the counter is saved); only bringing such an item back
+/// by its id after a restore is lost.
+pub const MAX_STORED_RETIRED: usize = 1000;
+
 /// Temporary files older than this are leftovers of a crashed write.
 const STALE_TEMP: Duration = Duration::from_secs(600);
 
@@ -357,8 +362,13 @@ impl StoredState {
         for entry in entries {
             *tools.entry(entry.tool.clone()).or_default() += 1;
         }
-        // Retired items in id order, so that equal states give equal files.
+        // The newest retired items, in id order so that equal states give
+        // equal files.
         let mut retired: Vec<&Item> = session.retired.values().collect();
+        if retired.len() > MAX_STORED_RETIRED {
+            retired.sort_by(|a, b| b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+            retired.truncate(MAX_STORED_RETIRED);
+        }
         retired.sort_by(|a, b| a.id.cmp(&b.id));
         StoredState {
             schema_version: SCHEMA_VERSION,
@@ -840,6 +850,20 @@ mod tests {
         }
         let newer = json!({"schema_version": 99, "session": "x", "items": []});
         assert!(matches!(decode(newer.to_string().as_bytes()), Err(LoadError::Newer(99))));
+    }
+
+    #[test]
+    fn only_the_newest_retired_items_are_kept_on_disk() {
+        let mut s = Session::default();
+        for n in 0..3 {
+            let todos: Vec<Json> = (0..600).map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"})).collect();
+            write(&mut s, Json::Array(todos));
+        }
+        assert_eq!(s.retired.len(), 1200);
+        let (_, back) = decode(&encode("big", &s)).unwrap();
+        assert_eq!(back.retired.len(), MAX_STORED_RETIRED);
+        assert_eq!(back.ids.issued(), 1800);
+        assert!(back.retired.contains_key("t1200") && back.items.len() == 600);
     }
 
     #[test]

@@ -810,10 +810,21 @@ from batch Emacs too."
 (defvar efrit-todo--restoring nil
   "Non-nil while sessions are read back, which need no saving.")
 
+(defvar efrit-todo--state-dir-cache nil
+  "(SETTING DEFAULT-DIRECTORY . EXPANDED) of the last expansion.
+Expanding a file name costs more than scheduling the save itself.")
+
 (defun efrit-todo--state-dir ()
   "Return `efrit-todo-state-directory' expanded, or nil for memory only."
-  (and efrit-todo-state-directory
-       (file-name-as-directory (expand-file-name efrit-todo-state-directory))))
+  (let ((setting efrit-todo-state-directory)
+        (cache efrit-todo--state-dir-cache))
+    (cond ((null setting) nil)
+          ((and (eq (car cache) setting) (eq (cadr cache) default-directory))
+           (cddr cache))
+          (t (let ((expanded (file-name-as-directory (expand-file-name setting))))
+               (setq efrit-todo--state-dir-cache
+                     (cons setting (cons default-directory expanded)))
+               expanded)))))
 
 (defun efrit-todo--report-save-failures (failures)
   "Show FAILURES, the messages of failed writes to disk."

@@ -2,8 +2,8 @@
 //! with older layouts upgraded and damaged files moved aside.
 //!
 //! Saving never runs on the caller's path: `schedule` only marks a session
-//! dirty and a writer thread writes the newest state of each dirty session
-//! (latest state wins, so a burst of changes costs one write).  `flush`
+//! dirty and a writer thread, 20 ms later, writes the newest state of each
+//! dirty session (latest state wins, so a burst of changes costs one write).  `flush`
 //! writes everything pending before it returns, for `kill-emacs-hook`,
 //! `efrit-todo-save` and tests.
 
@@ -677,13 +677,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Saves SESSION into DIR now; the caller holds `writing`.  Ok(None) when the
 /// session does not exist.
 fn save_locked(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
-    let bytes = {
-        let registry = registry();
-        match registry.get(session) {
-            Some(state) => encode(session, state),
-            None => return Ok(None),
-        }
+    // Only the copy is made under the registry's lock; Lisp calls wait for
+    // that, not for the encoding or the disk.
+    let state = match registry().get(session) {
+        Some(state) => StoredState::of(session, state),
+        None => return Ok(None),
     };
+    let bytes = serde_json::to_vec(&state).unwrap_or_default();
     write_atomic(dir, &file_name(session), &bytes).map(Some)
 }
 
@@ -698,12 +698,18 @@ fn write_batch(batch: HashMap<String, PathBuf>) -> Vec<String> {
         .collect()
 }
 
+/// How long the writer lets changes gather after the first one.  An agent
+/// changes its list seconds apart, so this costs nothing there, while a
+/// burst of changes becomes one write instead of one per fsync.
+const COALESCE: Duration = Duration::from_millis(20);
+
 fn writer_loop() {
     loop {
         {
             let queue = lock(&WRITER.queue);
             drop(WRITER.wake.wait_while(queue, |q| q.pending.is_empty()).unwrap_or_else(|p| p.into_inner()));
         }
+        std::thread::sleep(COALESCE);
         let writing = lock(&WRITER.writing);
         let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
         let failures = write_batch(batch);

@@ -637,11 +637,20 @@ pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
                 Ok(to) => report.moved_aside.push((file, to, why)),
                 Err(e) => report.skipped.push((file, format!("{why}; could not move it aside: {e}"))),
             },
-            Err(other) => report.skipped.push((file, other.to_string())),
+            Err(other) => {
+                if matches!(other, LoadError::Newer(_)) {
+                    lock(&NEWER_FILES).insert(file.clone());
+                }
+                report.skipped.push((file, other.to_string()))
+            }
         }
     }
     Ok(report)
 }
+
+/// Files a newer efrit-todo wrote, found by `load_dir`: saving over them
+/// would throw away what that version kept, so saves to them fail instead.
+static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
 
 // ---------------------------------------------------------------------------
 // The writer
@@ -684,7 +693,11 @@ fn save_locked(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
         None => return Ok(None),
     };
     let bytes = serde_json::to_vec(&state).unwrap_or_default();
-    write_atomic(dir, &file_name(session), &bytes).map(Some)
+    let file = file_name(session);
+    if lock(&NEWER_FILES).contains(&dir.join(&file)) {
+        return Err(io::Error::other("its file was written by a newer efrit-todo; not overwriting it"));
+    }
+    write_atomic(dir, &file, &bytes).map(Some)
 }
 
 fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
@@ -923,6 +936,8 @@ mod tests {
         assert_eq!(fs::read(dir.join("bad.json.corrupt")).unwrap(), b"older damage");
         assert_eq!(report.skipped.len(), 1);
         assert!(dir.join("newer.json").exists());
+        registry().session("newer").add("x".into(), None, &Options::default()).unwrap();
+        assert!(save_now("newer", &dir).unwrap_err().to_string().contains("newer efrit-todo"));
         assert_eq!(load_dir(&dir, false).unwrap().loaded.len(), 2);
         assert!(load_dir(&dir.join("missing"), false).unwrap().loaded.is_empty());
         let _ = fs::remove_dir_all(&dir);

@@ -407,12 +407,8 @@ impl StoredState {
         check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
         let items = items_of(self.items, "items")?;
         let retired = items_of(self.retired, "retired")?;
-        let mut seen = HashSet::new();
-        for item in items.iter().chain(&retired) {
-            if !seen.insert(item.id.as_str()) {
-                return Err(corrupt(format!("id {:?} appears twice", item.id)));
-            }
-        }
+        // Ids are not checked for uniqueness: Efrit's compatibility calls can
+        // put any ids in a list, and such a list must come back as it was.
         let history = self
             .history
             .into_iter()
@@ -836,6 +832,22 @@ mod tests {
     }
 
     #[test]
+    fn a_list_with_repeated_ids_from_efrit_comes_back() {
+        let mut s = Session::default();
+        let ext = |id: &str, content: &str| crate::session::ExternalItem {
+            id: Some(id.into()),
+            content: content.into(),
+            status: Status::Pending,
+            priority: None,
+            created: None,
+            completed: None,
+        };
+        s.set_all(vec![ext("todo-1", "a"), ext("todo-1", "b")], &Options::default()).unwrap();
+        let (_, back) = decode(&encode("dup", &s)).unwrap();
+        assert_eq!(back.items, s.items);
+    }
+
+    #[test]
     fn a_first_layout_file_loads() {
         let v1 = json!({"schema_version": 1, "session": "old", "counter": 7,
                         "todos": [{"id": "t7", "content": "Keep me", "status": "in_progress", "created": 1.0}]});
@@ -860,8 +872,7 @@ mod tests {
             json!({"schema_version": "2", "session": "x", "items": []}),
             json!({"schema_version": 2, "session": "", "items": []}),
             json!({"schema_version": 2, "session": "x", "items": [{"id": "t1", "content": "a", "status": "done"}]}),
-            json!({"schema_version": 2, "session": "x", "items": [{"id": "t1", "content": "a", "status": "pending"},
-                                                                   {"id": "t1", "content": "b", "status": "pending"}]}),
+            json!({"schema_version": 2, "session": "x", "items": [{"id": "", "content": "a", "status": "pending"}]}),
             json!({"schema_version": 2, "session": "x", "items": {}}),
         ];
         for case in cases {

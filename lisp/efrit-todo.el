@@ -878,7 +878,8 @@ failed saves."
       (efrit-todo-flush)
     (error (message "Efrit-todo: could not save: %s" (error-message-string err)))))
 
-(add-hook 'kill-emacs-hook #'efrit-todo--save-on-exit)
+;; Late, so that changes other exit functions make are saved too.
+(add-hook 'kill-emacs-hook #'efrit-todo--save-on-exit 90)
 
 (defun efrit-todo--restore-from (dir only-open force)
   "Read the sessions saved in DIR; see `efrit-todo-restore' for FORCE.

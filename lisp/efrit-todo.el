@@ -746,6 +746,196 @@ The module itself stays loaded: Emacs cannot unload modules."
   (remove-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
   nil)
 
+;;;; History
+
+(declare-function efrit-todo--module-history "efrit-todo-module" (session))
+(declare-function efrit-todo--module-undo "efrit-todo-module" (session))
+
+(defun efrit-todo-history (&optional session)
+  "Return a plist for each change of SESSION's list, oldest first.
+Keys: :seq (1, 2, ... never reused), :actor (`model' or `user'),
+:kind (`write', `auto-complete', `status', `edit', `add', `move',
+`clear-finished', `set-all', `clear', `reset' or `undo'), :time (a
+float, as `float-time' gives it), :summary (one line), the ids the
+change touched by what happened to them (:added :started :completed
+:cancelled :reopened :paused :reworded :restored :demoted :dropped
+:removed), :moved (non-nil when items were reordered), :undone,
+:undoes (for an undo, the :seq it took back) and :undoable.  The
+newest 200 changes are kept, and the newest 50 can be undone."
+  (efrit-todo--module-history (efrit-todo--session session)))
+
+;;;###autoload
+(defun efrit-todo-undo (&optional session)
+  "Undo the newest change of SESSION's list that is not undone yet.
+Changes by the model and by the user alike; repeat to go further
+back.  The undo is itself a change: `efrit-todo-change-functions'
+run, it is saved, and the model reads about it at its next request.
+Ids are never reused.  Return the note for the model, or nil when
+there is nothing to undo.  Interactively, the current session; with
+a prefix argument, ask which."
+  (interactive (list (and current-prefix-arg
+                          (completing-read "Undo in session: " (efrit-todo-sessions)
+                                           nil t nil nil (efrit-todo--session nil)))))
+  (let* ((session (efrit-todo--session session))
+         (note (efrit-todo--module-undo session)))
+    (when note
+      (efrit-todo--changed session))
+    (when (called-interactively-p 'interactive)
+      (if note
+          (message "Efrit-todo: %s" note)
+        (message "Efrit-todo: nothing to undo in session %s" session)))
+    note))
+
+;;;; Persistence
+
+(declare-function efrit-todo--module-store-schedule "efrit-todo-module" (session dir))
+(declare-function efrit-todo--module-store-flush "efrit-todo-module" ())
+(declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
+(declare-function efrit-todo--module-store-file "efrit-todo-module" (session dir))
+(declare-function efrit-todo--module-store-restore "efrit-todo-module"
+                  (dir only-open force))
+
+(defcustom efrit-todo-state-directory
+  (and (not noninteractive) (locate-user-emacs-file "efrit-todo/"))
+  "Directory where each session's list is saved, or nil for memory only.
+One JSON file per session (list, id counter, history, breaker and
+ledger summary), mode 0600 in a directory made with mode 0700.  It
+is written atomically after every change, by a thread of the module
+so that the change does not wait for the disk.  Sessions with
+unfinished items are restored when efrit-todo loads;
+`efrit-todo-restore' restores them all.  The default is
+\"efrit-todo/\" in `user-emacs-directory', but nil in batch Emacs,
+so that scripts and test runs leave nothing behind; set it to save
+from batch Emacs too."
+  :type '(choice (directory :tag "Directory")
+                 (const :tag "Keep lists in memory only" nil))
+  :group 'efrit-todo)
+
+(defvar efrit-todo--restoring nil
+  "Non-nil while sessions are read back, which need no saving.")
+
+(defvar efrit-todo--state-dir-cache nil
+  "(SETTING DEFAULT-DIRECTORY . EXPANDED) of the last expansion.
+Expanding a file name costs more than scheduling the save itself.")
+
+(defun efrit-todo--state-dir ()
+  "Return `efrit-todo-state-directory' expanded, or nil for memory only."
+  (let ((setting efrit-todo-state-directory)
+        (cache efrit-todo--state-dir-cache))
+    (cond ((null setting) nil)
+          ((and (eq (car cache) setting) (eq (cadr cache) default-directory))
+           (cddr cache))
+          (t (let ((expanded (file-name-as-directory (expand-file-name setting))))
+               (setq efrit-todo--state-dir-cache
+                     (cons setting (cons default-directory expanded)))
+               expanded)))))
+
+(defun efrit-todo--report-save-failures (failures)
+  "Show FAILURES, the messages of failed writes to disk."
+  (dolist (failure failures)
+    (message "Efrit-todo: %s" failure)))
+
+(defun efrit-todo--schedule-save (session)
+  "Have SESSION saved off the caller's path, when persistence is on.
+Runs from `efrit-todo-change-functions', so every change is saved."
+  (let ((dir (efrit-todo--state-dir)))
+    (when (and dir (not efrit-todo--restoring))
+      (efrit-todo--report-save-failures
+       (efrit-todo--module-store-schedule session dir)))))
+
+(add-hook 'efrit-todo-change-functions #'efrit-todo--schedule-save)
+
+(defun efrit-todo-state-file (&optional session)
+  "Return the file SESSION is saved in, or nil when persistence is off."
+  (let ((dir (efrit-todo--state-dir)))
+    (and dir (efrit-todo--module-store-file (efrit-todo--session session) dir))))
+
+(defun efrit-todo-flush ()
+  "Finish every pending save before returning.
+Return the messages of saves that failed (each is also shown)."
+  (let ((failures (efrit-todo--module-store-flush)))
+    (efrit-todo--report-save-failures failures)
+    failures))
+
+;;;###autoload
+(defun efrit-todo-save (&optional all)
+  "Write every todo list waiting to be saved to disk now, and wait.
+With ALL (interactively, a prefix argument), save every live session
+into `efrit-todo-state-directory' as well.  Return the number of
+failed saves."
+  (interactive "P")
+  (let ((dir (efrit-todo--state-dir)))
+    (when (and all dir)
+      (dolist (session (efrit-todo-sessions))
+        (efrit-todo--module-store-schedule session dir)))
+    (let ((failures (efrit-todo-flush)))
+      (when (called-interactively-p 'interactive)
+        (cond (failures)
+              ((not dir)
+               (message "Efrit-todo: efrit-todo-state-directory is nil; lists stay in memory"))
+              (t (message "Efrit-todo: saved in %s" dir))))
+      (length failures))))
+
+(defun efrit-todo--save-on-exit ()
+  "Write what is pending to disk as Emacs exits; never stop the exit."
+  (condition-case err
+      (efrit-todo-flush)
+    (error (message "Efrit-todo: could not save: %s" (error-message-string err)))))
+
+;; Late, so that changes other exit functions make are saved too.
+(add-hook 'kill-emacs-hook #'efrit-todo--save-on-exit 90)
+
+(defun efrit-todo--restore-from (dir only-open force)
+  "Read the sessions saved in DIR; see `efrit-todo-restore' for FORCE.
+With ONLY-OPEN, only sessions with unfinished items.  Return the
+module's report plist."
+  (efrit-todo-flush)
+  (let ((report (efrit-todo--module-store-restore dir only-open force)))
+    (pcase-dolist (`(,file ,aside ,reason) (plist-get report :moved))
+      (display-warning
+       'efrit-todo
+       (format "%s could not be read (%s); it was moved aside as %s and its list is lost"
+               file reason aside)))
+    (pcase-dolist (`(,file ,reason) (plist-get report :skipped))
+      (display-warning 'efrit-todo (format "%s was left alone: %s" file reason)))
+    (let ((efrit-todo--restoring t))
+      (mapc #'efrit-todo--changed (plist-get report :restored)))
+    report))
+
+;;;###autoload
+(defun efrit-todo-restore (&optional force)
+  "Read the sessions saved in `efrit-todo-state-directory' back.
+A session whose list in this Emacs is not empty is kept as it is
+unless FORCE (interactively, a prefix argument) is non-nil.  A file
+that cannot be read is moved aside as NAME.corrupt with a warning.
+Return the names of the sessions restored."
+  (interactive "P")
+  (let* ((dir (or (efrit-todo--state-dir)
+                  (user-error "Efrit-todo: efrit-todo-state-directory is nil")))
+         (report (efrit-todo--restore-from dir nil force))
+         (restored (plist-get report :restored)))
+    (when (called-interactively-p 'interactive)
+      (message "Efrit-todo: restored %d session%s from %s%s"
+               (length restored) (if (= (length restored) 1) "" "s") dir
+               (if (plist-get report :kept)
+                   (format "; kept the live %s (use a prefix argument to replace)"
+                           (string-join (plist-get report :kept) ", "))
+                 "")))
+    restored))
+
+(defun efrit-todo--restore-on-load ()
+  "Restore the saved sessions that have unfinished items.
+Not in batch Emacs, which runs scripts rather than resuming work."
+  (let ((dir (efrit-todo--state-dir)))
+    (when (and dir (not noninteractive) (file-directory-p dir))
+      (condition-case err
+          (efrit-todo--restore-from dir t nil)
+        (error (display-warning 'efrit-todo
+                                (format "could not restore lists from %s: %s"
+                                        dir (error-message-string err))))))))
+
+(efrit-todo--restore-on-load)
+
 (provide 'efrit-todo)
 
 ;; The buffer and mode line draw nothing until asked for.  Soft, so that

@@ -4,11 +4,13 @@
 
 pub mod breaker;
 pub mod guide;
+pub mod history;
 pub mod ledger;
 pub mod model;
 pub mod reconcile;
 pub mod render;
 pub mod session;
+pub mod store;
 pub mod validate;
 
 use emacs::{defun, Env, IntoLisp, Result, Value, Vector};
@@ -811,5 +813,145 @@ fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
         (analysis.steps as i64).into_lisp(env)?,
         kw_suggestion.bind(env),
         analysis.suggestion.into_lisp(env)?,
+    ])
+}
+
+// ---------------------------------------------------------------------------
+// History and persistence (issue 7)
+
+fn strings<'e>(env: &'e Env, texts: &[String]) -> Result<Value<'e>> {
+    let values = texts.iter().map(|t| t.as_str().into_lisp(env)).collect::<Result<Vec<_>>>()?;
+    env.list(&values)
+}
+
+fn keyword<'e>(env: &'e Env, name: &str) -> Result<Value<'e>> {
+    env.intern(&format!(":{name}"))
+}
+
+/// The changes of SESSION's list, oldest first, as plists.
+#[defun]
+fn history(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| {
+        let Some(s) = s else { return ().into_lisp(env) };
+        let plists = s
+            .history
+            .changes()
+            .map(|change| {
+                let mut plist = vec![
+                    keyword(env, "seq")?,
+                    i64::try_from(change.seq).unwrap_or(i64::MAX).into_lisp(env)?,
+                    keyword(env, "actor")?,
+                    env.intern(change.actor.name())?,
+                    keyword(env, "kind")?,
+                    env.intern(change.kind.name())?,
+                    kw_time.bind(env),
+                    change.time.into_lisp(env)?,
+                    keyword(env, "summary")?,
+                    change.summary.as_str().into_lisp(env)?,
+                ];
+                for (name, ids) in change.ids.groups() {
+                    plist.push(keyword(env, name)?);
+                    plist.push(strings(env, ids)?);
+                }
+                plist.extend([
+                    keyword(env, "moved")?,
+                    change.ids.moved.into_lisp(env)?,
+                    keyword(env, "undone")?,
+                    change.undone.into_lisp(env)?,
+                    keyword(env, "undoes")?,
+                    change.undoes.map(|n| i64::try_from(n).unwrap_or(i64::MAX)).into_lisp(env)?,
+                    keyword(env, "undoable")?,
+                    change.undo.is_some().into_lisp(env)?,
+                ]);
+                env.list(&plist)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        env.list(&plists)
+    })
+}
+
+/// Undoes the newest change of SESSION's list; the note for the model, or
+/// nil when there is nothing to undo.
+#[defun]
+fn undo(env: &Env, session: String) -> Result<Option<String>> {
+    let session = session_name(env, session)?;
+    Ok(registry().session(&session).undo())
+}
+
+/// Marks SESSION to be saved into DIR off the caller's path; returns the
+/// failures of earlier background saves.
+#[defun]
+fn store_schedule(env: &Env, session: String, dir: String) -> Result<Value<'_>> {
+    let session = session_name(env, session)?;
+    strings(env, &store::schedule(&session, std::path::Path::new(&dir)))
+}
+
+/// Writes every pending save now; returns the failures not reported yet.
+#[defun]
+fn store_flush(env: &Env) -> Result<Value<'_>> {
+    strings(env, &store::flush())
+}
+
+/// Saves SESSION into DIR now; the file name, or nil for an unknown session.
+#[defun]
+fn store_save(env: &Env, session: String, dir: String) -> Result<Value<'_>> {
+    let session = session_name(env, session)?;
+    match store::save_now(&session, std::path::Path::new(&dir)) {
+        Ok(file) => file.map(|f| f.to_string_lossy().into_owned()).into_lisp(env),
+        Err(e) => env.call("error", ("Efrit-todo: could not save session %S in %s: %s", session, dir, e.to_string())),
+    }
+}
+
+/// The state file of SESSION in DIR.
+#[defun]
+fn store_file(env: &Env, session: String, dir: String) -> Result<String> {
+    let session = session_name(env, session)?;
+    Ok(store::file_path(std::path::Path::new(&dir), &session).to_string_lossy().into_owned())
+}
+
+/// Reads the sessions saved in DIR into the registry.  With ONLY-OPEN, only
+/// sessions with unfinished items; a session here whose list is not empty is
+/// replaced only with FORCE.  Returns (:restored NAMES :kept NAMES
+/// :moved ((FILE AS REASON) ...) :skipped ((FILE REASON) ...)).
+#[defun]
+fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>) -> Result<Value<'e>> {
+    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil()) {
+        Ok(report) => report,
+        Err(e) => return env.call("error", ("Efrit-todo: could not read %s: %s", dir.as_str(), e.to_string())),
+    };
+    let (mut restored, mut kept) = (Vec::new(), Vec::new());
+    {
+        let mut registry = registry();
+        for loaded in report.loaded {
+            let live = registry.get(&loaded.name).is_some_and(|s| !s.items.is_empty());
+            if live && !force.is_not_nil() {
+                kept.push(loaded.name);
+            } else {
+                let mut session = loaded.session;
+                // Ids this Emacs issued since the save keep their meaning.
+                if let Some(issued) = registry.get(&loaded.name).map(|s| s.ids.issued()) {
+                    session.ids.raise_to(issued);
+                }
+                registry.install(&loaded.name, session);
+                restored.push(loaded.name);
+            }
+        }
+    }
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    let moved = report
+        .moved_aside
+        .iter()
+        .map(|(from, to, why)| env.list((path(from), path(to), why.as_str())))
+        .collect::<Result<Vec<_>>>()?;
+    let skipped = report.skipped.iter().map(|(file, why)| env.list((path(file), why.as_str()))).collect::<Result<Vec<_>>>()?;
+    env.list([
+        keyword(env, "restored")?,
+        strings(env, &restored)?,
+        keyword(env, "kept")?,
+        strings(env, &kept)?,
+        keyword(env, "moved")?,
+        env.list(&moved)?,
+        keyword(env, "skipped")?,
+        env.list(&skipped)?,
     ])
 }

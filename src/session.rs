@@ -9,6 +9,7 @@ use once_cell::sync::Lazy;
 
 use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, Guide, GuideOptions};
+use crate::history::{reordered, Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::{reconcile, Diff};
@@ -65,6 +66,8 @@ pub struct Session {
     /// The user's edits since the model last wrote the list, phrased for the
     /// model ("the user marked t3 cancelled").
     pub user_notes: Vec<String>,
+    /// Every change of the list, for `efrit-todo-history` and undo.
+    pub history: History,
 }
 
 fn in_progress(items: &[Item]) -> Option<&Item> {
@@ -125,6 +128,46 @@ impl Session {
         self.items.iter().find(|i| i.id == id)
     }
 
+    /// Adds the change from BEFORE to the current list to the history.
+    /// IDS default to what the two lists differ in.  Nothing is recorded
+    /// when the list did not change.
+    fn record(
+        &mut self,
+        actor: Actor,
+        kind: ChangeKind,
+        before: Vec<Item>,
+        retired_before: Vec<Item>,
+        ids: Option<ChangedIds>,
+        summary: Option<String>,
+    ) {
+        let ids = ids.unwrap_or_else(|| ChangedIds::between(&before, &self.items));
+        if let Some(undo) = UndoData::between(before, &self.items, retired_before) {
+            let summary = summary.unwrap_or_else(|| ids.summary());
+            self.history.push(Change { undo: Some(undo), ..Change::new(actor, kind, now(), summary, ids) });
+        }
+    }
+
+    /// Takes back the newest change of the list that was not taken back yet,
+    /// whoever made it; the undo is itself a change, made by the user.
+    /// Returns the note for the model, or None when there is nothing to undo.
+    pub fn undo(&mut self) -> Option<String> {
+        let target = self.history.undo_target()?;
+        let (seq, actor, kind, summary) = (target.seq, target.actor, target.kind, target.summary.clone());
+        let undo = target.undo.clone()?;
+        let before = self.items.clone();
+        undo.apply(&mut self.items, &mut self.retired);
+        let ids = ChangedIds::between(&before, &self.items);
+        let note = format!(
+            "the user undid change {seq} ({} by the {}: {summary}); the list is as it was before it",
+            kind.name(),
+            actor.name()
+        );
+        self.history.mark_undone(seq);
+        self.history.push(Change { undoes: Some(seq), ..Change::new(Actor::User, ChangeKind::Undo, now(), note.clone(), ids) });
+        self.changed(Actor::User, Some(note.clone()));
+        Some(note)
+    }
+
     /// Tools whose success may complete an item: the ones the adapter named
     /// and the ones already called, plus EXTRA.
     fn tool_names<'a>(&'a self, extra: Option<&'a str>) -> Vec<&'a str> {
@@ -146,12 +189,18 @@ impl Session {
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
         let proposed = parse_write(input, &options.limits)?;
+        // Retired items an id brings back, as they were, for undo.
+        let retired_before: Vec<Item> =
+            proposed.iter().filter_map(|p| p.id.as_ref().and_then(|id| self.retired.get(id))).cloned().collect();
         // reconcile fails only before it touches retired items or ids.
         let reconciled = reconcile(&self.items, &mut self.retired, &mut self.ids, &proposed, now())?;
         self.known_tools = known_tools;
         let auto_tools = if auto_complete { self.tool_names(None) } else { Vec::new() };
         let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to, &auto_tools);
-        self.items = reconciled.items;
+        let before = std::mem::replace(&mut self.items, reconciled.items);
+        let mut ids = ChangedIds::from_diff(&reconciled.diff);
+        ids.moved = reordered(&before, &self.items);
+        self.record(Actor::Model, ChangeKind::Write, before, retired_before, Some(ids), None);
         self.writes += 1;
         self.changed(Actor::Model, None);
         let completed_any = !reconciled.diff.completed.is_empty();
@@ -169,6 +218,7 @@ impl Session {
         if named_tool(&self.items[running].content, &self.tool_names(Some(tool))) != Some(tool) {
             return None;
         }
+        let before = self.items.clone();
         let at = now();
         self.items[running].set_status(Status::Completed, at);
         let mut notice = format!(
@@ -179,6 +229,7 @@ impl Session {
             next.set_status(Status::InProgress, at);
             notice.push_str(&format!(" {} is now in_progress.", next.id));
         }
+        self.record(Actor::Model, ChangeKind::AutoComplete, before, Vec::new(), None, None);
         Some(notice)
     }
 
@@ -261,6 +312,13 @@ impl Session {
 
     /// Appends one pending item (Efrit's `efrit-todo-add`).
     pub fn add(&mut self, content: String, priority: Option<String>, options: &Options) -> Result<Item, InvalidInput> {
+        let before = self.items.clone();
+        let item = self.push_item(content, priority, options)?;
+        self.record(Actor::Model, ChangeKind::Add, before, Vec::new(), None, None);
+        Ok(item)
+    }
+
+    fn push_item(&mut self, content: String, priority: Option<String>, options: &Options) -> Result<Item, InvalidInput> {
         if self.items.len() >= options.limits.max_items {
             return Err(InvalidInput::new(
                 "todos",
@@ -275,9 +333,12 @@ impl Session {
 
     /// Changes one item's status; None when no item has that id.
     pub fn set_status(&mut self, id: &str, status: Status) -> Option<Item> {
-        let item = self.items.iter_mut().find(|i| i.id == id)?;
-        item.set_status(status, now());
-        Some(item.clone())
+        let index = self.items.iter().position(|i| i.id == id)?;
+        let before = self.items.clone();
+        self.items[index].set_status(status, now());
+        let item = self.items[index].clone();
+        self.record(Actor::Model, ChangeKind::Status, before, Vec::new(), None, None);
+        Some(item)
     }
 
     /// Replaces the list with items built elsewhere (Efrit's `efrit-todo-set-all`).
@@ -309,7 +370,8 @@ impl Session {
             })
             .collect();
         self.ids = ids;
-        self.items = items;
+        let before = std::mem::replace(&mut self.items, items);
+        self.record(Actor::Model, ChangeKind::SetAll, before, Vec::new(), None, None);
         Ok(())
     }
 
@@ -322,6 +384,14 @@ impl Session {
                 .ok_or_else(|| InvalidInput::new("id", format!("no item {} in this list", quote(id))))
         };
         let at = now();
+        let before = self.items.clone();
+        let kind = match &edit {
+            UserEdit::SetStatus { .. } => ChangeKind::Status,
+            UserEdit::EditContent { .. } => ChangeKind::Edit,
+            UserEdit::Add { .. } => ChangeKind::Add,
+            UserEdit::Move { .. } => ChangeKind::Move,
+            UserEdit::ClearFinished => ChangeKind::ClearFinished,
+        };
         let note = match edit {
             UserEdit::SetStatus { id, status } => {
                 let index = position(&self.items, &id)?;
@@ -351,7 +421,7 @@ impl Session {
             UserEdit::Add { content } => {
                 let content = checked_text(&Input::Str(content), "content", options.limits.max_content_chars)
                     .and_then(|t| non_blank(t, "content"))?;
-                let item = self.add(content, None, options)?;
+                let item = self.push_item(content, None, options)?;
                 format!("the user added {} {}", item.id, quote(&item.content))
             }
             UserEdit::Move { id, offset } => {
@@ -376,6 +446,7 @@ impl Session {
                 format!("the user removed the finished items {} from the list", ids.join(", "))
             }
         };
+        self.record(Actor::User, kind, before, Vec::new(), None, Some(note.clone()));
         self.changed(Actor::User, Some(note.clone()));
         Ok(note)
     }
@@ -406,9 +477,11 @@ impl Session {
 
     /// Empties the list; ids already issued stay retired.
     pub fn clear(&mut self) {
+        let before = self.items.clone();
         for item in self.items.drain(..) {
             self.retired.insert(item.id.clone(), item);
         }
+        self.record(Actor::Model, ChangeKind::Clear, before, Vec::new(), None, None);
     }
 }
 
@@ -435,12 +508,24 @@ impl Registry {
         self.order.clone()
     }
 
-    /// Forgets everything about a session except the ids it issued.
+    /// Forgets everything about a session except the ids it issued and its
+    /// history, where the reset is recorded (and can be undone).
     pub fn reset(&mut self, name: &str) {
         if let Some(session) = self.sessions.get_mut(name) {
             let ids = session.ids.clone();
-            *session = Session { ids, ..Session::started_now() };
+            let history = std::mem::take(&mut session.history);
+            let before = std::mem::take(&mut session.items);
+            *session = Session { ids, history, ..Session::started_now() };
+            session.record(Actor::User, ChangeKind::Reset, before, Vec::new(), None, None);
         }
+    }
+
+    /// Puts a session read back from disk in place of NAME.
+    pub fn install(&mut self, name: &str, session: Session) {
+        if !self.sessions.contains_key(name) {
+            self.order.push(name.to_string());
+        }
+        self.sessions.insert(name.to_string(), session);
     }
 }
 

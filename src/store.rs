@@ -1,0 +1,1018 @@
+//! Persistence: one JSON file per session, written atomically, read back
+//! with older layouts upgraded and damaged files moved aside.
+//!
+//! Saving never runs on the caller's path: `schedule` only marks a session
+//! dirty and a writer thread, 20 ms later, writes the newest state of each
+//! dirty session (latest state wins, so a burst of changes costs one write).  `flush`
+//! writes everything pending before it returns, for `kill-emacs-hook`,
+//! `efrit-todo-save` and tests.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use once_cell::sync::Lazy;
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
+use crate::model::{now, Item, Status, Timestamp};
+use crate::session::{check_session_name, registry, Actor, Session};
+
+/// The layout this code writes.  Version 1 was the first, list-only layout:
+/// `session`, `counter` and `todos`.
+pub const SCHEMA_VERSION: u64 = 2;
+
+/// Suffix of state files.
+pub const EXTENSION: &str = "json";
+
+/// Files larger than this are not read: no list within the limits comes near.
+const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Retired items kept in a file, newest first.  Ids beyond them are still
+/// never reissued (the counter is saved); only bringing such an item back
+/// by its id after a restore is lost.
+pub const MAX_STORED_RETIRED: usize = 1000;
+
+/// Temporary files older than this are leftovers of a crashed write.
+const STALE_TEMP: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("not a valid state file: {0}")]
+    Corrupt(String),
+    #[error("written by a newer efrit-todo (schema version {0}; this one reads versions up to {SCHEMA_VERSION})")]
+    Newer(u64),
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+fn corrupt(message: impl Into<String>) -> LoadError {
+    LoadError::Corrupt(message.into())
+}
+
+// ---------------------------------------------------------------------------
+// File names
+
+/// 64-bit FNV-1a: stable across Rust versions, unlike `DefaultHasher`.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Encoded names longer than this are cut and end in a hash of the whole
+/// name, so that the temporary file's name stays within 255 bytes.
+const MAX_ENCODED: usize = 160;
+
+/// The file name for SESSION.  Lowercase ASCII letters, digits and `-` stay;
+/// every other byte becomes `%XX` (uppercase hex), so names that differ only
+/// in case still differ on case-insensitive file systems, and no name can
+/// climb out of the directory or hide as a dot file.
+pub fn file_name(session: &str) -> String {
+    let mut encoded = String::with_capacity(session.len() + 8);
+    for byte in session.bytes() {
+        if byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' {
+            encoded.push(char::from(byte));
+        } else {
+            let _ = write!(encoded, "%{byte:02X}");
+        }
+    }
+    if encoded.len() > MAX_ENCODED {
+        let mut cut = MAX_ENCODED - 20;
+        // Never split a %XX escape.
+        while encoded.as_bytes()[cut - 1] == b'%' || encoded.as_bytes()[cut - 2] == b'%' {
+            cut -= 1;
+        }
+        encoded.truncate(cut);
+        let _ = write!(encoded, "~{:016x}", fnv1a(session));
+    }
+    encoded.push('.');
+    encoded.push_str(EXTENSION);
+    encoded
+}
+
+pub fn file_path(dir: &Path, session: &str) -> PathBuf {
+    dir.join(file_name(session))
+}
+
+// ---------------------------------------------------------------------------
+// The file layout
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredItem {
+    id: String,
+    content: String,
+    #[serde(rename = "activeForm", default)]
+    active_form: Option<String>,
+    status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    priority: Option<String>,
+    #[serde(default)]
+    created: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    completed: Option<Timestamp>,
+}
+
+impl StoredItem {
+    fn of(item: &Item) -> StoredItem {
+        StoredItem {
+            id: item.id.clone(),
+            content: item.content.clone(),
+            active_form: Some(item.active_form.clone()),
+            status: item.status.wire_name().to_string(),
+            priority: item.priority.clone(),
+            created: item.created,
+            started: item.started,
+            completed: item.completed,
+        }
+    }
+
+    fn into_item(self, path: &str) -> Result<Item, LoadError> {
+        let status = Status::parse(&self.status)
+            .ok_or_else(|| corrupt(format!("{path}.status: unknown status {:?}", self.status)))?;
+        if self.id.is_empty() {
+            return Err(corrupt(format!("{path}.id: empty")));
+        }
+        Ok(Item {
+            active_form: self.active_form.unwrap_or_else(|| self.content.clone()),
+            id: self.id,
+            content: self.content,
+            status,
+            priority: self.priority,
+            created: self.created,
+            started: self.started,
+            completed: self.completed,
+        })
+    }
+}
+
+/// The breaker as it stood at the save, for the record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct StoredBreaker {
+    tripped: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    calls: u32,
+    since_progress: u32,
+    same_tool: u32,
+    identical: u32,
+    errors: u32,
+    churn: u32,
+    oscillation: u32,
+}
+
+/// What the ledger held at the save: counts, not the results themselves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct LedgerSummary {
+    calls: usize,
+    errors: usize,
+    tools: BTreeMap<String, usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+struct StoredIds {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    added: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    started: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    completed: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cancelled: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    reopened: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    paused: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    reworded: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    restored: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    demoted: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dropped: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    removed: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    moved: bool,
+}
+
+impl StoredIds {
+    fn of(ids: &ChangedIds) -> StoredIds {
+        StoredIds {
+            added: ids.added.clone(),
+            started: ids.started.clone(),
+            completed: ids.completed.clone(),
+            cancelled: ids.cancelled.clone(),
+            reopened: ids.reopened.clone(),
+            paused: ids.paused.clone(),
+            reworded: ids.reworded.clone(),
+            restored: ids.restored.clone(),
+            demoted: ids.demoted.clone(),
+            dropped: ids.dropped.clone(),
+            removed: ids.removed.clone(),
+            moved: ids.moved,
+        }
+    }
+
+    fn into_ids(self) -> ChangedIds {
+        ChangedIds {
+            added: self.added,
+            started: self.started,
+            completed: self.completed,
+            cancelled: self.cancelled,
+            reopened: self.reopened,
+            paused: self.paused,
+            reworded: self.reworded,
+            restored: self.restored,
+            demoted: self.demoted,
+            dropped: self.dropped,
+            removed: self.removed,
+            moved: self.moved,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredUndo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    order: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    added: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    before: Vec<StoredItem>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    retired_before: Vec<StoredItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredChange {
+    seq: u64,
+    actor: String,
+    kind: String,
+    time: Timestamp,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    ids: StoredIds,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    undone: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    undoes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    undo: Option<StoredUndo>,
+}
+
+impl StoredChange {
+    fn of(change: &Change) -> StoredChange {
+        StoredChange {
+            seq: change.seq,
+            actor: change.actor.name().to_string(),
+            kind: change.kind.name().to_string(),
+            time: change.time,
+            summary: change.summary.clone(),
+            ids: StoredIds::of(&change.ids),
+            undone: change.undone,
+            undoes: change.undoes,
+            undo: change.undo.as_ref().map(|undo| StoredUndo {
+                order: undo.order.clone(),
+                added: undo.added.clone(),
+                before: undo.before.iter().map(StoredItem::of).collect(),
+                retired_before: undo.retired_before.iter().map(StoredItem::of).collect(),
+            }),
+        }
+    }
+
+    fn into_change(self, path: &str) -> Result<Change, LoadError> {
+        let actor = Actor::parse(&self.actor).ok_or_else(|| corrupt(format!("{path}.actor: unknown actor {:?}", self.actor)))?;
+        let kind = ChangeKind::parse(&self.kind).ok_or_else(|| corrupt(format!("{path}.kind: unknown kind {:?}", self.kind)))?;
+        let undo = match self.undo {
+            None => None,
+            Some(undo) => Some(UndoData {
+                order: undo.order,
+                added: undo.added,
+                before: items_of(undo.before, &format!("{path}.undo.before"))?,
+                retired_before: items_of(undo.retired_before, &format!("{path}.undo.retired_before"))?,
+            }),
+        };
+        Ok(Change {
+            seq: self.seq,
+            actor,
+            kind,
+            time: self.time,
+            summary: self.summary,
+            ids: self.ids.into_ids(),
+            undone: self.undone,
+            undoes: self.undoes,
+            undo,
+        })
+    }
+}
+
+fn items_of(stored: Vec<StoredItem>, path: &str) -> Result<Vec<Item>, LoadError> {
+    stored.into_iter().enumerate().map(|(i, item)| item.into_item(&format!("{path}[{i}]"))).collect()
+}
+
+/// The whole file, in the current layout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredState {
+    schema_version: u64,
+    session: String,
+    #[serde(default)]
+    saved_at: Timestamp,
+    #[serde(default)]
+    created: Timestamp,
+    #[serde(default)]
+    id_counter: u64,
+    #[serde(default)]
+    writes: u64,
+    items: Vec<StoredItem>,
+    #[serde(default)]
+    retired: Vec<StoredItem>,
+    #[serde(default)]
+    user_notes: Vec<String>,
+    #[serde(default)]
+    breaker: StoredBreaker,
+    #[serde(default)]
+    ledger: LedgerSummary,
+    #[serde(default)]
+    history_seq: u64,
+    #[serde(default)]
+    history: Vec<StoredChange>,
+}
+
+impl StoredState {
+    fn of(name: &str, session: &Session) -> StoredState {
+        let breaker = session.breaker.state();
+        let entries = session.entries();
+        let mut tools: BTreeMap<String, usize> = BTreeMap::new();
+        for entry in entries {
+            *tools.entry(entry.tool.clone()).or_default() += 1;
+        }
+        // The newest retired items, in id order so that equal states give
+        // equal files.
+        let mut retired: Vec<&Item> = session.retired.values().collect();
+        if retired.len() > MAX_STORED_RETIRED {
+            retired.sort_by(|a, b| b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+            retired.truncate(MAX_STORED_RETIRED);
+        }
+        retired.sort_by(|a, b| a.id.cmp(&b.id));
+        StoredState {
+            schema_version: SCHEMA_VERSION,
+            session: name.to_string(),
+            saved_at: now(),
+            created: session.created,
+            id_counter: session.ids.issued(),
+            writes: session.writes,
+            items: session.items.iter().map(StoredItem::of).collect(),
+            retired: retired.into_iter().map(StoredItem::of).collect(),
+            user_notes: session.user_notes.clone(),
+            breaker: StoredBreaker {
+                tripped: breaker.tripped,
+                reason: breaker.reason,
+                calls: breaker.calls,
+                since_progress: breaker.since_progress,
+                same_tool: breaker.same_tool,
+                identical: breaker.identical,
+                errors: breaker.errors,
+                churn: breaker.churn,
+                oscillation: breaker.oscillation,
+            },
+            ledger: LedgerSummary {
+                calls: entries.len(),
+                errors: entries.iter().filter(|e| e.error).count(),
+                tools,
+                first: entries.first().map(|e| e.time),
+                last: entries.last().map(|e| e.time),
+            },
+            history_seq: session.history.last_seq(),
+            history: session.history.changes().map(StoredChange::of).collect(),
+        }
+    }
+
+    fn into_session(self) -> Result<(String, Session), LoadError> {
+        check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
+        let items = items_of(self.items, "items")?;
+        let retired = items_of(self.retired, "retired")?;
+        // Ids are not checked for uniqueness: Efrit's compatibility calls can
+        // put any ids in a list, and such a list must come back as it was.
+        let history = self
+            .history
+            .into_iter()
+            .enumerate()
+            .map(|(i, change)| change.into_change(&format!("history[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut session = Session::default();
+        session.ids.raise_to(self.id_counter);
+        for item in items.iter().chain(&retired) {
+            session.ids.observe(&item.id);
+        }
+        session.items = items;
+        session.retired = retired.into_iter().map(|item| (item.id.clone(), item)).collect();
+        session.created = self.created;
+        session.writes = self.writes;
+        session.user_notes = self.user_notes;
+        session.history = History::from_parts(history, self.history_seq);
+        Ok((self.session, session))
+    }
+}
+
+/// Upgrades a file of an older layout to the current one.
+fn upgrade(mut json: Json, version: u64) -> Result<Json, LoadError> {
+    if version == 1 {
+        let object = json.as_object_mut().ok_or_else(|| corrupt("expected a JSON object"))?;
+        if let Some(counter) = object.remove("counter") {
+            object.insert("id_counter".into(), counter);
+        }
+        if let Some(todos) = object.remove("todos") {
+            object.insert("items".into(), todos);
+        }
+    }
+    Ok(json)
+}
+
+/// The bytes of SESSION's file.
+pub fn encode(name: &str, session: &Session) -> Vec<u8> {
+    // Serializing plain structs of strings and numbers cannot fail.
+    serde_json::to_vec(&StoredState::of(name, session)).unwrap_or_default()
+}
+
+/// Reads a state file: the session's name and its state.
+pub fn decode(bytes: &[u8]) -> Result<(String, Session), LoadError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(corrupt("the file is empty"));
+    }
+    let json: Json = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let version = json
+        .get("schema_version")
+        .and_then(Json::as_u64)
+        .ok_or_else(|| corrupt("schema_version: missing or not a number"))?;
+    if version == 0 {
+        return Err(corrupt("schema_version: 0 is not a version"));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(LoadError::Newer(version));
+    }
+    let state: StoredState = serde_json::from_value(upgrade(json, version)?).map_err(|e| corrupt(e.to_string()))?;
+    state.into_session()
+}
+
+// ---------------------------------------------------------------------------
+// Disk
+
+/// Creates DIR (mode 0700) when it does not exist.  An existing directory
+/// keeps its mode: it may be shared on purpose.
+fn ensure_dir(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+fn create_private(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+/// Makes a rename in DIR durable.  Not every platform can open a directory.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    File::open(dir)?.sync_all()?;
+    let _ = dir;
+    Ok(())
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A pause in the middle of every write, from the environment variable
+/// EFRIT_TODO_TEST_WRITE_PAUSE_MS: the crash test kills a child Emacs while
+/// a file is half written, which a real write is too quick to allow.
+static TEST_WRITE_PAUSE: Lazy<Option<Duration>> = Lazy::new(|| {
+    std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS").ok().and_then(|ms| ms.parse().ok()).map(Duration::from_millis)
+});
+
+/// Writes BYTES as DIR/FILE so that the file always holds either its old or
+/// its new content: temporary file in the same directory, fsync, rename,
+/// fsync of the directory.
+pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    ensure_dir(dir)?;
+    let target = dir.join(file);
+    let temp = dir.join(format!(".{file}.{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let written = (|| {
+        let mut out = create_private(&temp)?;
+        match *TEST_WRITE_PAUSE {
+            None => out.write_all(bytes)?,
+            Some(pause) => {
+                let half = bytes.len() / 2;
+                out.write_all(&bytes[..half])?;
+                out.flush()?;
+                std::thread::sleep(pause);
+                out.write_all(&bytes[half..])?;
+            }
+        }
+        out.sync_all()?;
+        drop(out);
+        fs::rename(&temp, &target)?;
+        sync_dir(dir)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written.map(|()| target)
+}
+
+/// A session read back from a file.
+#[derive(Debug)]
+pub struct Loaded {
+    pub name: String,
+    pub session: Session,
+    pub file: PathBuf,
+}
+
+/// What reading a directory found.
+#[derive(Debug, Default)]
+pub struct DirReport {
+    pub loaded: Vec<Loaded>,
+    /// Damaged files: where each was, where it went, what was wrong.
+    pub moved_aside: Vec<(PathBuf, PathBuf, String)>,
+    /// Files left where they are, and why (newer layout, unreadable).
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// The first free name among FILE.corrupt, FILE.1.corrupt, FILE.2.corrupt...
+fn aside_name(file: &Path) -> PathBuf {
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut candidate = file.with_file_name(format!("{name}.corrupt"));
+    let mut n = 1;
+    while candidate.exists() {
+        candidate = file.with_file_name(format!("{name}.{n}.corrupt"));
+        n += 1;
+    }
+    candidate
+}
+
+/// Moves a damaged file aside, so that it is kept for inspection and the
+/// next save does not meet it again.
+pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
+    let target = aside_name(file);
+    fs::rename(file, &target)?;
+    if let Some(dir) = file.parent() {
+        let _ = sync_dir(dir);
+    }
+    Ok(target)
+}
+
+/// Reads one state file.
+pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
+    let size = fs::metadata(file)?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(corrupt(format!("{size} bytes is more than a state file can hold")));
+    }
+    decode(&fs::read(file)?)
+}
+
+fn is_stale_temp(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    name.starts_with('.')
+        && name.ends_with(".tmp")
+        && fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age > STALE_TEMP)
+}
+
+/// Reads every state file in DIR.  With ONLY_OPEN, sessions without
+/// unfinished items are left on disk.  Damaged files are moved aside;
+/// nothing here panics or gives up on the other files.
+pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
+    let mut report = DirReport::default();
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    files.sort();
+    for file in files {
+        if is_stale_temp(&file) {
+            let _ = fs::remove_file(&file);
+            continue;
+        }
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with('.') || file.extension().and_then(|e| e.to_str()) != Some(EXTENSION) || !file.is_file() {
+            continue;
+        }
+        match load_file(&file) {
+            Ok((name, session)) => {
+                if !only_open || session.counts().open() > 0 {
+                    report.loaded.push(Loaded { name, session, file });
+                }
+            }
+            Err(LoadError::Corrupt(why)) => match move_aside(&file) {
+                Ok(to) => report.moved_aside.push((file, to, why)),
+                Err(e) => report.skipped.push((file, format!("{why}; could not move it aside: {e}"))),
+            },
+            Err(other) => {
+                if matches!(other, LoadError::Newer(_)) {
+                    lock(&NEWER_FILES).insert(file.clone());
+                }
+                report.skipped.push((file, other.to_string()))
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Files a newer efrit-todo wrote, found by `load_dir`: saving over them
+/// would throw away what that version kept, so saves to them fail instead.
+static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
+
+// ---------------------------------------------------------------------------
+// The writer
+
+#[derive(Default)]
+struct Queue {
+    /// Dirty sessions and the directory each goes to.
+    pending: HashMap<String, PathBuf>,
+    /// Failures of background writes, for the Lisp side to report.
+    errors: Vec<String>,
+    thread_started: bool,
+}
+
+/// Failures kept until the Lisp side collects them.
+const MAX_ERRORS: usize = 20;
+
+struct Writer {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Held for the whole of a save, snapshot included: saves of a session
+    /// land in the order their snapshots were taken, so the file never goes
+    /// back to an older state.
+    writing: Mutex<()>,
+}
+
+static WRITER: Lazy<Writer> =
+    Lazy::new(|| Writer { queue: Mutex::new(Queue::default()), wake: Condvar::new(), writing: Mutex::new(()) });
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Saves SESSION into DIR now; the caller holds `writing`.  Ok(None) when the
+/// session does not exist.
+fn save_locked(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
+    // Only the copy is made under the registry's lock; Lisp calls wait for
+    // that, not for the encoding or the disk.
+    let state = match registry().get(session) {
+        Some(state) => StoredState::of(session, state),
+        None => return Ok(None),
+    };
+    let bytes = serde_json::to_vec(&state).unwrap_or_default();
+    let file = file_name(session);
+    if lock(&NEWER_FILES).contains(&dir.join(&file)) {
+        return Err(io::Error::other("its file was written by a newer efrit-todo; not overwriting it"));
+    }
+    write_atomic(dir, &file, &bytes).map(Some)
+}
+
+fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
+    format!("could not save session {session:?} in {}: {error}", dir.display())
+}
+
+fn write_batch(batch: HashMap<String, PathBuf>) -> Vec<String> {
+    batch
+        .into_iter()
+        .filter_map(|(session, dir)| save_locked(&session, &dir).err().map(|e| describe_failure(&session, &dir, &e)))
+        .collect()
+}
+
+/// How long the writer lets changes gather after the first one.  An agent
+/// changes its list seconds apart, so this costs nothing there, while a
+/// burst of changes becomes one write instead of one per fsync.
+const COALESCE: Duration = Duration::from_millis(20);
+
+fn writer_loop() {
+    loop {
+        {
+            let queue = lock(&WRITER.queue);
+            drop(WRITER.wake.wait_while(queue, |q| q.pending.is_empty()).unwrap_or_else(|p| p.into_inner()));
+        }
+        std::thread::sleep(COALESCE);
+        let writing = lock(&WRITER.writing);
+        let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
+        let failures = write_batch(batch);
+        if !failures.is_empty() {
+            // Still under `writing`, so a flush waiting for this batch sees them.
+            let mut queue = lock(&WRITER.queue);
+            queue.errors.extend(failures);
+            let excess = queue.errors.len().saturating_sub(MAX_ERRORS);
+            queue.errors.drain(..excess);
+        }
+        drop(writing);
+    }
+}
+
+/// Marks SESSION to be saved into DIR by the writer thread, and returns the
+/// failures of earlier background saves (once each).  Never touches the
+/// disk itself unless the thread cannot be started.
+pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
+    let mut queue = lock(&WRITER.queue);
+    queue.pending.insert(session.to_string(), dir.to_path_buf());
+    if !queue.thread_started {
+        queue.thread_started = std::thread::Builder::new().name("efrit-todo-store".into()).spawn(writer_loop).is_ok();
+        if !queue.thread_started {
+            drop(queue);
+            return flush();
+        }
+    }
+    WRITER.wake.notify_one();
+    std::mem::take(&mut queue.errors)
+}
+
+/// Writes every pending save before returning, including one the thread
+/// has begun, and returns all failures not reported yet.
+pub fn flush() -> Vec<String> {
+    let writing = lock(&WRITER.writing);
+    let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
+    let failures = write_batch(batch);
+    drop(writing);
+    let mut errors = std::mem::take(&mut lock(&WRITER.queue).errors);
+    errors.extend(failures);
+    errors
+}
+
+/// Saves SESSION into DIR now, waiting for any save under way.
+pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
+    let _writing = lock(&WRITER.writing);
+    lock(&WRITER.queue).pending.remove(session);
+    save_locked(session, dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{Options, UserEdit};
+    use crate::validate::Input;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "efrit-todo-store-{tag}-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn write(session: &mut Session, todos: Json) {
+        session.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();
+    }
+
+    fn busy_session() -> Session {
+        let mut s = Session::default();
+        write(&mut s, json!([{"content": "Read", "status": "in_progress"}, {"content": "Fix", "status": "pending"}]));
+        write(&mut s, json!([{"id": "t1", "content": "Read", "status": "completed"}, {"content": "Test", "status": "in_progress"}]));
+        s.user_edit(UserEdit::Add { content: "Ship it".into() }, &Options::default()).unwrap();
+        s.after_tool("eval", &Input::Str("(+ 1 2)".into()), Some("3"), false, None, &Default::default());
+        s
+    }
+
+    fn same_state(a: &Session, b: &Session) {
+        assert_eq!(a.items, b.items);
+        assert_eq!(a.retired, b.retired);
+        assert_eq!(a.ids, b.ids);
+        assert_eq!(a.user_notes, b.user_notes);
+        assert_eq!(a.history, b.history);
+        assert_eq!(a.writes, b.writes);
+    }
+
+    #[test]
+    fn a_session_survives_the_round_trip() {
+        let s = busy_session();
+        let (name, back) = decode(&encode("work", &s)).unwrap();
+        assert_eq!(name, "work");
+        same_state(&s, &back);
+        let json: Json = serde_json::from_slice(&encode("work", &s)).unwrap();
+        assert_eq!(json["schema_version"], SCHEMA_VERSION);
+        assert_eq!(json["ledger"]["calls"], 1);
+        assert_eq!(json["breaker"]["calls"], 1);
+        assert_eq!(json["retired"][0]["id"], "t2");
+    }
+
+    #[test]
+    fn undo_works_after_a_restore_and_ids_stay_retired() {
+        let s = busy_session();
+        let (_, mut back) = decode(&encode("work", &s)).unwrap();
+        assert!(back.undo().unwrap().contains("add by the user"));
+        assert_eq!(back.items.len(), 2);
+        assert_eq!(back.add("Next".into(), None, &Options::default()).unwrap().id, "t5");
+    }
+
+    #[test]
+    fn a_list_with_repeated_ids_from_efrit_comes_back() {
+        let mut s = Session::default();
+        let ext = |id: &str, content: &str| crate::session::ExternalItem {
+            id: Some(id.into()),
+            content: content.into(),
+            status: Status::Pending,
+            priority: None,
+            created: None,
+            completed: None,
+        };
+        s.set_all(vec![ext("todo-1", "a"), ext("todo-1", "b")], &Options::default()).unwrap();
+        let (_, back) = decode(&encode("dup", &s)).unwrap();
+        assert_eq!(back.items, s.items);
+    }
+
+    #[test]
+    fn a_first_layout_file_loads() {
+        let v1 = json!({"schema_version": 1, "session": "old", "counter": 7,
+                        "todos": [{"id": "t7", "content": "Keep me", "status": "in_progress", "created": 1.0}]});
+        let (name, s) = decode(v1.to_string().as_bytes()).unwrap();
+        assert_eq!(name, "old");
+        assert_eq!(s.items[0].active_form, "Keep me");
+        assert_eq!(s.items[0].status, Status::InProgress);
+        assert!(s.history.is_empty());
+        let mut s = s;
+        assert_eq!(s.allocate_id(), "t8");
+    }
+
+    #[test]
+    fn damaged_files_are_refused_with_a_reason() {
+        let good = encode("work", &busy_session());
+        for cut in [0, 1, good.len() / 2, good.len() - 1] {
+            assert!(matches!(decode(&good[..cut]), Err(LoadError::Corrupt(_))), "cut at {cut}");
+        }
+        let cases = [
+            json!([1, 2]),
+            json!({"session": "x", "items": []}),
+            json!({"schema_version": "2", "session": "x", "items": []}),
+            json!({"schema_version": 2, "session": "", "items": []}),
+            json!({"schema_version": 2, "session": "x", "items": [{"id": "t1", "content": "a", "status": "done"}]}),
+            json!({"schema_version": 2, "session": "x", "items": [{"id": "", "content": "a", "status": "pending"}]}),
+            json!({"schema_version": 2, "session": "x", "items": {}}),
+        ];
+        for case in cases {
+            assert!(matches!(decode(case.to_string().as_bytes()), Err(LoadError::Corrupt(_))), "{case}");
+        }
+        let newer = json!({"schema_version": 99, "session": "x", "items": []});
+        assert!(matches!(decode(newer.to_string().as_bytes()), Err(LoadError::Newer(99))));
+    }
+
+    #[test]
+    fn only_the_newest_retired_items_are_kept_on_disk() {
+        let mut s = Session::default();
+        for n in 0..3 {
+            let todos: Vec<Json> = (0..600).map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"})).collect();
+            write(&mut s, Json::Array(todos));
+        }
+        assert_eq!(s.retired.len(), 1200);
+        let (_, back) = decode(&encode("big", &s)).unwrap();
+        assert_eq!(back.retired.len(), MAX_STORED_RETIRED);
+        assert_eq!(back.ids.issued(), 1800);
+        assert!(back.retired.contains_key("t1200") && back.items.len() == 600);
+    }
+
+    #[test]
+    fn file_names_are_safe_distinct_and_bounded() {
+        assert_eq!(file_name("default"), "default.json");
+        assert_eq!(file_name("../x"), "%2E%2E%2Fx.json");
+        assert_ne!(file_name("A"), file_name("a"));
+        let long = "é".repeat(200);
+        let name = file_name(&long);
+        assert!(name.len() <= MAX_ENCODED + 5, "{name}");
+        assert_ne!(name, file_name(&"é".repeat(199)));
+        for name in ["a b", ".", "..", "con", "x/y\\z", "日本", "%41"] {
+            let encoded = file_name(name);
+            assert!(!encoded.starts_with('.') && !encoded.contains('/') && !encoded.contains('\\'), "{encoded}");
+        }
+        assert_ne!(file_name("%41"), file_name("A"));
+    }
+
+    #[test]
+    fn writes_are_atomic_private_and_replace_the_old_file() {
+        let dir = temp_dir("atomic").join("nested");
+        let path = write_atomic(&dir, "s.json", b"first").unwrap();
+        write_atomic(&dir, "s.json", b"second").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"second");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+            assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        }
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["s.json"]);
+        let _ = fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[test]
+    fn a_directory_load_moves_damaged_files_aside_and_reads_the_rest() {
+        let dir = temp_dir("load");
+        let s = busy_session();
+        write_atomic(&dir, &file_name("good"), &encode("good", &s)).unwrap();
+        write_atomic(&dir, &file_name("done"), &encode("done", &Session::default())).unwrap();
+        write_atomic(&dir, "bad.json", b"{\"schema_version\": 2, \"sess").unwrap();
+        fs::write(dir.join("bad.json.corrupt"), b"older damage").unwrap();
+        write_atomic(&dir, "newer.json", br#"{"schema_version": 9, "session": "n", "items": []}"#).unwrap();
+        fs::write(dir.join("notes.txt"), b"not mine").unwrap();
+        let report = load_dir(&dir, true).unwrap();
+        let names: Vec<_> = report.loaded.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["good"]);
+        assert_eq!(report.moved_aside.len(), 1);
+        assert_eq!(report.moved_aside[0].1, dir.join("bad.json.1.corrupt"));
+        assert_eq!(fs::read(dir.join("bad.json.corrupt")).unwrap(), b"older damage");
+        assert_eq!(report.skipped.len(), 1);
+        assert!(dir.join("newer.json").exists());
+        registry().session("newer").add("x".into(), None, &Options::default()).unwrap();
+        assert!(save_now("newer", &dir).unwrap_err().to_string().contains("newer efrit-todo"));
+        assert_eq!(load_dir(&dir, false).unwrap().loaded.len(), 2);
+        assert!(load_dir(&dir.join("missing"), false).unwrap().loaded.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn scheduled_saves_land_after_a_flush() {
+        let dir = temp_dir("writer");
+        let name = format!("writer test {}", std::process::id());
+        for n in 0..20 {
+            let todos: Vec<Json> = (0..=n).map(|i| json!({"content": format!("step {i}"), "status": "pending"})).collect();
+            write(registry().session(&name), Json::Array(todos));
+            assert!(schedule(&name, &dir).is_empty());
+        }
+        assert!(flush().is_empty());
+        let (loaded, s) = load_file(&file_path(&dir, &name)).unwrap();
+        assert_eq!(loaded, name);
+        assert_eq!(s.items.len(), 20);
+        assert_eq!(save_now("no such session", &dir).unwrap(), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn failures_of_background_saves_are_reported() {
+        let blocker = temp_dir("blocked");
+        fs::write(&blocker, b"a file where the directory should be").unwrap();
+        let name = format!("failing {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        schedule(&name, &blocker.join("sub"));
+        let errors = flush();
+        assert!(errors.iter().any(|e| e.contains(&name)), "{errors:?}");
+        let _ = fs::remove_file(&blocker);
+    }
+
+    fn arb_status() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec!["pending", "in_progress", "completed", "cancelled"])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_reachable_state_round_trips(
+            writes in prop::collection::vec(prop::collection::vec(("\\PC{1,20}", arb_status()), 0..8), 1..6),
+            undos in 0usize..4,
+            name in "\\PC{1,40}",
+        ) {
+            prop_assume!(check_session_name(&name).is_ok());
+            let mut s = Session::default();
+            for list in writes {
+                let todos: Vec<Json> = list.iter().map(|(c, st)| json!({"content": c, "status": st})).collect();
+                let input = Input::from_json(&json!({ "todos": todos }));
+                let _ = s.write(&input, &Options::default(), false, vec![]);
+            }
+            for _ in 0..undos {
+                s.undo();
+            }
+            let (back_name, back) = decode(&encode(&name, &s)).unwrap();
+            prop_assert_eq!(back_name, name.clone());
+            prop_assert_eq!(&back.items, &s.items);
+            prop_assert_eq!(&back.retired, &s.retired);
+            prop_assert_eq!(&back.history, &s.history);
+            prop_assert_eq!(back.ids.issued(), s.ids.issued());
+            let file = file_name(&name);
+            prop_assert!(file.len() <= MAX_ENCODED + 5 && !file.contains('/'));
+        }
+    }
+}

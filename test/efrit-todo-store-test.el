@@ -1,0 +1,467 @@
+;;; efrit-todo-store-test.el --- ERT tests of persistence and history -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Persistence and history through the real module: state files written
+;; atomically with private modes, read back by `efrit-todo-restore', older
+;; layouts, damaged files moved aside, session names that are not file
+;; names, a file left alone by an invalid write, history with undo, and a
+;; child Emacs killed with SIGKILL in the middle of a stream of writes.
+;;
+;; Every test saves into a temporary directory of its own; in batch Emacs
+;; `efrit-todo-state-directory' defaults to nil, so no test run ever
+;; writes into the user's Emacs directory.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'json)
+(require 'subr-x)
+(require 'efrit-todo)
+
+;;;; Helpers
+
+(defmacro efrit-todo-store-test-with-dir (dir &rest body)
+  "Run BODY with persistence into a fresh directory bound to DIR.
+The directory is deleted afterwards, once pending saves are done."
+  (declare (indent 1) (debug (symbolp body)))
+  (let ((root (make-symbol "root")))
+    `(let* ((,root (make-temp-file "efrit-todo-store-test-" t))
+            (,dir (expand-file-name "state/" ,root))
+            (efrit-todo-state-directory ,dir))
+       (unwind-protect
+           (progn ,@body)
+         (efrit-todo-flush)
+         (delete-directory ,root t)))))
+
+(defun efrit-todo-store-test-session ()
+  "Return the name of a session no other test uses."
+  (format "store-test-%s" (cl-gensym)))
+
+(defun efrit-todo-store-test-write (session &rest items)
+  "Write ITEMS, (CONTENT STATUS [ID]) lists, to SESSION."
+  (efrit-todo-write
+   (list :todos (vconcat (mapcar (lambda (item)
+                                   (append (list :content (nth 0 item) :status (nth 1 item))
+                                           (and (nth 2 item) (list :id (nth 2 item)))))
+                                 items)))
+   session))
+
+(defun efrit-todo-store-test-contents (session)
+  "Return the contents of SESSION's items."
+  (mapcar (lambda (item) (plist-get item :content)) (efrit-todo-list session)))
+
+(defun efrit-todo-store-test-bytes (file)
+  "Return the bytes of FILE as a unibyte string."
+  (with-temp-buffer
+    (set-buffer-multibyte nil)
+    (insert-file-contents-literally file)
+    (buffer-string)))
+
+(defun efrit-todo-store-test-read-json (file)
+  "Return FILE parsed as JSON, objects as alists with symbol keys."
+  (with-temp-buffer
+    (insert-file-contents file)
+    (let ((json-object-type 'alist) (json-array-type 'list))
+      (json-read))))
+
+(defmacro efrit-todo-store-test-capturing-warnings (var &rest body)
+  "Run BODY with the texts of `display-warning' calls collected in VAR."
+  (declare (indent 1) (debug (symbolp body)))
+  `(let ((,var nil))
+     (cl-letf (((symbol-function 'display-warning)
+                (lambda (_type text &rest _) (push text ,var))))
+       ,@body)))
+
+;;;; Saving
+
+(ert-deftest efrit-todo-store-test-a-change-is-saved-privately ()
+  "A write lands in the session's file, mode 0600, in a directory of mode 0700."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write session '("Read the code" "in_progress") '("Fix it" "pending"))
+      (efrit-todo-save)
+      (let* ((file (efrit-todo-state-file session))
+             (json (efrit-todo-store-test-read-json file)))
+        (should (string-prefix-p (expand-file-name dir) file))
+        (should (= (file-modes file) #o600))
+        (should (= (file-modes dir) #o700))
+        (should (= (alist-get 'schema_version json) 2))
+        (should (equal (alist-get 'session json) session))
+        (should (= (alist-get 'id_counter json) 2))
+        (should (equal (mapcar (lambda (item) (alist-get 'status item)) (alist-get 'items json))
+                       '("in_progress" "pending")))
+        (should (equal (alist-get 'kind (car (alist-get 'history json))) "write"))
+        (should (equal (directory-files dir nil "\\`[^.]") (list (file-name-nondirectory file))))))))
+
+(ert-deftest efrit-todo-store-test-memory-only-writes-nothing ()
+  "With `efrit-todo-state-directory' nil no file appears."
+  (efrit-todo-store-test-with-dir dir
+    (let ((efrit-todo-state-directory nil)
+          (session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write session '("Stay in memory" "pending"))
+      (efrit-todo-save)
+      (should-not (efrit-todo-state-file session))
+      (should-not (file-exists-p dir)))))
+
+(ert-deftest efrit-todo-store-test-an-invalid-write-leaves-the-file-alone ()
+  "A write that signals leaves the bytes on disk exactly as they were."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write session '("Keep me" "in_progress"))
+      (efrit-todo-save)
+      (let* ((file (efrit-todo-state-file session))
+             (before (efrit-todo-store-test-bytes file)))
+        (should-error (efrit-todo-store-test-write session '("Keep me" "done"))
+                      :type 'efrit-todo-invalid-input)
+        (should-error (efrit-todo-store-test-write session '("x" "pending" "t99"))
+                      :type 'efrit-todo-invalid-input)
+        (efrit-todo-save)
+        (should (equal (efrit-todo-store-test-bytes file) before))))))
+
+(ert-deftest efrit-todo-store-test-save-all-and-exit-hook ()
+  "`efrit-todo-save' with ALL writes every session; exiting flushes."
+  (should (memq #'efrit-todo--save-on-exit kill-emacs-hook))
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-store-test-write session '("Made while off" "pending")))
+      (should-not (file-exists-p (efrit-todo-state-file session)))
+      (should (= 0 (efrit-todo-save t)))
+      (should (file-exists-p (efrit-todo-state-file session))))))
+
+(ert-deftest efrit-todo-store-test-a-failed-save-is-reported ()
+  "A directory that cannot be made gives a message, not an error."
+  (let* ((blocker (make-temp-file "efrit-todo-store-test-blocker"))
+         (efrit-todo-state-directory (expand-file-name "sub/" blocker))
+         (session (efrit-todo-store-test-session))
+         (messages nil))
+    (unwind-protect
+        (cl-letf (((symbol-function 'message)
+                   (lambda (format &rest args) (push (apply #'format-message format args) messages))))
+          (efrit-todo-store-test-write session '("Cannot be saved" "pending"))
+          (should (= 1 (efrit-todo-save)))
+          (should (cl-some (lambda (m) (string-match-p (regexp-quote session) m)) messages)))
+      (delete-file blocker))))
+
+(ert-deftest efrit-todo-store-test-batch-emacs-saves-nothing-by-default ()
+  "The default directory is nil in batch Emacs and under the user's Emacs directory otherwise."
+  (should noninteractive)
+  (should-not (eval (car (get 'efrit-todo-state-directory 'standard-value)) t))
+  (let* ((home (file-name-as-directory (make-temp-file "efrit-todo-store-test-home" t)))
+         (noninteractive nil)
+         (user-emacs-directory home))
+    (unwind-protect
+        (should (equal (eval (car (get 'efrit-todo-state-directory 'standard-value)) t)
+                       (abbreviate-file-name (expand-file-name "efrit-todo/" home))))
+      (delete-directory home t))))
+
+;;;; Restoring
+
+(ert-deftest efrit-todo-store-test-restore-brings-a-list-back ()
+  "A saved list comes back, with its ids, counter and history."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write session '("Step one" "completed") '("Step two" "in_progress"))
+      (efrit-todo-save)
+      (let ((saved (efrit-todo-list session))
+            (history (efrit-todo-history session)))
+        (let ((efrit-todo-state-directory nil))
+          (efrit-todo-store-test-write session '("Something else" "pending")))
+        (should-not (member session (efrit-todo-restore)))
+        (should (equal (efrit-todo-store-test-contents session) '("Something else")))
+        (should (member session (efrit-todo-restore t)))
+        (should (equal (efrit-todo-list session) saved))
+        (should (equal (efrit-todo-history session) history))
+        (efrit-todo-store-test-write session '("Step one" "completed") '("Step three" "pending"))
+        (should (equal (plist-get (car (last (efrit-todo-list session))) :id) "t4"))))))
+
+(ert-deftest efrit-todo-store-test-names-that-are-not-file-names ()
+  "Session names with slashes, dots, case and non-ASCII text stay apart and inside."
+  (efrit-todo-store-test-with-dir dir
+    (let ((names (list "../../escape" "." "Mixed Case" "mixed case" "日本語 ü/ß"
+                       (make-string 200 ?é))))
+      (dolist (name names)
+        (efrit-todo-reset name)
+        (efrit-todo-store-test-write name (list (format "item of %s" (substring name 0 (min 10 (length name)))) "pending")))
+      (efrit-todo-save)
+      (let ((files (directory-files dir nil "\\.json\\'")))
+        (should (= (length files) (length names)))
+        (dolist (file files)
+          (should (<= (string-bytes file) 200))))
+      (should-not (file-exists-p (expand-file-name "../../escape.json" dir)))
+      (should (equal (sort (efrit-todo-restore t) #'string<) (sort (copy-sequence names) #'string<)))
+      (dolist (name names)
+        (should (equal (efrit-todo-state-file name)
+                       (expand-file-name (file-name-nondirectory (efrit-todo-state-file name)) dir)))))))
+
+(ert-deftest efrit-todo-store-test-a-damaged-file-is-moved-aside ()
+  "Truncated, empty and garbage files are moved aside with a warning."
+  (efrit-todo-store-test-with-dir dir
+    (let ((good (efrit-todo-store-test-session))
+          (cut (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write good '("Fine" "pending"))
+      (efrit-todo-store-test-write cut '("Cut short" "pending"))
+      (efrit-todo-save)
+      (let* ((file (efrit-todo-state-file cut))
+             (bytes (efrit-todo-store-test-bytes file)))
+        (let ((coding-system-for-write 'binary))
+          (write-region (substring bytes 0 (/ (length bytes) 2)) nil file)
+          (write-region "" nil (expand-file-name "empty.json" dir))
+          (write-region "\0\1garbage" nil (expand-file-name "garbage.json" dir)))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (let ((restored (efrit-todo-restore t)))
+            (should (member good restored))
+            (should-not (member cut restored)))
+          (should (= (length warnings) 3))
+          (should (cl-every (lambda (w) (string-match-p "moved aside as .*\\.corrupt" w)) warnings)))
+        (should-not (file-exists-p file))
+        (should (equal (efrit-todo-store-test-bytes (concat file ".corrupt"))
+                       (substring bytes 0 (/ (length bytes) 2))))
+        (should (file-exists-p (expand-file-name "empty.json.corrupt" dir)))
+        (should (equal (efrit-todo-store-test-contents cut) '("Cut short")))))))
+
+(ert-deftest efrit-todo-store-test-older-and-newer-layouts ()
+  "A file of the first layout loads; one from a newer version is left alone."
+  (efrit-todo-store-test-with-dir dir
+    (let ((old (efrit-todo-store-test-session))
+          (new (efrit-todo-store-test-session)))
+      (make-directory dir t)
+      (with-temp-file (expand-file-name "old-layout.json" dir)
+        (insert (json-encode `((schema_version . 1) (session . ,old) (counter . 5)
+                               (todos . [((id . "t5") (content . "From version 1")
+                                          (status . "in_progress") (created . 1.5))])))))
+      (with-temp-file (expand-file-name "new-layout.json" dir)
+        (insert (json-encode `((schema_version . 99) (session . ,new) (items . [])))))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should (equal (efrit-todo-restore) (list old)))
+        (should (string-match-p "newer efrit-todo" (car warnings))))
+      (should (file-exists-p (expand-file-name "new-layout.json" dir)))
+      (should (equal (plist-get (efrit-todo-current old) :content) "From version 1"))
+      (efrit-todo-store-test-write old '("From version 1" "in_progress") '("Added now" "pending"))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list old)) '("t5" "t6"))))))
+
+(ert-deftest efrit-todo-store-test-on-load-only-open-sessions-return ()
+  "Restoring at load time brings back sessions with unfinished items only."
+  (efrit-todo-store-test-with-dir dir
+    (let ((open (efrit-todo-store-test-session))
+          (done (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write open '("Still to do" "pending"))
+      (efrit-todo-store-test-write done '("All done" "completed"))
+      (efrit-todo-save)
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-reset open)
+        (efrit-todo-reset done))
+      (let ((noninteractive t))
+        (efrit-todo--restore-on-load))
+      (should-not (efrit-todo-list open))
+      (let ((noninteractive nil))
+        (efrit-todo--restore-on-load))
+      (should (equal (efrit-todo-store-test-contents open) '("Still to do")))
+      (should-not (efrit-todo-list done)))))
+
+;;;; History and undo
+
+(ert-deftest efrit-todo-store-test-history-records-who-when-and-what ()
+  "Every change is in the history with its actor, kind, time and ids."
+  (let ((session (efrit-todo-store-test-session))
+        (start (float-time)))
+    (efrit-todo-store-test-write session '("Plan" "in_progress") '("Build" "pending"))
+    (efrit-todo-store-test-write session '("Plan" "in_progress") '("Build" "pending"))
+    (efrit-todo-user-set-status "t1" 'completed session)
+    (efrit-todo-store-test-write session '("Plan" "completed") '("Build" "in_progress"))
+    (let ((history (efrit-todo-history session)))
+      (should (equal (mapcar (lambda (c) (plist-get c :seq)) history) '(1 2 3)))
+      (should (equal (mapcar (lambda (c) (plist-get c :actor)) history) '(model user model)))
+      (should (equal (mapcar (lambda (c) (plist-get c :kind)) history) '(write status write)))
+      (should (equal (plist-get (nth 0 history) :added) '("t1" "t2")))
+      (should (equal (plist-get (nth 1 history) :completed) '("t1")))
+      (should (equal (plist-get (nth 1 history) :summary) "the user marked t1 completed"))
+      (should (equal (plist-get (nth 2 history) :started) '("t2")))
+      (should (cl-every (lambda (c) (<= start (plist-get c :time) (float-time))) history)))
+    (let ((t1 (car (efrit-todo-list session))))
+      (should (<= (plist-get t1 :started) (plist-get t1 :completed))))))
+
+(ert-deftest efrit-todo-store-test-undo-restores-and-is-a-change ()
+  "Undo takes back the newest change, runs the hook, is saved, reuses no id."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session))
+          (calls nil))
+      (efrit-todo-store-test-write session '("One" "in_progress"))
+      (let ((first (efrit-todo-list session)))
+        (efrit-todo-store-test-write session '("One" "completed") '("Two" "in_progress"))
+        (let ((hook (lambda (s) (push s calls))))
+          (add-hook 'efrit-todo-change-functions hook)
+          (unwind-protect
+              (should (string-match-p "undid change 2 (write by the model"
+                                      (efrit-todo-undo session)))
+            (remove-hook 'efrit-todo-change-functions hook)))
+        (should (equal calls (list session)))
+        (should (equal (efrit-todo-list session) first))
+        (should (string-match-p "the user undid change 2" (efrit-todo-prompt-guidance session)))
+        (efrit-todo-save)
+        (let ((json (efrit-todo-store-test-read-json (efrit-todo-state-file session))))
+          (should (equal (mapcar (lambda (i) (alist-get 'content i)) (alist-get 'items json)) '("One")))
+          (should (equal (alist-get 'kind (car (last (alist-get 'history json)))) "undo")))
+        (efrit-todo-store-test-write session '("One" "in_progress") '("Three" "pending"))
+        (should (equal (plist-get (nth 1 (efrit-todo-list session)) :id) "t3"))
+        (should (efrit-todo-undo session))
+        (should (equal (efrit-todo-list session) first))
+        (should (efrit-todo-undo session))
+        (should-not (efrit-todo-list session))
+        (should-not (efrit-todo-undo session))
+        (let ((last (car (last (efrit-todo-history session)))))
+          (should (eq (plist-get last :kind) 'undo))
+          (should (eq (plist-get last :actor) 'user))
+          (should (= (plist-get last :undoes) 1)))))))
+
+(ert-deftest efrit-todo-store-test-undo-of-user-edits-and-reset ()
+  "User edits and a reset are undone like the model's writes."
+  (let ((session (efrit-todo-store-test-session)))
+    (efrit-todo-store-test-write session '("A" "pending") '("B" "completed"))
+    (let ((written (efrit-todo-list session)))
+      (efrit-todo-user-clear-finished session)
+      (efrit-todo-user-add "C" session)
+      (efrit-todo-reset session)
+      (should-not (efrit-todo-list session))
+      (efrit-todo-undo session)
+      (should (equal (efrit-todo-store-test-contents session) '("A" "C")))
+      (efrit-todo-undo session)
+      (efrit-todo-undo session)
+      (should (equal (efrit-todo-list session) written))
+      (efrit-todo-user-add "D" session)
+      (should (equal (plist-get (car (last (efrit-todo-list session))) :id) "t4")))))
+
+;;;; A crash in the middle of writing
+
+(defconst efrit-todo-store-test--child-program
+  '(let ((session (car command-line-args-left))
+         (efrit-todo-state-directory (cadr command-line-args-left))
+         (size (string-to-number (nth 2 command-line-args-left)))
+         (n 0))
+     (setq command-line-args-left nil)
+     (while t
+       (setq n (1+ n))
+       (message "writing %d" n)
+       (efrit-todo-write
+        (list :todos
+              (vconcat (mapcar (lambda (i)
+                                 (list :content (format "write %d item %d" n i)
+                                       :status (if (= i (% n size)) "in_progress" "pending")))
+                               (number-sequence 0 (+ size (% n 3) -1)))))
+        session)
+       (efrit-todo-save)
+       (message "saved %d" n)))
+  "What the child Emacs runs: write SIZE-ish items and save, forever.")
+
+(defun efrit-todo-store-test--spawn (name program &rest args)
+  "Start a batch Emacs named NAME running PROGRAM with ARGS after it."
+  (make-process
+   :name name
+   :buffer (generate-new-buffer (format " *%s*" name))
+   :connection-type 'pipe
+   :noquery t
+   :command (append (list (expand-file-name invocation-name invocation-directory)
+                          "-Q" "--batch"
+                          "-L" (file-name-directory (locate-library "efrit-todo"))
+                          "-l" "efrit-todo"
+                          "--eval" (prin1-to-string program))
+                    args)))
+
+(defun efrit-todo-store-test--wait (process predicate seconds what)
+  "Wait up to SECONDS for PREDICATE on PROCESS's output; fail naming WHAT."
+  (let ((deadline (+ (float-time) seconds)))
+    (while (not (funcall predicate (with-current-buffer (process-buffer process) (buffer-string))))
+      (when (> (float-time) deadline)
+        (ert-fail (format "timed out waiting for %s; output: %s" what
+                          (with-current-buffer (process-buffer process) (buffer-string)))))
+      (accept-process-output process 0.05))))
+
+(defun efrit-todo-store-test--last-number (regexp output)
+  "Return the number in the last match of REGEXP in OUTPUT, or 0."
+  (let ((start 0) (n 0))
+    (while (string-match regexp output start)
+      (setq n (string-to-number (match-string 1 output))
+            start (match-end 0)))
+    n))
+
+(ert-deftest efrit-todo-store-test-sigkill-mid-stream-leaves-a-whole-write ()
+  "A child killed while writing leaves the last saved write or the next one.
+The child saves after every write and says so; whatever it was doing
+when SIGKILL arrived, the file must load through `efrit-todo-restore'
+and hold exactly the list of one write: the last one it reported saved,
+or the one after, if that write's save finished before the report.
+In rounds 2 and 3 the module pauses in the middle of every file it
+writes and the kill comes half a pause after a write began, so it
+lands in a half-written file: a writer that did not write a temporary
+file and rename it would leave a damaged state file there."
+  (skip-unless (and (memq system-type '(gnu/linux darwin berkeley-unix)) invocation-name))
+  (efrit-todo-store-test-with-dir dir
+    (pcase-dolist (`(,round ,size ,kill-at ,pause ,delay)
+                   '((1 5 10 nil 0.002) (2 100 4 "100" 0.05) (3 40 8 "50" 0.025)))
+      (let* ((session (format "crash-%d-%s" round (cl-gensym)))
+             (process-environment (if pause
+                                      (cons (concat "EFRIT_TODO_TEST_WRITE_PAUSE_MS=" pause)
+                                            process-environment)
+                                    process-environment))
+             (process (efrit-todo-store-test--spawn
+                       (format "efrit-todo-crash-%d" round)
+                       efrit-todo-store-test--child-program
+                       session dir (number-to-string size))))
+        (unwind-protect
+            (progn
+              (efrit-todo-store-test--wait
+               process (lambda (out) (>= (efrit-todo-store-test--last-number "writing \\([0-9]+\\)" out) kill-at))
+               60 (format "write %d" kill-at))
+              ;; Half the pause: the kill lands while a file is half written.
+              (sleep-for delay)
+              (signal-process process 'kill)
+              (efrit-todo-store-test--wait
+               process (lambda (_) (not (process-live-p process))) 20 "the child to die")
+              (should (eq (process-status process) 'signal))
+              (let* ((output (with-current-buffer (process-buffer process) (buffer-string)))
+                     (saved (efrit-todo-store-test--last-number "saved \\([0-9]+\\)" output))
+                     (writing (efrit-todo-store-test--last-number "writing \\([0-9]+\\)" output)))
+                (should (member session (efrit-todo-restore t)))
+                (let* ((items (efrit-todo-list session))
+                       (n (and items (string-to-number
+                                      (replace-regexp-in-string "\\`write \\([0-9]+\\) .*" "\\1"
+                                                                (plist-get (car items) :content))))))
+                  (should (memq n (delete-dups (list saved writing))))
+                  (should (<= (- n 1) saved))
+                  (should (equal (efrit-todo-store-test-contents session)
+                                 (mapcar (lambda (i) (format "write %d item %d" n i))
+                                         (number-sequence 0 (+ size (% n 3) -1))))))))
+          (when (process-live-p process)
+            (delete-process process))
+          (kill-buffer (process-buffer process)))))))
+
+(ert-deftest efrit-todo-store-test-exit-flushes-unsaved-writes ()
+  "A child that writes and exits without saving leaves its last write on disk."
+  (skip-unless invocation-name)
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (format "exit-%s" (cl-gensym)))
+           (process (efrit-todo-store-test--spawn
+                     "efrit-todo-exit"
+                     '(let ((efrit-todo-state-directory (cadr command-line-args-left))
+                            (session (car command-line-args-left)))
+                        (setq command-line-args-left nil)
+                        (dotimes (n 30)
+                          (efrit-todo-write (list :todos (vector (list :content (format "write %d" n)
+                                                                       :status "pending")))
+                                            session))
+                        (setq efrit-todo-state-directory nil)
+                        (kill-emacs 0))
+                     session dir)))
+      (unwind-protect
+          (progn
+            (efrit-todo-store-test--wait
+             process (lambda (_) (not (process-live-p process))) 60 "the child to exit")
+            (should (equal (process-exit-status process) 0))
+            (should (equal (efrit-todo-restore t) (list session)))
+            (should (equal (efrit-todo-store-test-contents session) '("write 29"))))
+        (kill-buffer (process-buffer process))))))
+
+(provide 'efrit-todo-store-test)
+;;; efrit-todo-store-test.el ends here

@@ -50,7 +50,8 @@ bench: build ## Time todo_write at several sizes
 # terminal (CI, a pipe) the batch replay prints what the model reads.
 demo: build ## Watch an agent session replayed live: the todo list and mode line
 	@if [ -t 0 ] && [ -t 1 ] || [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
-	  $(EMACS) -Q -L lisp -L test -l test/efrit-todo-demo.el -f efrit-todo-demo-live; \
+	  $(EMACS) -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil)' \
+	    -l test/efrit-todo-demo.el -f efrit-todo-demo-live; \
 	else \
 	  $(BATCH) -l test/efrit-todo-demo.el -f efrit-todo-demo-run; \
 	fi

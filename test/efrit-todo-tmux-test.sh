@@ -23,7 +23,7 @@ tmux_() { tmux -u -L "$socket" -f /dev/null "$@"; }
 trap 'tmux_ kill-server >/dev/null 2>&1 || true' EXIT INT TERM
 
 tmux_ new-session -d -x 160 -y 40 \
-    "env EFRIT_TODO_DEMO_SPEED=1.5 $EMACS -nw -Q -L lisp -L test -l test/efrit-todo-demo.el -f efrit-todo-demo-live"
+    "env EFRIT_TODO_DEMO_SPEED=1.5 $EMACS -nw -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil)' -l test/efrit-todo-demo.el -f efrit-todo-demo-live"
 
 # wait_for NAME SECONDS PATTERN...: poll the pane until one capture
 # matches every extended regexp PATTERN; fail showing the pane otherwise.

@@ -648,6 +648,7 @@ nil stands for the buffer's own point."
     ("M-<down>" efrit-todo-move-item-down "move the item down")
     ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
     ("d" efrit-todo-clear-finished "remove the session's completed and cancelled items")
+    ("u" efrit-todo-undo-change "undo the session's newest change, by the agent or by you")
     ("?" efrit-todo-help "this help")
     ("q" quit-window "quit the window"))
   "Keys of `efrit-todo-list-mode': (KEY COMMAND DESCRIPTION), in help order.")
@@ -819,6 +820,14 @@ The module's complaint about bad input becomes a `user-error'."
   "Remove the completed and cancelled items of the session at point."
   (interactive)
   (efrit-todo--apply-edit #'efrit-todo-user-clear-finished (efrit-todo--session-at-point)))
+
+(defun efrit-todo-undo-change ()
+  "Undo the newest change to the list of the session at point."
+  (interactive)
+  (let ((note (efrit-todo-undo (efrit-todo--session-at-point))))
+    (message "Efrit-todo: %s" (or note "nothing to undo"))
+    (efrit-todo--catch-up)
+    note))
 
 (defun efrit-todo-toggle-fold ()
   "Fold or unfold the item at point, or the session on a heading.

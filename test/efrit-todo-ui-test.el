@@ -435,6 +435,24 @@ press RET."
     (with-current-buffer efrit-todo-buffer-name
       (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))))
 
+(ert-deftest efrit-todo-ui-test-key-undo ()
+  "u undoes the newest change of the session at point, then the one before."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-user-set-status "t4" 'cancelled session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "d")
+    (should (equal (efrit-todo-ui-test--ids session) '("t2" "t3")))
+    (efrit-todo-ui-test--press "u")
+    (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t3" "t4")))
+    (should (string-match-p "t4" (efrit-todo-ui-test--section session)))
+    (efrit-todo-ui-test--press "u")
+    (should (eq (plist-get (seq-find (lambda (item) (equal (plist-get item :id) "t4"))
+                                     (efrit-todo-list session))
+                           :status)
+                'pending))))
+
 (ert-deftest efrit-todo-ui-test-key-next-previous ()
   "n and p move between item lines."
   (efrit-todo-ui-test-with-buffer session

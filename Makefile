@@ -6,7 +6,7 @@ MODULE := lisp/efrit-todo-module.so
 BUILT := target/release/libefrit_todo.so
 LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
-BATCH := $(EMACS) -Q --batch -L lisp -L test
+BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
 .PHONY: build test cargo-test ert lint bench demo clean help
 
@@ -30,8 +30,10 @@ lint: build ## Byte-compile (warnings are errors), checkdoc, package-lint
 	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el
 	rm -f test/*.elc bench/*.elc
 
-bench: build ## Time todo_write at several sizes
-	$(BATCH) -l bench/efrit-todo-bench.el -f efrit-todo-bench-run
+# With EFRIT_DIR set to an Efrit checkout, Efrit's own handler and breaker
+# are timed in a child Emacs and the ratios printed.
+bench: build ## Table of us per call: todo_write, breaker pair, report, growth
+	$(BATCH) -l efrit-todo-bench -f efrit-todo-bench-run
 
 demo: build ## Replay a realistic agent plan in batch, printing each result
 	$(BATCH) -l test/efrit-todo-demo.el -f efrit-todo-demo-run

@@ -114,6 +114,7 @@ An error in one function is reported and does not stop the others.")
                   (session input max-items max-content full-up-to
                            auto-complete known-tools))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
+(declare-function efrit-todo--module-structs "efrit-todo-module" (session))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
 (declare-function efrit-todo--module-reset "efrit-todo-module" (session))
@@ -555,8 +556,7 @@ every change and copies a value set from outside into the module.")
   "Set Efrit's variables from the list of SESSION."
   (let ((efrit-todo--mirroring t))
     (setq efrit-todo--mirror-session session)
-    (setq efrit-todo--current-todos
-          (mapcar #'efrit-todo--struct (efrit-todo--module-items session)))
+    (setq efrit-todo--current-todos (efrit-todo--module-structs session))
     (setq efrit-todo--counter (efrit-todo--module-id-counter session))))
 
 (defun efrit-todo--mirror ()

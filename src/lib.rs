@@ -76,8 +76,15 @@ emacs::use_symbols! {
     ty_symbol => "symbol"
     ty_hash_table => "hash-table"
     lisp_t => "t"
+    st_todo => "todo"
+    priority_medium => "medium"
     proper_list_p => "proper-list-p"
     hash_table_keys => "hash-table-keys"
+    fn_vconcat => "vconcat"
+    fn_gethash => "gethash"
+    fn_symbol_name => "symbol-name"
+    fn_format => "format"
+    fn_vector => "vector"
 }
 
 /// Lists and vectors longer than this are not walked: no limit a user can set
@@ -126,7 +133,7 @@ fn is(env: &Env, value: Value, symbol: &emacs::OnceGlobalRef) -> bool {
 }
 
 fn symbol_name(value: Value) -> Result<String> {
-    value.env.call("symbol-name", (value,))?.into_rust()
+    value.env.call(fn_symbol_name, (value,))?.into_rust()
 }
 
 /// A key of an object: a string, or a symbol or keyword naming it.
@@ -261,18 +268,18 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         if length.into_rust::<i64>()? as usize > MAX_ELEMENTS {
             return Ok(Input::Invalid(format!("a list of more than {MAX_ELEMENTS} elements")));
         }
-        let elements: Vector = env.call("vconcat", (value,))?.into_rust()?;
+        let elements: Vector = env.call(fn_vconcat, (value,))?.into_rust()?;
         return list_to_input(env, elements, depth);
     }
     if is(env, ty, ty_hash_table) {
         let keys = env.call(hash_table_keys, (value,))?;
-        let keys: Vector = env.call("vconcat", (keys,))?.into_rust()?;
+        let keys: Vector = env.call(fn_vconcat, (keys,))?.into_rust()?;
         let mut pairs = Vec::with_capacity(keys.len());
         for i in 0..keys.len() {
             let key: Value = keys.get(i)?;
             match key_of(env, key)? {
                 Some(name) => {
-                    let element = env.call("gethash", (key, value))?;
+                    let element = env.call(fn_gethash, (key, value))?;
                     pairs.push((name, to_input(env, element, depth + 1)?));
                 }
                 None => return Ok(Input::Invalid("an object with a key that is not a string or symbol".into())),
@@ -328,6 +335,30 @@ fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
         kw_completed.bind(env),
         time_value(env, item.completed)?,
     ])
+}
+
+/// ITEM as Efrit's `efrit-todo-item' vector: id content status priority
+/// created-at completed-at, with Efrit's `todo' for pending.
+fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+    let status = match item.status {
+        Status::Pending => st_todo.bind(env),
+        other => status_symbol(env, other),
+    };
+    let priority = match item.priority.as_deref() {
+        None | Some("medium") => priority_medium.bind(env),
+        Some(name) => env.intern(name)?,
+    };
+    env.call(
+        fn_vector,
+        &[
+            item.id.as_str().into_lisp(env)?,
+            item.content.as_str().into_lisp(env)?,
+            status,
+            priority,
+            item.created.into_lisp(env)?,
+            time_value(env, item.completed)?,
+        ],
+    )
 }
 
 fn items_list<'e>(env: &'e Env, items: &[Item]) -> Result<Value<'e>> {
@@ -409,6 +440,18 @@ fn items(env: &Env, session: String) -> Result<Value<'_>> {
     with_existing(env, session, |env, s| items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default()))
 }
 
+/// The items of SESSION in Efrit's shape, for `efrit-todo--current-todos'.
+/// Built here in one call rather than from plists, because Efrit's
+/// variable is refreshed after every write.
+#[defun]
+fn structs(env: &Env, session: String) -> Result<Value<'_>> {
+    with_existing(env, session, |env, s| {
+        let items = s.map(|s| s.items.as_slice()).unwrap_or_default();
+        let values = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
+        env.list(&values)
+    })
+}
+
 #[defun]
 fn counts(env: &Env, session: String) -> Result<Value<'_>> {
     with_existing(env, session, |env, s| {
@@ -483,7 +526,7 @@ fn user_edit<'e>(
     env: &'e Env,
     session: String,
     op: String,
-    id: Option<String>,
+    id: Value<'e>,
     arg: Value<'e>,
     max_items: i64,
     max_content: i64,
@@ -491,7 +534,12 @@ fn user_edit<'e>(
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let arg = to_input(env, arg, 0)?;
-    let id = || id.clone().ok_or_else(|| InvalidInput::new("id", "is required"));
+    let id = match to_input(env, id, 0)? {
+        Input::Null => Err(InvalidInput::new("id", "is required")),
+        Input::Str(id) => Ok(id),
+        other => Err(InvalidInput::new("id", format!("expected a string, got {}", other.describe()))),
+    };
+    let id = || id.clone();
     let text = |path: &str| checked_text(&arg, path, options.limits.max_content_chars);
     let edit = match op.as_str() {
         "status" => id().and_then(|id| Ok(UserEdit::SetStatus { id, status: parse_status(&arg, "status")? })),
@@ -589,11 +637,15 @@ fn id_counter(env: &Env, session: String) -> Result<i64> {
 
 /// Raises the id counter to N; it never goes down, so ids are never reused.
 #[defun]
-fn raise_counter(env: &Env, session: String, n: i64) -> Result<i64> {
+fn raise_counter<'e>(env: &'e Env, session: String, n: Value<'e>) -> Result<i64> {
     let session = session_name(env, session)?;
+    let n = match to_input(env, n, 0)? {
+        Input::Int(n) if n >= 0 => n,
+        other => return invalid(env, InvalidInput::new("counter", format!("expected a natural number, got {}", other.describe()))),
+    };
     let mut registry = registry();
     let ids = &mut registry.session(&session).ids;
-    ids.raise_to(u64::try_from(n.max(0)).unwrap_or(0));
+    ids.raise_to(u64::try_from(n).unwrap_or(0));
     Ok(i64::try_from(ids.issued()).unwrap_or(i64::MAX))
 }
 
@@ -656,13 +708,40 @@ fn result_text(env: &Env, result: Value) -> Result<Option<String>> {
     if is(env, env.type_of(result)?, ty_string) {
         return Ok(Some(result.into_rust::<String>().unwrap_or_else(|_| "<a result that is not valid UTF-8>".into())));
     }
-    Ok(Some(env.call("format", ("%S", result))?.into_rust()?))
+    // Printing fails on structures nested too deep; the tool has run, so its
+    // call is recorded with a description rather than refused.
+    Ok(Some(match env.call(fn_format, ("%S", result)).and_then(|text| text.into_rust::<String>()) {
+        Ok(text) => text,
+        Err(_) => format!("<a result that could not be printed: {}>", symbol_name(env.type_of(result)?)?),
+    }))
+}
+
+/// A tool name from the adapter: a non-empty string without NUL.
+fn tool_name(env: &Env, value: Value) -> Result<std::result::Result<String, InvalidInput>> {
+    Ok(string_arg(env, value, "name")?.and_then(|name| {
+        let name = checked_text(&Input::Str(name), "name", usize::MAX)?;
+        non_blank(name, "name")
+    }))
+}
+
+/// DURATION in seconds: nil or a number.
+fn duration_arg(env: &Env, value: Value) -> Result<std::result::Result<Option<f64>, InvalidInput>> {
+    Ok(match to_input(env, value, 0)? {
+        Input::Null => Ok(None),
+        Input::Int(n) => Ok(Some(n as f64)),
+        Input::Float(x) if x.is_finite() => Ok(Some(x)),
+        other => Err(InvalidInput::new("duration", format!("expected a number of seconds or nil, got {}", other.describe()))),
+    })
 }
 
 #[defun]
-fn before_tool(env: &Env, session: String, _tool: String) -> Result<Option<String>> {
+fn before_tool<'e>(env: &'e Env, session: String, tool: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    Ok(registry().get(&session).and_then(|s| s.before_tool(&_tool)))
+    let tool = match tool_name(env, tool)? {
+        Ok(tool) => tool,
+        Err(error) => return invalid(env, error),
+    };
+    registry().get(&session).and_then(|s| s.before_tool(&tool)).into_lisp(env)
 }
 
 // The arity is the Lisp function's: one argument per thing the adapter knows.
@@ -671,15 +750,21 @@ fn before_tool(env: &Env, session: String, _tool: String) -> Result<Option<Strin
 fn after_tool<'e>(
     env: &'e Env,
     session: String,
-    tool: String,
+    tool: Value<'e>,
     input: Value<'e>,
     result: Value<'e>,
     error: Value<'e>,
-    duration: Option<f64>,
+    duration: Value<'e>,
     options: Vector<'e>,
 ) -> Result<String> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
+    let tool = tool_name(env, tool)?;
+    let duration = duration_arg(env, duration)?;
+    let (tool, duration) = match tool.and_then(|tool| Ok((tool, duration?))) {
+        Ok(checked) => checked,
+        Err(error) => return invalid(env, error),
+    };
     let input = to_input(env, input, 0)?;
     let result = result_text(env, result)?;
     Ok(registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options))
@@ -705,7 +790,11 @@ fn pause<'e>(env: &'e Env, session: String, reason: Value<'e>) -> Result<Value<'
 fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
-    let message = if message.is_not_nil() { string_arg(env, message, "message")? } else { Ok(String::new()) };
+    let message = if message.is_not_nil() {
+        string_arg(env, message, "message")?.and_then(|text| checked_text(&Input::Str(text), "message", usize::MAX))
+    } else {
+        Ok(String::new())
+    };
     let message = match message {
         Ok(message) => message,
         Err(error) => return invalid(env, error),

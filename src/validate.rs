@@ -194,19 +194,25 @@ fn field<'a>(map: &'a Input, spec: &Field) -> Option<&'a Input> {
 /// Checks a string for what would break the buffer, the prompt or the JSON
 /// sent back to the API.
 pub fn checked_text(value: &Input, path: &str, max_chars: usize) -> Result<String, InvalidInput> {
+    checked_text_at(value, || path.to_string(), max_chars)
+}
+
+/// `checked_text` with the path built only for an error: a write of 1000
+/// items should not format 4000 paths it never shows.
+fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<String, InvalidInput> {
     let text = match value {
         Input::Str(s) => s,
-        other => return Err(InvalidInput::new(path, format!("expected a string, got {}", other.describe()))),
+        other => return Err(InvalidInput::new(path(), format!("expected a string, got {}", other.describe()))),
     };
     if text.contains('\0') {
-        return Err(InvalidInput::new(path, "contains a NUL character"));
+        return Err(InvalidInput::new(path(), "contains a NUL character"));
     }
-    let chars = text.chars().count();
-    if chars > max_chars {
-        return Err(InvalidInput::new(
-            path,
-            format!("is {chars} characters long; the limit is {max_chars}"),
-        ));
+    // Bytes bound characters from above, so short texts skip the count.
+    if text.len() > max_chars {
+        let chars = text.chars().count();
+        if chars > max_chars {
+            return Err(InvalidInput::new(path(), format!("is {chars} characters long; the limit is {max_chars}")));
+        }
     }
     Ok(text.clone())
 }
@@ -225,41 +231,50 @@ pub fn status_choices() -> String {
 }
 
 pub fn parse_status(value: &Input, path: &str) -> Result<Status, InvalidInput> {
-    let expected = status_choices();
-    match value {
-        Input::Str(text) => Status::parse(text)
-            .ok_or_else(|| InvalidInput::new(path, format!("expected {expected}, got {}", quote(text)))),
-        other => Err(InvalidInput::new(path, format!("expected {expected}, got {}", other.describe()))),
-    }
+    parse_status_at(value, || path.to_string())
+}
+
+fn parse_status_at(value: &Input, path: impl Fn() -> String) -> Result<Status, InvalidInput> {
+    let got = match value {
+        Input::Str(text) => match Status::parse(text) {
+            Some(status) => return Ok(status),
+            None => quote(text),
+        },
+        other => other.describe(),
+    };
+    Err(InvalidInput::new(path(), format!("expected {}, got {got}", status_choices())))
 }
 
 fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedItem, InvalidInput> {
-    let path = format!("todos[{index}]");
     if !matches!(value, Input::Map(_)) {
         return Err(InvalidInput::new(
-            &path,
+            format!("todos[{index}]"),
             format!("expected an object with content and status, got {}", value.describe()),
         ));
     }
-    let at = |spec: &Field| format!("{path}.{}", spec.name);
+    let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
     let text_of = |spec: &Field| -> Result<Option<String>, InvalidInput> {
         match field(value, spec) {
             None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
             None => Ok(None),
-            Some(v) => checked_text(v, &at(spec), limits.max_content_chars).map(Some),
+            Some(v) => checked_text_at(v, || at(spec), limits.max_content_chars).map(Some),
         }
     };
-    let id = text_of(&ID)?;
-    let id = match id {
-        Some(id) => Some(non_blank(id, &at(&ID))?.trim().to_string()),
+    let blank = |text: &str| text.trim().is_empty();
+    let id = match text_of(&ID)? {
+        Some(id) if blank(&id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
+        Some(id) => Some(id.trim().to_string()),
         None => None,
     };
-    let content = non_blank(text_of(&CONTENT)?.unwrap_or_default(), &at(&CONTENT))?;
+    let content = text_of(&CONTENT)?.unwrap_or_default();
+    if blank(&content) {
+        return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
+    }
     let status = match field(value, &STATUS) {
         None => return Err(InvalidInput::new(at(&STATUS), format!("is required: one of {}", status_choices()))),
-        Some(v) => parse_status(v, &at(&STATUS))?,
+        Some(v) => parse_status_at(v, || at(&STATUS))?,
     };
-    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !s.trim().is_empty());
+    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !blank(s));
     Ok(ProposedItem { id, content, active_form, status })
 }
 

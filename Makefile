@@ -8,7 +8,7 @@ LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
-.PHONY: build test cargo-test ert lint bench demo clean help
+.PHONY: build test cargo-test ert fuzz lint bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -16,7 +16,7 @@ $(MODULE): Cargo.toml $(wildcard src/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 
-test: cargo-test ert lint ## Everything CI runs: cargo tests, clippy, ERT suites, lint
+test: cargo-test ert fuzz lint ## Everything CI runs: cargo tests, clippy, ERT suites, fuzzer, lint
 
 cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
@@ -24,6 +24,11 @@ cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 
 ert: build ## The ERT suites in batch Emacs against the built module
 	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
+
+# --module-assertions makes Emacs check every use of the module API.  The
+# seed is fixed; EFRIT_TODO_FUZZ_SECONDS bounds the time (default 25).
+fuzz: build ## Random values into every public function, module API checked
+	$(EMACS) -Q --batch --module-assertions -L lisp -L test -l efrit-todo-fuzz -f ert-run-tests-batch-and-exit
 
 lint: build ## Byte-compile (warnings are errors), checkdoc, package-lint
 	$(EMACS) --batch -L lisp -l test/lint.el $(LISP)

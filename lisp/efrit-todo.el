@@ -204,12 +204,18 @@ is already loaded stays loaded until Emacs restarts."
 
 ;;;; Sessions and change notification
 
+(defun efrit-todo--describe (value)
+  "Return VALUE printed for an error message, kept short.
+Values from a model or a caller may be nested too deep to print whole."
+  (let ((print-level 3) (print-length 10))
+    (truncate-string-to-width (format "%S" value) 100 nil nil "...")))
+
 (defun efrit-todo--session (session)
   "Return the name of SESSION, resolving nil to the current session."
   (let ((name (or session efrit-todo-current-session "default")))
     (unless (stringp name)
       (signal 'efrit-todo-invalid-input
-              (list (format "session: expected a string, got %S" name))))
+              (list (format "session: expected a string, got %s" (efrit-todo--describe name)))))
     name))
 
 (defun efrit-todo--run-change-hook (session)
@@ -539,8 +545,8 @@ every change and copies a value set from outside into the module.")
     ('todo "pending")
     ((or 'pending 'in-progress 'completed 'cancelled) (symbol-name status))
     (_ (signal 'efrit-todo-invalid-input
-               (list (format "status: expected todo, in-progress, completed or cancelled, got %S"
-                             status))))))
+               (list (format "status: expected todo, in-progress, completed or cancelled, got %s"
+                             (efrit-todo--describe status)))))))
 
 (defun efrit-todo--struct (plist)
   "Return an `efrit-todo-item' for the item PLIST."
@@ -601,12 +607,17 @@ the module in step.  Never signals: it runs inside someone's `setq'."
           ('efrit-todo--current-todos
            (if (listp value)
                (efrit-todo--adopt value)
+             (setq efrit-todo--mirror-session nil)
              (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
           ('efrit-todo--counter
            (when (natnump value)
              (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
-      (error (message "Efrit-todo: could not adopt %s: %s"
-                      symbol (error-message-string err))))))
+      (error
+       ;; The variable is about to hold what could not be adopted: read
+       ;; the list from the module again next time.
+       (setq efrit-todo--mirror-session nil)
+       (message "Efrit-todo: could not adopt %s: %s"
+                symbol (error-message-string err))))))
 
 (add-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
 (add-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
@@ -628,7 +639,8 @@ the module in step.  Never signals: it runs inside someone's `setq'."
 PRIORITY is low, medium (the default) or high."
   (unless (memq priority '(nil low medium high))
     (signal 'efrit-todo-invalid-input
-            (list (format "priority: expected low, medium or high, got %S" priority))))
+            (list (format "priority: expected low, medium or high, got %s"
+                          (efrit-todo--describe priority)))))
   (let* ((session (efrit-todo--session nil))
          (plist (efrit-todo--module-add session content
                                         (symbol-name (or priority 'medium))
@@ -642,7 +654,7 @@ PRIORITY is low, medium (the default) or high."
 NEW-STATUS is todo, in-progress, completed or cancelled."
   (unless (and (stringp id) (not (string-empty-p id)))
     (signal 'efrit-todo-invalid-input
-            (list (format "id: expected a non-empty string, got %S" id))))
+            (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
   (let* ((session (efrit-todo--session nil))
          (plist (efrit-todo--module-set-status
                  session id (efrit-todo--status-from-efrit new-status))))
@@ -660,6 +672,9 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
 
 (defun efrit-todo-set-all (todos)
   "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
+  (unless (proper-list-p todos)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
   (let ((session (efrit-todo--session nil)))
     (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
@@ -697,6 +712,10 @@ It never goes down: lowering it would reissue ids."
 
 (defun efrit-todo--format-item (item)
   "Return one display line for ITEM, an `efrit-todo-item'."
+  (unless (and (vectorp item) (= (length item) 6))
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected efrit-todo-item vectors, got %s"
+                          (efrit-todo--describe item)))))
   (format "%s %s %s%s"
           (efrit-todo--status-mark (efrit-todo-item-status item))
           (efrit-todo-item-id item)
@@ -708,7 +727,12 @@ It never goes down: lowering it would reissue ids."
   "Return TODOS as display lines, sorted by SORT-BY.
 SORT-BY is `status' (running first), `priority' (high first),
 `created' (oldest first) or nil (list order)."
-  (let* ((rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
+  (unless (proper-list-p todos)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected a list, got a %s" (type-of todos)))))
+  (let* ((print-level 3)
+         (print-length 10)
+         (rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
          (key (pcase sort-by
                 ('status (funcall rank '(in-progress todo pending completed cancelled)
                                   #'efrit-todo-item-status))

@@ -85,11 +85,13 @@ emacs::use_symbols! {
     fn_symbol_name => "symbol-name"
     fn_format => "format"
     fn_vector => "vector"
+    fn_hash_table_count => "hash-table-count"
 }
 
-/// Lists and vectors longer than this are not walked: no limit a user can set
-/// comes near it, and walking them would only waste time before the error.
-const MAX_ELEMENTS: usize = 1_000_000;
+/// Lists, vectors and hash tables longer than this are not walked: a todo
+/// list or tool input never comes near it, and walking one would only waste
+/// time before the error.
+const MAX_ELEMENTS: usize = 100_000;
 
 #[emacs::module(name = "efrit-todo-module", defun_prefix = "efrit-todo--module", separator = "-")]
 fn init(_: &Env) -> Result<()> {
@@ -113,7 +115,12 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
     }
 }
 
-fn session_name(env: &Env, name: String) -> Result<String> {
+/// SESSION as the module reads it: a string naming the session.
+fn session_name(env: &Env, name: Value) -> Result<String> {
+    let name = match string_arg(env, name, "session")? {
+        Ok(name) => name,
+        Err(error) => return invalid(env, error),
+    };
     match check_session_name(&name) {
         Ok(()) => Ok(name),
         Err(error) => invalid(env, error),
@@ -132,8 +139,10 @@ fn is(env: &Env, value: Value, symbol: &emacs::OnceGlobalRef) -> bool {
     value == symbol.bind(env)
 }
 
+/// The name of a symbol; a name that is not valid UTF-8 (a symbol interned
+/// from raw bytes) reads as U+FFFD rather than failing the whole call.
 fn symbol_name(value: Value) -> Result<String> {
-    value.env.call(fn_symbol_name, (value,))?.into_rust()
+    Ok(value.env.call(fn_symbol_name, (value,))?.into_rust().unwrap_or_else(|_| "\u{FFFD}".to_string()))
 }
 
 /// A key of an object: a string, or a symbol or keyword naming it.
@@ -272,6 +281,10 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         return list_to_input(env, elements, depth);
     }
     if is(env, ty, ty_hash_table) {
+        let count: i64 = env.call(fn_hash_table_count, (value,))?.into_rust()?;
+        if count as usize > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
+        }
         let keys = env.call(hash_table_keys, (value,))?;
         let keys: Vector = env.call(fn_vconcat, (keys,))?.into_rust()?;
         let mut pairs = Vec::with_capacity(keys.len());
@@ -392,7 +405,7 @@ fn json_to_lisp<'e>(env: &'e Env, json: &Json) -> Result<Value<'e>> {
     }
 }
 
-fn with_existing<'e, F>(env: &'e Env, name: String, f: F) -> Result<Value<'e>>
+fn with_existing<'e, F>(env: &'e Env, name: Value<'e>, f: F) -> Result<Value<'e>>
 where
     F: FnOnce(&'e Env, Option<&Session>) -> Result<Value<'e>>,
 {
@@ -413,7 +426,7 @@ fn version() -> Result<String> {
 #[defun]
 fn write<'e>(
     env: &'e Env,
-    session: String,
+    session: Value<'e>,
     input: Value<'e>,
     max_items: i64,
     max_content: i64,
@@ -436,7 +449,7 @@ fn write<'e>(
 }
 
 #[defun]
-fn items(env: &Env, session: String) -> Result<Value<'_>> {
+fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default()))
 }
 
@@ -444,7 +457,7 @@ fn items(env: &Env, session: String) -> Result<Value<'_>> {
 /// Built here in one call rather than from plists, because Efrit's
 /// variable is refreshed after every write.
 #[defun]
-fn structs(env: &Env, session: String) -> Result<Value<'_>> {
+fn structs<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let items = s.map(|s| s.items.as_slice()).unwrap_or_default();
         let values = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
@@ -453,7 +466,7 @@ fn structs(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn counts(env: &Env, session: String) -> Result<Value<'_>> {
+fn counts<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let c = s.map(Session::counts).unwrap_or_default();
         env.list([
@@ -472,7 +485,7 @@ fn counts(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn current(env: &Env, session: String) -> Result<Value<'_>> {
+fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| match s.and_then(Session::current) {
         Some(item) => item_plist(env, item),
         None => ().into_lisp(env),
@@ -480,7 +493,7 @@ fn current(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn find(env: &Env, session: String, id: String) -> Result<Value<'_>> {
+fn find<'e>(env: &'e Env, session: Value<'e>, id: String) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| match s.and_then(|s| s.find(&id)) {
         Some(item) => item_plist(env, item),
         None => ().into_lisp(env),
@@ -488,7 +501,7 @@ fn find(env: &Env, session: String, id: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn reset(env: &Env, session: String) -> Result<()> {
+fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().reset(&session);
     Ok(())
@@ -508,7 +521,7 @@ fn tool_schemas(env: &Env) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn prompt_guidance(env: &Env, session: String, full_up_to: i64) -> Result<String> {
+fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: i64) -> Result<String> {
     let session = session_name(env, session)?;
     let registry = registry();
     let (items, notes) = registry
@@ -524,7 +537,7 @@ fn prompt_guidance(env: &Env, session: String, full_up_to: i64) -> Result<String
 #[defun]
 fn user_edit<'e>(
     env: &'e Env,
-    session: String,
+    session: Value<'e>,
     op: String,
     id: Value<'e>,
     arg: Value<'e>,
@@ -558,7 +571,7 @@ fn user_edit<'e>(
 
 /// Efrit's `efrit-todo-add`: append a pending item, return its plist.
 #[defun]
-fn add<'e>(env: &'e Env, session: String, content: Value<'e>, priority: Option<String>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+fn add<'e>(env: &'e Env, session: Value<'e>, content: Value<'e>, priority: Option<String>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let content = match to_input(env, content, 0)? {
@@ -574,7 +587,7 @@ fn add<'e>(env: &'e Env, session: String, content: Value<'e>, priority: Option<S
 
 /// Sets the status (a wire or Lisp spelling) of item ID; nil when absent.
 #[defun]
-fn set_status(env: &Env, session: String, id: String, status: String) -> Result<Value<'_>> {
+fn set_status<'e>(env: &'e Env, session: Value<'e>, id: String, status: String) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let status = match parse_status(&Input::Str(status), "status") {
         Ok(status) => status,
@@ -610,7 +623,7 @@ fn external_item(input: &Input, index: usize, limits: &Limits) -> std::result::R
 /// Efrit's `efrit-todo-set-all`: ITEMS is a list of plists
 /// (:id :content :status :priority :created :completed).
 #[defun]
-fn set_all<'e>(env: &'e Env, session: String, items: Value<'e>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+fn set_all<'e>(env: &'e Env, session: Value<'e>, items: Value<'e>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let parsed = match to_input(env, items, 0)? {
@@ -623,13 +636,13 @@ fn set_all<'e>(env: &'e Env, session: String, items: Value<'e>, max_items: i64, 
 }
 
 #[defun]
-fn allocate_id(env: &Env, session: String) -> Result<String> {
+fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
     let session = session_name(env, session)?;
     Ok(registry().session(&session).allocate_id())
 }
 
 #[defun]
-fn id_counter(env: &Env, session: String) -> Result<i64> {
+fn id_counter<'e>(env: &'e Env, session: Value<'e>) -> Result<i64> {
     let session = session_name(env, session)?;
     let issued = registry().get(&session).map(|s| s.ids.issued()).unwrap_or(0);
     Ok(i64::try_from(issued).unwrap_or(i64::MAX))
@@ -637,7 +650,7 @@ fn id_counter(env: &Env, session: String) -> Result<i64> {
 
 /// Raises the id counter to N; it never goes down, so ids are never reused.
 #[defun]
-fn raise_counter<'e>(env: &'e Env, session: String, n: Value<'e>) -> Result<i64> {
+fn raise_counter<'e>(env: &'e Env, session: Value<'e>, n: Value<'e>) -> Result<i64> {
     let session = session_name(env, session)?;
     let n = match to_input(env, n, 0)? {
         Input::Int(n) if n >= 0 => n,
@@ -650,7 +663,7 @@ fn raise_counter<'e>(env: &'e Env, session: String, n: Value<'e>) -> Result<i64>
 }
 
 #[defun]
-fn clear(env: &Env, session: String) -> Result<()> {
+fn clear<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().session(&session).clear();
     Ok(())
@@ -735,7 +748,7 @@ fn duration_arg(env: &Env, value: Value) -> Result<std::result::Result<Option<f6
 }
 
 #[defun]
-fn before_tool<'e>(env: &'e Env, session: String, tool: Value<'e>) -> Result<Value<'e>> {
+fn before_tool<'e>(env: &'e Env, session: Value<'e>, tool: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let tool = match tool_name(env, tool)? {
         Ok(tool) => tool,
@@ -749,7 +762,7 @@ fn before_tool<'e>(env: &'e Env, session: String, tool: Value<'e>) -> Result<Val
 #[defun]
 fn after_tool<'e>(
     env: &'e Env,
-    session: String,
+    session: Value<'e>,
     tool: Value<'e>,
     input: Value<'e>,
     result: Value<'e>,
@@ -771,7 +784,7 @@ fn after_tool<'e>(
 }
 
 #[defun]
-fn turn_end(env: &Env, session: String, had_tool_calls: Value, options: Vector) -> Result<Option<String>> {
+fn turn_end<'e>(env: &'e Env, session: Value<'e>, had_tool_calls: Value<'e>, options: Vector<'e>) -> Result<Option<String>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let mut registry = registry();
@@ -780,14 +793,14 @@ fn turn_end(env: &Env, session: String, had_tool_calls: Value, options: Vector) 
 }
 
 #[defun]
-fn pause<'e>(env: &'e Env, session: String, reason: Value<'e>) -> Result<Value<'e>> {
+fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let paused = string_arg(env, reason, "reason")?.and_then(|reason| registry().session(&session).guide.pause(&reason));
     checked(env, paused)
 }
 
 #[defun]
-fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
+fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let message = if message.is_not_nil() {
@@ -804,7 +817,7 @@ fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vect
 }
 
 #[defun]
-fn report(env: &Env, session: String, options: Vector) -> Result<String> {
+fn report<'e>(env: &'e Env, session: Value<'e>, options: Vector<'e>) -> Result<String> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let registry = registry();
@@ -815,7 +828,7 @@ fn report(env: &Env, session: String, options: Vector) -> Result<String> {
 }
 
 #[defun]
-fn ledger(env: &Env, session: String) -> Result<Value<'_>> {
+fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let entries = s.map(Session::entries).unwrap_or_default();
         let plists = entries
@@ -844,7 +857,7 @@ fn ledger(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn breaker(env: &Env, session: String) -> Result<Value<'_>> {
+fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let state = s.map(|s| s.breaker.state()).unwrap_or_default();
         let n = |v: u32| i64::from(v).into_lisp(env);
@@ -870,7 +883,7 @@ fn breaker(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn breaker_reset(env: &Env, session: String) -> Result<()> {
+fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().session(&session).breaker.reset();
     Ok(())
@@ -878,7 +891,7 @@ fn breaker_reset(env: &Env, session: String) -> Result<()> {
 
 /// Starts a new turn of SESSION: fresh breaker, ledger and guide, same list.
 #[defun]
-fn begin_turn(env: &Env, session: String) -> Result<()> {
+fn begin_turn<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().session(&session).begin_turn();
     Ok(())

@@ -392,6 +392,17 @@ mod tests {
     }
 
     #[test]
+    fn tool_names_are_kept_once_and_cleared_with_the_entries() {
+        let mut ledger = Ledger::default();
+        for tool in ["shell", "read_file", "shell", "eval_sexp", "shell"] {
+            ledger.record(tool, &Input::Null, Some("ok"), false, None, 0.0, None);
+        }
+        assert_eq!(ledger.tools().collect::<Vec<_>>(), ["eval_sexp", "read_file", "shell"]);
+        ledger.clear();
+        assert_eq!(ledger.tools().count(), 0);
+    }
+
+    #[test]
     fn nil_and_empty_results_name_the_tool() {
         let mut ledger = Ledger::default();
         assert_eq!(ledger.record("eval_sexp", &Input::Null, None, false, None, 1.0, None).result, "eval_sexp returned no output");

@@ -94,12 +94,63 @@ emacs::use_symbols! {
 const MAX_ELEMENTS: usize = 100_000;
 
 #[emacs::module(name = "efrit-todo-module", defun_prefix = "efrit-todo--module", separator = "-")]
-fn init(_: &Env) -> Result<()> {
+fn init(env: &Env) -> Result<()> {
     // A panic is already reported to Lisp as a `rust-panic' error with its
     // message; the default hook would also print a backtrace over the
     // terminal Emacs may be running in.
     std::panic::set_hook(Box::new(|_| {}));
+    let keys = KNOWN_KEYS
+        .iter()
+        .map(|key| Ok((*key, key.into_lisp(env)?.make_global_ref())))
+        .collect::<Result<Vec<_>>>()?;
+    let _ = KNOWN_KEY_REFS.set(keys);
+    let absent = env.call("make-symbol", ("efrit-todo-absent",))?.make_global_ref();
+    let _ = ABSENT.set(absent);
     Ok(())
+}
+
+/// The keys validation reads.  An `equal' hash table holding only these
+/// (every todo item Efrit parses) is read with one `gethash' per key instead
+/// of listing its keys, which allocates and is most of the cost of a write.
+const KNOWN_KEYS: [&str; 6] = ["todos", "content", "status", "activeForm", "active_form", "id"];
+
+static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> = once_cell::sync::OnceCell::new();
+
+/// What `gethash' returns for a key that is absent, told apart from nil.
+static ABSENT: once_cell::sync::OnceCell<emacs::GlobalRef> = once_cell::sync::OnceCell::new();
+
+/// Reads TABLE through the known keys when they are all it holds; None when
+/// it holds others (then its keys must be listed).
+fn known_fields(env: &Env, table: Value, count: usize, depth: usize) -> Result<Option<Vec<(String, Input)>>> {
+    let (Some(keys), Some(absent)) = (KNOWN_KEY_REFS.get(), ABSENT.get()) else {
+        return Ok(None);
+    };
+    if count > keys.len() {
+        return Ok(None);
+    }
+    let absent = absent.bind(env);
+    let mut pairs = Vec::with_capacity(count);
+    for (name, key) in keys {
+        if pairs.len() == count {
+            break;
+        }
+        let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
+        if value != absent {
+            pairs.push((name.to_string(), to_input(env, value, depth + 1)?));
+        }
+    }
+    Ok((pairs.len() == count).then_some(pairs))
+}
+
+/// TEXT as a Lisp string: ASCII as a unibyte string, which Emacs makes in
+/// one allocation (a multibyte one takes two), and which is `equal' to the
+/// multibyte string of the same characters.
+fn lisp_text<'e>(env: &'e Env, text: &str) -> Result<Value<'e>> {
+    if text.is_ascii() {
+        text.as_bytes().into_lisp(env)
+    } else {
+        text.into_lisp(env)
+    }
 }
 
 /// Signals `efrit-todo-invalid-input` with a message that names the field.
@@ -282,8 +333,12 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     }
     if is(env, ty, ty_hash_table) {
         let count: i64 = env.call(fn_hash_table_count, (value,))?.into_rust()?;
-        if count as usize > MAX_ELEMENTS {
+        let count = usize::try_from(count).unwrap_or(0);
+        if count > MAX_ELEMENTS {
             return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
+        }
+        if let Some(pairs) = known_fields(env, value, count, depth)? {
+            return Ok(Input::Map(pairs));
         }
         let keys = env.call(hash_table_keys, (value,))?;
         let keys: Vector = env.call(fn_vconcat, (keys,))?.into_rust()?;
@@ -363,9 +418,9 @@ fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
     };
     env.call(
         fn_vector,
-        &[
-            item.id.as_str().into_lisp(env)?,
-            item.content.as_str().into_lisp(env)?,
+        [
+            lisp_text(env, &item.id)?,
+            lisp_text(env, &item.content)?,
             status,
             priority,
             item.created.into_lisp(env)?,
@@ -445,7 +500,10 @@ fn write<'e>(
         _ => Vec::new(),
     };
     let outcome = registry().session(&session).write(&input, &options, auto_complete.is_not_nil(), known_tools);
-    checked(env, outcome.map(|o| o.text))
+    match outcome {
+        Ok(outcome) => lisp_text(env, &outcome.text),
+        Err(error) => invalid(env, error),
+    }
 }
 
 #[defun]

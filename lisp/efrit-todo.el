@@ -114,7 +114,7 @@ An error in one function is reported and does not stop the others.")
                   (session input max-items max-content full-up-to
                            auto-complete known-tools))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
-(declare-function efrit-todo--module-structs "efrit-todo-module" (session))
+(declare-function efrit-todo--module-structs "efrit-todo-module" (session old))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
 (declare-function efrit-todo--module-reset "efrit-todo-module" (session))
@@ -560,9 +560,11 @@ every change and copies a value set from outside into the module.")
 
 (defun efrit-todo--refresh-mirror (session)
   "Set Efrit's variables from the list of SESSION."
-  (let ((efrit-todo--mirroring t))
+  (let ((efrit-todo--mirroring t)
+        ;; The structs of the same session are updated in place.
+        (old (and (equal session efrit-todo--mirror-session) efrit-todo--current-todos)))
     (setq efrit-todo--mirror-session session)
-    (setq efrit-todo--current-todos (efrit-todo--module-structs session))
+    (setq efrit-todo--current-todos (efrit-todo--module-structs session old))
     (setq efrit-todo--counter (efrit-todo--module-id-counter session))))
 
 (defun efrit-todo--mirror ()

@@ -112,7 +112,7 @@ fn init(env: &Env) -> Result<()> {
 /// The keys validation reads.  An `equal' hash table holding only these
 /// (every todo item Efrit parses) is read with one `gethash' per key instead
 /// of listing its keys, which allocates and is most of the cost of a write.
-const KNOWN_KEYS: [&str; 6] = ["todos", "content", "status", "activeForm", "active_form", "id"];
+const KNOWN_KEYS: [&str; 6] = ["content", "status", "activeForm", "id", "active_form", "todos"];
 
 static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> = once_cell::sync::OnceCell::new();
 
@@ -512,15 +512,80 @@ fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 }
 
 /// The items of SESSION in Efrit's shape, for `efrit-todo--current-todos'.
-/// Built here in one call rather than from plists, because Efrit's
-/// variable is refreshed after every write.
+/// OLD is the variable's current value: when it has one struct per item it
+/// is updated in place and returned, so that refreshing the variable after
+/// every write allocates only for what changed (Efrit's own code mutates
+/// these structs in place too).  Otherwise a new list is built.
 #[defun]
-fn structs<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let items = s.map(|s| s.items.as_slice()).unwrap_or_default();
+        if let Some(list) = update_structs(env, items, old)? {
+            return Ok(list);
+        }
         let values = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
         env.list(&values)
     })
+}
+
+/// Updates OLD, a list of `efrit-todo-item' vectors, to ITEMS in place; None
+/// when OLD does not have that shape and length.
+fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Option<Value<'e>>> {
+    if items.is_empty() || !is(env, env.type_of(old)?, ty_cons) {
+        return Ok(None);
+    }
+    let length = env.call(proper_list_p, (old,))?;
+    if !length.is_not_nil() || length.into_rust::<i64>()? as usize != items.len() {
+        return Ok(None);
+    }
+    let mut structs = Vec::with_capacity(items.len());
+    let mut cell = old;
+    for _ in items {
+        let element = cell.car()?;
+        if !is(env, env.type_of(element)?, ty_vector) {
+            return Ok(None);
+        }
+        let vector: Vector = element.into_rust()?;
+        if vector.len() != 6 {
+            return Ok(None);
+        }
+        structs.push(vector);
+        cell = cell.cdr()?;
+    }
+    let same_text = |slot: Value, text: &str| slot.into_rust::<String>().is_ok_and(|old| old == text);
+    let same_time = |slot: Value, at: Option<f64>| match at {
+        None => !slot.is_not_nil(),
+        Some(at) => slot.into_rust::<f64>().is_ok_and(|old| old.to_bits() == at.to_bits()),
+    };
+    for (item, vector) in items.iter().zip(structs) {
+        if !same_text(vector.get(0)?, &item.id) {
+            vector.set(0, lisp_text(env, &item.id)?)?;
+        }
+        if !same_text(vector.get(1)?, &item.content) {
+            vector.set(1, lisp_text(env, &item.content)?)?;
+        }
+        let status = match item.status {
+            Status::Pending => st_todo.bind(env),
+            other => status_symbol(env, other),
+        };
+        if vector.get::<Value>(2)? != status {
+            vector.set(2, status)?;
+        }
+        let priority = match item.priority.as_deref() {
+            None | Some("medium") => priority_medium.bind(env),
+            Some(name) => env.intern(name)?,
+        };
+        if vector.get::<Value>(3)? != priority {
+            vector.set(3, priority)?;
+        }
+        if !same_time(vector.get(4)?, Some(item.created)) {
+            vector.set(4, item.created)?;
+        }
+        if !same_time(vector.get(5)?, item.completed) {
+            vector.set(5, time_value(env, item.completed)?)?;
+        }
+    }
+    Ok(Some(old))
 }
 
 #[defun]
@@ -827,7 +892,7 @@ fn after_tool<'e>(
     error: Value<'e>,
     duration: Value<'e>,
     options: Vector<'e>,
-) -> Result<String> {
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let tool = tool_name(env, tool)?;
@@ -838,7 +903,8 @@ fn after_tool<'e>(
     };
     let input = to_input(env, input, 0)?;
     let result = result_text(env, result)?;
-    Ok(registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options))
+    let text = registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options);
+    lisp_text(env, &text)
 }
 
 #[defun]

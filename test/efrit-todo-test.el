@@ -1411,6 +1411,30 @@ Also defines `efrit-todo-test-bad-call-names'."
                      (format "t%d" efrit-todo-max-items)))
       (should (< (- (float-time) start) 2.0)))))
 
+;;;; Efrit's variable
+
+(ert-deftest efrit-todo-test-mirror-is-updated-in-place ()
+  "Writes update Efrit's structs in place; another session's are left alone."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((structs efrit-todo--current-todos))
+      (efrit-todo-test-write (efrit-todo-test-item "Read the file" "completed" "id" "t1")
+                             (efrit-todo-test-item "Fix the bug" "completed" "id" "t2")
+                             (efrit-todo-test-item "Run the tests" "in_progress" "id" "t3"))
+      (should (eq efrit-todo--current-todos structs))
+      (should (equal (mapcar #'efrit-todo-item-status structs) '(completed completed in-progress)))
+      (should (numberp (efrit-todo-item-completed-at (nth 1 structs))))
+      ;; A list of another length is built anew, with the same values.
+      (efrit-todo-test-write (efrit-todo-test-item "Run the tests" "in_progress" "id" "t3"))
+      (should-not (eq efrit-todo--current-todos structs))
+      (should (equal (mapcar #'efrit-todo-item-id efrit-todo--current-todos) '("t3")))
+      (let ((one efrit-todo--current-todos))
+        (let ((efrit-todo-current-session (format "test-%s" (cl-gensym))))
+          (efrit-todo-test-write (efrit-todo-test-item "Other work" "pending"))
+          (should (equal (mapcar #'efrit-todo-item-content efrit-todo--current-todos)
+                         '("Other work"))))
+        (should (equal (mapcar #'efrit-todo-item-content one) '("Run the tests")))))))
+
 ;;;; Edits by the user
 
 (ert-deftest efrit-todo-test-user-edits-reach-the-model ()

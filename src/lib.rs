@@ -130,13 +130,22 @@ fn known_fields(env: &Env, table: Value, count: usize, depth: usize) -> Result<O
     }
     let absent = absent.bind(env);
     let mut pairs = Vec::with_capacity(count);
-    for (name, key) in keys {
+    for (index, (name, key)) in keys.iter().enumerate() {
         if pairs.len() == count {
             break;
         }
         let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
         if value != absent {
             pairs.push((name.to_string(), to_input(env, value, depth + 1)?));
+        } else if index == 0 {
+            // Every todo item has content; a table without it is a todo_write
+            // input (todos) or some other tool's input, read by listing keys.
+            let todos = &keys[keys.len() - 1];
+            let value = env.call(fn_gethash, (todos.1.bind(env), table, absent))?;
+            if value == absent || count != 1 {
+                return Ok(None);
+            }
+            return Ok(Some(vec![(todos.0.to_string(), to_input(env, value, depth + 1)?)]));
         }
     }
     Ok((pairs.len() == count).then_some(pairs))

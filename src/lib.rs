@@ -79,13 +79,14 @@ emacs::use_symbols! {
     st_todo => "todo"
     priority_medium => "medium"
     proper_list_p => "proper-list-p"
-    hash_table_keys => "hash-table-keys"
     fn_vconcat => "vconcat"
     fn_gethash => "gethash"
     fn_symbol_name => "symbol-name"
     fn_format => "format"
     fn_vector => "vector"
     fn_hash_table_count => "hash-table-count"
+    fn_maphash => "maphash"
+    fn_table_entry => "efrit-todo--module-table-entry"
 }
 
 /// Lists, vectors and hash tables longer than this are not walked: a todo
@@ -349,22 +350,55 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         if let Some(pairs) = known_fields(env, value, count, depth)? {
             return Ok(Input::Map(pairs));
         }
-        let keys = env.call(hash_table_keys, (value,))?;
-        let keys: Vector = env.call(fn_vconcat, (keys,))?.into_rust()?;
-        let mut pairs = Vec::with_capacity(keys.len());
-        for i in 0..keys.len() {
-            let key: Value = keys.get(i)?;
-            match key_of(env, key)? {
-                Some(name) => {
-                    let element = env.call(fn_gethash, (key, value))?;
-                    pairs.push((name, to_input(env, element, depth + 1)?));
-                }
-                None => return Ok(Input::Invalid("an object with a key that is not a string or symbol".into())),
-            }
-        }
-        return Ok(Input::Map(pairs));
+        return walk_table(env, value, count, depth);
     }
     Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
+}
+
+/// One hash table being walked by `maphash' into `table_entry'.
+struct TableWalk {
+    depth: usize,
+    pairs: Vec<(String, Input)>,
+    bad_key: bool,
+}
+
+thread_local! {
+    /// The tables being walked, innermost last (a value may be a table).
+    static TABLE_WALKS: std::cell::RefCell<Vec<TableWalk>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads every entry of TABLE with one `maphash' calling back into this
+/// module: no list of keys, no vector, no `gethash' per key.
+fn walk_table(env: &Env, table: Value, count: usize, depth: usize) -> Result<Input> {
+    TABLE_WALKS.with(|walks| walks.borrow_mut().push(TableWalk { depth, pairs: Vec::with_capacity(count), bad_key: false }));
+    let walked = env.call(fn_maphash, (fn_table_entry.bind(env), table));
+    let walk = TABLE_WALKS.with(|walks| walks.borrow_mut().pop());
+    walked?;
+    Ok(match walk {
+        Some(walk) if !walk.bad_key => Input::Map(walk.pairs),
+        _ => Input::Invalid("an object with a key that is not a string or symbol".into()),
+    })
+}
+
+/// The `maphash' callback of `walk_table'; outside a walk it does nothing.
+#[defun]
+fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
+    let Some(depth) = TABLE_WALKS.with(|walks| walks.borrow().last().map(|walk| walk.depth)) else {
+        return Ok(());
+    };
+    let entry = match key_of(env, key)? {
+        Some(name) => Some((name, to_input(env, value, depth + 1)?)),
+        None => None,
+    };
+    TABLE_WALKS.with(|walks| {
+        if let Some(walk) = walks.borrow_mut().last_mut() {
+            match entry {
+                Some(pair) => walk.pairs.push(pair),
+                None => walk.bad_key = true,
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Reads a tool input: Lisp data as it is, or a string as JSON text.

@@ -70,14 +70,16 @@ package is byte-compiled, so both sides are timed compiled."
             (ignore-errors (byte-compile (cdr element)))))))))
 
 (defun efrit-todo-bench-inputs-us (repetitions function)
-  "Return microseconds per call of FUNCTION, median of 5 runs of REPETITIONS.
-Garbage collection during a run counts: it is part of the real cost."
+  "Return microseconds per call of FUNCTION, the least of 5 runs of REPETITIONS.
+The least, because other processes only ever add time.  Garbage
+collection during a run counts: it is part of the real cost, and
+every run is long enough to include its share."
   (funcall function)
   (let (runs)
     (dotimes (_ 5)
       (garbage-collect)
       (push (/ (* 1e6 (car (benchmark-call function repetitions))) repetitions) runs))
-    (nth 2 (sort runs #'<))))
+    (apply #'min runs)))
 
 (provide 'efrit-todo-bench-inputs)
 ;;; efrit-todo-bench-inputs.el ends here

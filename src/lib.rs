@@ -595,16 +595,22 @@ fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Op
         structs.push(vector);
         cell = cell.cdr()?;
     }
-    let same_text = |slot: Value, text: &str| slot.into_rust::<String>().is_ok_and(|old| old == text);
-    let same_time = |slot: Value, at: Option<f64>| match at {
-        None => !slot.is_not_nil(),
-        Some(at) => slot.into_rust::<f64>().is_ok_and(|old| old.to_bits() == at.to_bits()),
+    // Types are checked first: a failed conversion builds an error, which
+    // captures a backtrace when RUST_BACKTRACE is set.
+    let same_text = |slot: Value, text: &str| -> Result<bool> {
+        Ok(is(env, env.type_of(slot)?, ty_string) && slot.into_rust::<String>().is_ok_and(|old| old == text))
+    };
+    let same_time = |slot: Value, at: Option<f64>| -> Result<bool> {
+        Ok(match at {
+            None => !slot.is_not_nil(),
+            Some(at) => is(env, env.type_of(slot)?, ty_float) && slot.into_rust::<f64>().is_ok_and(|old| old.to_bits() == at.to_bits()),
+        })
     };
     for (item, vector) in items.iter().zip(structs) {
-        if !same_text(vector.get(0)?, &item.id) {
+        if !same_text(vector.get(0)?, &item.id)? {
             vector.set(0, lisp_text(env, &item.id)?)?;
         }
-        if !same_text(vector.get(1)?, &item.content) {
+        if !same_text(vector.get(1)?, &item.content)? {
             vector.set(1, lisp_text(env, &item.content)?)?;
         }
         let status = match item.status {
@@ -621,10 +627,10 @@ fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Op
         if vector.get::<Value>(3)? != priority {
             vector.set(3, priority)?;
         }
-        if !same_time(vector.get(4)?, Some(item.created)) {
+        if !same_time(vector.get(4)?, Some(item.created))? {
             vector.set(4, item.created)?;
         }
-        if !same_time(vector.get(5)?, item.completed) {
+        if !same_time(vector.get(5)?, item.completed)? {
             vector.set(5, time_value(env, item.completed)?)?;
         }
     }

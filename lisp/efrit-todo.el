@@ -114,6 +114,7 @@ An error in one function is reported and does not stop the others.")
                   (session input max-items max-content full-up-to
                            auto-complete known-tools))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
+(declare-function efrit-todo--module-structs "efrit-todo-module" (session old))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
 (declare-function efrit-todo--module-reset "efrit-todo-module" (session))
@@ -203,12 +204,18 @@ is already loaded stays loaded until Emacs restarts."
 
 ;;;; Sessions and change notification
 
+(defun efrit-todo--describe (value)
+  "Return VALUE printed for an error message, kept short.
+Values from a model or a caller may be nested too deep to print whole."
+  (let ((print-level 3) (print-length 10))
+    (truncate-string-to-width (format "%S" value) 100 nil nil "...")))
+
 (defun efrit-todo--session (session)
   "Return the name of SESSION, resolving nil to the current session."
   (let ((name (or session efrit-todo-current-session "default")))
     (unless (stringp name)
       (signal 'efrit-todo-invalid-input
-              (list (format "session: expected a string, got %S" name))))
+              (list (format "session: expected a string, got %s" (efrit-todo--describe name)))))
     name))
 
 (defun efrit-todo--run-change-hook (session)
@@ -542,25 +549,16 @@ every change and copies a value set from outside into the module.")
     ('todo "pending")
     ((or 'pending 'in-progress 'completed 'cancelled) (symbol-name status))
     (_ (signal 'efrit-todo-invalid-input
-               (list (format "status: expected todo, in-progress, completed or cancelled, got %S"
-                             status))))))
-
-(defun efrit-todo--struct (plist)
-  "Return an `efrit-todo-item' for the item PLIST."
-  (efrit-todo-item-create
-   :id (plist-get plist :id)
-   :content (plist-get plist :content)
-   :status (if (eq (plist-get plist :status) 'pending) 'todo (plist-get plist :status))
-   :priority (intern (or (plist-get plist :priority) "medium"))
-   :created-at (plist-get plist :created)
-   :completed-at (plist-get plist :completed)))
+               (list (format "status: expected todo, in-progress, completed or cancelled, got %s"
+                             (efrit-todo--describe status)))))))
 
 (defun efrit-todo--refresh-mirror (session)
   "Set Efrit's variables from the list of SESSION."
-  (let ((efrit-todo--mirroring t))
+  (let ((efrit-todo--mirroring t)
+        ;; The structs of the same session are updated in place.
+        (old (and (equal session efrit-todo--mirror-session) efrit-todo--current-todos)))
     (setq efrit-todo--mirror-session session)
-    (setq efrit-todo--current-todos
-          (mapcar #'efrit-todo--struct (efrit-todo--module-items session)))
+    (setq efrit-todo--current-todos (efrit-todo--module-structs session old))
     (setq efrit-todo--counter (efrit-todo--module-id-counter session))))
 
 (defun efrit-todo--mirror ()
@@ -605,12 +603,17 @@ the module in step.  Never signals: it runs inside someone's `setq'."
           ('efrit-todo--current-todos
            (if (listp value)
                (efrit-todo--adopt value)
+             (setq efrit-todo--mirror-session nil)
              (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
           ('efrit-todo--counter
            (when (natnump value)
              (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
-      (error (message "Efrit-todo: could not adopt %s: %s"
-                      symbol (error-message-string err))))))
+      (error
+       ;; The variable is about to hold what could not be adopted: read
+       ;; the list from the module again next time.
+       (setq efrit-todo--mirror-session nil)
+       (message "Efrit-todo: could not adopt %s: %s"
+                symbol (error-message-string err))))))
 
 (add-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
 (add-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
@@ -632,7 +635,8 @@ the module in step.  Never signals: it runs inside someone's `setq'."
 PRIORITY is low, medium (the default) or high."
   (unless (memq priority '(nil low medium high))
     (signal 'efrit-todo-invalid-input
-            (list (format "priority: expected low, medium or high, got %S" priority))))
+            (list (format "priority: expected low, medium or high, got %s"
+                          (efrit-todo--describe priority)))))
   (let* ((session (efrit-todo--session nil))
          (plist (efrit-todo--module-add session content
                                         (symbol-name (or priority 'medium))
@@ -646,7 +650,7 @@ PRIORITY is low, medium (the default) or high."
 NEW-STATUS is todo, in-progress, completed or cancelled."
   (unless (and (stringp id) (not (string-empty-p id)))
     (signal 'efrit-todo-invalid-input
-            (list (format "id: expected a non-empty string, got %S" id))))
+            (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
   (let* ((session (efrit-todo--session nil))
          (plist (efrit-todo--module-set-status
                  session id (efrit-todo--status-from-efrit new-status))))
@@ -664,6 +668,9 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
 
 (defun efrit-todo-set-all (todos)
   "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
+  (unless (proper-list-p todos)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
   (let ((session (efrit-todo--session nil)))
     (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
@@ -701,6 +708,10 @@ It never goes down: lowering it would reissue ids."
 
 (defun efrit-todo--format-item (item)
   "Return one display line for ITEM, an `efrit-todo-item'."
+  (unless (and (vectorp item) (= (length item) 6))
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected efrit-todo-item vectors, got %s"
+                          (efrit-todo--describe item)))))
   (format "%s %s %s%s"
           (efrit-todo--status-mark (efrit-todo-item-status item))
           (efrit-todo-item-id item)
@@ -712,7 +723,12 @@ It never goes down: lowering it would reissue ids."
   "Return TODOS as display lines, sorted by SORT-BY.
 SORT-BY is `status' (running first), `priority' (high first),
 `created' (oldest first) or nil (list order)."
-  (let* ((rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
+  (unless (proper-list-p todos)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected a list, got a %s" (type-of todos)))))
+  (let* ((print-level 3)
+         (print-length 10)
+         (rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
          (key (pcase sort-by
                 ('status (funcall rank '(in-progress todo pending completed cancelled)
                                   #'efrit-todo-item-status))

@@ -41,6 +41,9 @@ pub struct Entry {
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     entries: Vec<Entry>,
+    /// Names of the tools called, kept apart so that asking for them costs
+    /// the same at the 100000th call as at the first.
+    tools: std::collections::BTreeSet<String>,
 }
 
 impl Ledger {
@@ -62,6 +65,9 @@ impl Ledger {
             _ => no_output(tool),
         };
         let index = self.entries.len();
+        if !self.tools.contains(tool) {
+            self.tools.insert(tool.to_string());
+        }
         self.entries.push(Entry {
             tool: tool.to_string(),
             input: summarize_input(input, INPUT_SUMMARY_CHARS),
@@ -78,8 +84,14 @@ impl Ledger {
         &self.entries
     }
 
+    /// The distinct names of the tools called, in sorted order.
+    pub fn tools(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(String::as_str)
+    }
+
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.tools.clear();
     }
 }
 
@@ -377,6 +389,17 @@ mod tests {
 
     fn cmd(command: &str) -> Input {
         Input::Map(vec![("command".into(), Input::Str(command.into()))])
+    }
+
+    #[test]
+    fn tool_names_are_kept_once_and_cleared_with_the_entries() {
+        let mut ledger = Ledger::default();
+        for tool in ["shell", "read_file", "shell", "eval_sexp", "shell"] {
+            ledger.record(tool, &Input::Null, Some("ok"), false, None, 0.0, None);
+        }
+        assert_eq!(ledger.tools().collect::<Vec<_>>(), ["eval_sexp", "read_file", "shell"]);
+        ledger.clear();
+        assert_eq!(ledger.tools().count(), 0);
     }
 
     #[test]

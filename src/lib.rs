@@ -78,21 +78,91 @@ emacs::use_symbols! {
     ty_symbol => "symbol"
     ty_hash_table => "hash-table"
     lisp_t => "t"
+    st_todo => "todo"
+    priority_medium => "medium"
     proper_list_p => "proper-list-p"
-    hash_table_keys => "hash-table-keys"
+    fn_vconcat => "vconcat"
+    fn_gethash => "gethash"
+    fn_symbol_name => "symbol-name"
+    fn_format => "format"
+    fn_vector => "vector"
+    fn_hash_table_count => "hash-table-count"
+    fn_maphash => "maphash"
+    fn_table_entry => "efrit-todo--module-table-entry"
 }
 
-/// Lists and vectors longer than this are not walked: no limit a user can set
-/// comes near it, and walking them would only waste time before the error.
-const MAX_ELEMENTS: usize = 1_000_000;
+/// Lists, vectors and hash tables longer than this are not walked: a todo
+/// list or tool input never comes near it, and walking one would only waste
+/// time before the error.
+const MAX_ELEMENTS: usize = 100_000;
 
 #[emacs::module(name = "efrit-todo-module", defun_prefix = "efrit-todo--module", separator = "-")]
-fn init(_: &Env) -> Result<()> {
+fn init(env: &Env) -> Result<()> {
     // A panic is already reported to Lisp as a `rust-panic' error with its
     // message; the default hook would also print a backtrace over the
     // terminal Emacs may be running in.
     std::panic::set_hook(Box::new(|_| {}));
+    let keys = KNOWN_KEYS
+        .iter()
+        .map(|key| Ok((*key, key.into_lisp(env)?.make_global_ref())))
+        .collect::<Result<Vec<_>>>()?;
+    let _ = KNOWN_KEY_REFS.set(keys);
+    let absent = env.call("make-symbol", ("efrit-todo-absent",))?.make_global_ref();
+    let _ = ABSENT.set(absent);
     Ok(())
+}
+
+/// The keys validation reads.  An `equal' hash table holding only these
+/// (every todo item Efrit parses) is read with one `gethash' per key instead
+/// of listing its keys, which allocates and is most of the cost of a write.
+const KNOWN_KEYS: [&str; 6] = ["content", "status", "activeForm", "id", "active_form", "todos"];
+
+static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> = once_cell::sync::OnceCell::new();
+
+/// What `gethash' returns for a key that is absent, told apart from nil.
+static ABSENT: once_cell::sync::OnceCell<emacs::GlobalRef> = once_cell::sync::OnceCell::new();
+
+/// Reads TABLE through the known keys when they are all it holds; None when
+/// it holds others (then its keys must be listed).
+fn known_fields(env: &Env, table: Value, count: usize, depth: usize) -> Result<Option<Vec<(String, Input)>>> {
+    let (Some(keys), Some(absent)) = (KNOWN_KEY_REFS.get(), ABSENT.get()) else {
+        return Ok(None);
+    };
+    if count > keys.len() {
+        return Ok(None);
+    }
+    let absent = absent.bind(env);
+    let mut pairs = Vec::with_capacity(count);
+    for (index, (name, key)) in keys.iter().enumerate() {
+        if pairs.len() == count {
+            break;
+        }
+        let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
+        if value != absent {
+            pairs.push((name.to_string(), to_input(env, value, depth + 1)?));
+        } else if index == 0 {
+            // Every todo item has content; a table without it is a todo_write
+            // input (todos) or some other tool's input, read by listing keys.
+            let todos = &keys[keys.len() - 1];
+            let value = env.call(fn_gethash, (todos.1.bind(env), table, absent))?;
+            if value == absent || count != 1 {
+                return Ok(None);
+            }
+            return Ok(Some(vec![(todos.0.to_string(), to_input(env, value, depth + 1)?)]));
+        }
+    }
+    Ok((pairs.len() == count).then_some(pairs))
+}
+
+/// TEXT as a Lisp string: ASCII as a unibyte string, which Emacs makes in
+/// one allocation (a multibyte one takes two), and which is `equal' to the
+/// multibyte string of the same characters.
+fn lisp_text<'e>(env: &'e Env, text: &str) -> Result<Value<'e>> {
+    if text.is_ascii() {
+        text.as_bytes().into_lisp(env)
+    } else {
+        text.into_lisp(env)
+    }
 }
 
 /// Signals `efrit-todo-invalid-input` with a message that names the field.
@@ -108,7 +178,12 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
     }
 }
 
-fn session_name(env: &Env, name: String) -> Result<String> {
+/// SESSION as the module reads it: a string naming the session.
+fn session_name(env: &Env, name: Value) -> Result<String> {
+    let name = match string_arg(env, name, "session")? {
+        Ok(name) => name,
+        Err(error) => return invalid(env, error),
+    };
     match check_session_name(&name) {
         Ok(()) => Ok(name),
         Err(error) => invalid(env, error),
@@ -127,8 +202,10 @@ fn is(env: &Env, value: Value, symbol: &emacs::OnceGlobalRef) -> bool {
     value == symbol.bind(env)
 }
 
+/// The name of a symbol; a name that is not valid UTF-8 (a symbol interned
+/// from raw bytes) reads as U+FFFD rather than failing the whole call.
 fn symbol_name(value: Value) -> Result<String> {
-    value.env.call("symbol-name", (value,))?.into_rust()
+    Ok(value.env.call(fn_symbol_name, (value,))?.into_rust().unwrap_or_else(|_| "\u{FFFD}".to_string()))
 }
 
 /// A key of an object: a string, or a symbol or keyword naming it.
@@ -263,26 +340,67 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         if length.into_rust::<i64>()? as usize > MAX_ELEMENTS {
             return Ok(Input::Invalid(format!("a list of more than {MAX_ELEMENTS} elements")));
         }
-        let elements: Vector = env.call("vconcat", (value,))?.into_rust()?;
+        let elements: Vector = env.call(fn_vconcat, (value,))?.into_rust()?;
         return list_to_input(env, elements, depth);
     }
     if is(env, ty, ty_hash_table) {
-        let keys = env.call(hash_table_keys, (value,))?;
-        let keys: Vector = env.call("vconcat", (keys,))?.into_rust()?;
-        let mut pairs = Vec::with_capacity(keys.len());
-        for i in 0..keys.len() {
-            let key: Value = keys.get(i)?;
-            match key_of(env, key)? {
-                Some(name) => {
-                    let element = env.call("gethash", (key, value))?;
-                    pairs.push((name, to_input(env, element, depth + 1)?));
-                }
-                None => return Ok(Input::Invalid("an object with a key that is not a string or symbol".into())),
-            }
+        let count: i64 = env.call(fn_hash_table_count, (value,))?.into_rust()?;
+        let count = usize::try_from(count).unwrap_or(0);
+        if count > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
         }
-        return Ok(Input::Map(pairs));
+        if let Some(pairs) = known_fields(env, value, count, depth)? {
+            return Ok(Input::Map(pairs));
+        }
+        return walk_table(env, value, count, depth);
     }
     Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
+}
+
+/// One hash table being walked by `maphash' into `table_entry'.
+struct TableWalk {
+    depth: usize,
+    pairs: Vec<(String, Input)>,
+    bad_key: bool,
+}
+
+thread_local! {
+    /// The tables being walked, innermost last (a value may be a table).
+    static TABLE_WALKS: std::cell::RefCell<Vec<TableWalk>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads every entry of TABLE with one `maphash' calling back into this
+/// module: no list of keys, no vector, no `gethash' per key.
+fn walk_table(env: &Env, table: Value, count: usize, depth: usize) -> Result<Input> {
+    TABLE_WALKS.with(|walks| walks.borrow_mut().push(TableWalk { depth, pairs: Vec::with_capacity(count), bad_key: false }));
+    let walked = env.call(fn_maphash, (fn_table_entry.bind(env), table));
+    let walk = TABLE_WALKS.with(|walks| walks.borrow_mut().pop());
+    walked?;
+    Ok(match walk {
+        Some(walk) if !walk.bad_key => Input::Map(walk.pairs),
+        _ => Input::Invalid("an object with a key that is not a string or symbol".into()),
+    })
+}
+
+/// The `maphash' callback of `walk_table'; outside a walk it does nothing.
+#[defun]
+fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
+    let Some(depth) = TABLE_WALKS.with(|walks| walks.borrow().last().map(|walk| walk.depth)) else {
+        return Ok(());
+    };
+    let entry = match key_of(env, key)? {
+        Some(name) => Some((name, to_input(env, value, depth + 1)?)),
+        None => None,
+    };
+    TABLE_WALKS.with(|walks| {
+        if let Some(walk) = walks.borrow_mut().last_mut() {
+            match entry {
+                Some(pair) => walk.pairs.push(pair),
+                None => walk.bad_key = true,
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Reads a tool input: Lisp data as it is, or a string as JSON text.
@@ -332,6 +450,30 @@ fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
     ])
 }
 
+/// ITEM as Efrit's `efrit-todo-item' vector: id content status priority
+/// created-at completed-at, with Efrit's `todo' for pending.
+fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+    let status = match item.status {
+        Status::Pending => st_todo.bind(env),
+        other => status_symbol(env, other),
+    };
+    let priority = match item.priority.as_deref() {
+        None | Some("medium") => priority_medium.bind(env),
+        Some(name) => env.intern(name)?,
+    };
+    env.call(
+        fn_vector,
+        [
+            lisp_text(env, &item.id)?,
+            lisp_text(env, &item.content)?,
+            status,
+            priority,
+            item.created.into_lisp(env)?,
+            time_value(env, item.completed)?,
+        ],
+    )
+}
+
 fn items_list<'e>(env: &'e Env, items: &[Item]) -> Result<Value<'e>> {
     let plists = items.iter().map(|item| item_plist(env, item)).collect::<Result<Vec<_>>>()?;
     env.list(&plists)
@@ -363,7 +505,7 @@ fn json_to_lisp<'e>(env: &'e Env, json: &Json) -> Result<Value<'e>> {
     }
 }
 
-fn with_existing<'e, F>(env: &'e Env, name: String, f: F) -> Result<Value<'e>>
+fn with_existing<'e, F>(env: &'e Env, name: Value<'e>, f: F) -> Result<Value<'e>>
 where
     F: FnOnce(&'e Env, Option<&Session>) -> Result<Value<'e>>,
 {
@@ -384,7 +526,7 @@ fn version() -> Result<String> {
 #[defun]
 fn write<'e>(
     env: &'e Env,
-    session: String,
+    session: Value<'e>,
     input: Value<'e>,
     max_items: i64,
     max_content: i64,
@@ -403,16 +545,102 @@ fn write<'e>(
         _ => Vec::new(),
     };
     let outcome = registry().session(&session).write(&input, &options, auto_complete.is_not_nil(), known_tools);
-    checked(env, outcome.map(|o| o.text))
+    match outcome {
+        Ok(outcome) => lisp_text(env, &outcome.text),
+        Err(error) => invalid(env, error),
+    }
 }
 
 #[defun]
-fn items(env: &Env, session: String) -> Result<Value<'_>> {
+fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default()))
 }
 
+/// The items of SESSION in Efrit's shape, for `efrit-todo--current-todos'.
+/// OLD is the variable's current value: when it has one struct per item it
+/// is updated in place and returned, so that refreshing the variable after
+/// every write allocates only for what changed (Efrit's own code mutates
+/// these structs in place too).  Otherwise a new list is built.
 #[defun]
-fn counts(env: &Env, session: String) -> Result<Value<'_>> {
+fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value<'e>> {
+    with_existing(env, session, |env, s| {
+        let items = s.map(|s| s.items.as_slice()).unwrap_or_default();
+        if let Some(list) = update_structs(env, items, old)? {
+            return Ok(list);
+        }
+        let values = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
+        env.list(&values)
+    })
+}
+
+/// Updates OLD, a list of `efrit-todo-item' vectors, to ITEMS in place; None
+/// when OLD does not have that shape and length.
+fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Option<Value<'e>>> {
+    if items.is_empty() || !is(env, env.type_of(old)?, ty_cons) {
+        return Ok(None);
+    }
+    let length = env.call(proper_list_p, (old,))?;
+    if !length.is_not_nil() || length.into_rust::<i64>()? as usize != items.len() {
+        return Ok(None);
+    }
+    let mut structs = Vec::with_capacity(items.len());
+    let mut cell = old;
+    for _ in items {
+        let element = cell.car()?;
+        if !is(env, env.type_of(element)?, ty_vector) {
+            return Ok(None);
+        }
+        let vector: Vector = element.into_rust()?;
+        if vector.len() != 6 {
+            return Ok(None);
+        }
+        structs.push(vector);
+        cell = cell.cdr()?;
+    }
+    // Types are checked first: a failed conversion builds an error, which
+    // captures a backtrace when RUST_BACKTRACE is set.
+    let same_text = |slot: Value, text: &str| -> Result<bool> {
+        Ok(is(env, env.type_of(slot)?, ty_string) && slot.into_rust::<String>().is_ok_and(|old| old == text))
+    };
+    let same_time = |slot: Value, at: Option<f64>| -> Result<bool> {
+        Ok(match at {
+            None => !slot.is_not_nil(),
+            Some(at) => is(env, env.type_of(slot)?, ty_float) && slot.into_rust::<f64>().is_ok_and(|old| old.to_bits() == at.to_bits()),
+        })
+    };
+    for (item, vector) in items.iter().zip(structs) {
+        if !same_text(vector.get(0)?, &item.id)? {
+            vector.set(0, lisp_text(env, &item.id)?)?;
+        }
+        if !same_text(vector.get(1)?, &item.content)? {
+            vector.set(1, lisp_text(env, &item.content)?)?;
+        }
+        let status = match item.status {
+            Status::Pending => st_todo.bind(env),
+            other => status_symbol(env, other),
+        };
+        if vector.get::<Value>(2)? != status {
+            vector.set(2, status)?;
+        }
+        let priority = match item.priority.as_deref() {
+            None | Some("medium") => priority_medium.bind(env),
+            Some(name) => env.intern(name)?,
+        };
+        if vector.get::<Value>(3)? != priority {
+            vector.set(3, priority)?;
+        }
+        if !same_time(vector.get(4)?, Some(item.created))? {
+            vector.set(4, item.created)?;
+        }
+        if !same_time(vector.get(5)?, item.completed)? {
+            vector.set(5, time_value(env, item.completed)?)?;
+        }
+    }
+    Ok(Some(old))
+}
+
+#[defun]
+fn counts<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let c = s.map(Session::counts).unwrap_or_default();
         env.list([
@@ -431,7 +659,7 @@ fn counts(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn current(env: &Env, session: String) -> Result<Value<'_>> {
+fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| match s.and_then(Session::current) {
         Some(item) => item_plist(env, item),
         None => ().into_lisp(env),
@@ -439,7 +667,7 @@ fn current(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn find(env: &Env, session: String, id: String) -> Result<Value<'_>> {
+fn find<'e>(env: &'e Env, session: Value<'e>, id: String) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| match s.and_then(|s| s.find(&id)) {
         Some(item) => item_plist(env, item),
         None => ().into_lisp(env),
@@ -447,7 +675,7 @@ fn find(env: &Env, session: String, id: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn reset(env: &Env, session: String) -> Result<()> {
+fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().reset(&session);
     Ok(())
@@ -467,7 +695,7 @@ fn tool_schemas(env: &Env) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn prompt_guidance(env: &Env, session: String, full_up_to: i64) -> Result<String> {
+fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: i64) -> Result<String> {
     let session = session_name(env, session)?;
     let registry = registry();
     let (items, notes) = registry
@@ -483,9 +711,9 @@ fn prompt_guidance(env: &Env, session: String, full_up_to: i64) -> Result<String
 #[defun]
 fn user_edit<'e>(
     env: &'e Env,
-    session: String,
+    session: Value<'e>,
     op: String,
-    id: Option<String>,
+    id: Value<'e>,
     arg: Value<'e>,
     max_items: i64,
     max_content: i64,
@@ -493,7 +721,12 @@ fn user_edit<'e>(
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let arg = to_input(env, arg, 0)?;
-    let id = || id.clone().ok_or_else(|| InvalidInput::new("id", "is required"));
+    let id = match to_input(env, id, 0)? {
+        Input::Null => Err(InvalidInput::new("id", "is required")),
+        Input::Str(id) => Ok(id),
+        other => Err(InvalidInput::new("id", format!("expected a string, got {}", other.describe()))),
+    };
+    let id = || id.clone();
     let text = |path: &str| checked_text(&arg, path, options.limits.max_content_chars);
     let edit = match op.as_str() {
         "status" => id().and_then(|id| Ok(UserEdit::SetStatus { id, status: parse_status(&arg, "status")? })),
@@ -512,7 +745,7 @@ fn user_edit<'e>(
 
 /// Efrit's `efrit-todo-add`: append a pending item, return its plist.
 #[defun]
-fn add<'e>(env: &'e Env, session: String, content: Value<'e>, priority: Option<String>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+fn add<'e>(env: &'e Env, session: Value<'e>, content: Value<'e>, priority: Option<String>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let content = match to_input(env, content, 0)? {
@@ -528,7 +761,7 @@ fn add<'e>(env: &'e Env, session: String, content: Value<'e>, priority: Option<S
 
 /// Sets the status (a wire or Lisp spelling) of item ID; nil when absent.
 #[defun]
-fn set_status(env: &Env, session: String, id: String, status: String) -> Result<Value<'_>> {
+fn set_status<'e>(env: &'e Env, session: Value<'e>, id: String, status: String) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let status = match parse_status(&Input::Str(status), "status") {
         Ok(status) => status,
@@ -564,7 +797,7 @@ fn external_item(input: &Input, index: usize, limits: &Limits) -> std::result::R
 /// Efrit's `efrit-todo-set-all`: ITEMS is a list of plists
 /// (:id :content :status :priority :created :completed).
 #[defun]
-fn set_all<'e>(env: &'e Env, session: String, items: Value<'e>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+fn set_all<'e>(env: &'e Env, session: Value<'e>, items: Value<'e>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let parsed = match to_input(env, items, 0)? {
@@ -577,13 +810,13 @@ fn set_all<'e>(env: &'e Env, session: String, items: Value<'e>, max_items: i64, 
 }
 
 #[defun]
-fn allocate_id(env: &Env, session: String) -> Result<String> {
+fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
     let session = session_name(env, session)?;
     Ok(registry().session(&session).allocate_id())
 }
 
 #[defun]
-fn id_counter(env: &Env, session: String) -> Result<i64> {
+fn id_counter<'e>(env: &'e Env, session: Value<'e>) -> Result<i64> {
     let session = session_name(env, session)?;
     let issued = registry().get(&session).map(|s| s.ids.issued()).unwrap_or(0);
     Ok(i64::try_from(issued).unwrap_or(i64::MAX))
@@ -591,16 +824,20 @@ fn id_counter(env: &Env, session: String) -> Result<i64> {
 
 /// Raises the id counter to N; it never goes down, so ids are never reused.
 #[defun]
-fn raise_counter(env: &Env, session: String, n: i64) -> Result<i64> {
+fn raise_counter<'e>(env: &'e Env, session: Value<'e>, n: Value<'e>) -> Result<i64> {
     let session = session_name(env, session)?;
+    let n = match to_input(env, n, 0)? {
+        Input::Int(n) if n >= 0 => n,
+        other => return invalid(env, InvalidInput::new("counter", format!("expected a natural number, got {}", other.describe()))),
+    };
     let mut registry = registry();
     let ids = &mut registry.session(&session).ids;
-    ids.raise_to(u64::try_from(n.max(0)).unwrap_or(0));
+    ids.raise_to(u64::try_from(n).unwrap_or(0));
     Ok(i64::try_from(ids.issued()).unwrap_or(i64::MAX))
 }
 
 #[defun]
-fn clear(env: &Env, session: String) -> Result<()> {
+fn clear<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().session(&session).clear();
     Ok(())
@@ -658,13 +895,40 @@ fn result_text(env: &Env, result: Value) -> Result<Option<String>> {
     if is(env, env.type_of(result)?, ty_string) {
         return Ok(Some(result.into_rust::<String>().unwrap_or_else(|_| "<a result that is not valid UTF-8>".into())));
     }
-    Ok(Some(env.call("format", ("%S", result))?.into_rust()?))
+    // Printing fails on structures nested too deep; the tool has run, so its
+    // call is recorded with a description rather than refused.
+    Ok(Some(match env.call(fn_format, ("%S", result)).and_then(|text| text.into_rust::<String>()) {
+        Ok(text) => text,
+        Err(_) => format!("<a result that could not be printed: {}>", symbol_name(env.type_of(result)?)?),
+    }))
+}
+
+/// A tool name from the adapter: a non-empty string without NUL.
+fn tool_name(env: &Env, value: Value) -> Result<std::result::Result<String, InvalidInput>> {
+    Ok(string_arg(env, value, "name")?.and_then(|name| {
+        let name = checked_text(&Input::Str(name), "name", usize::MAX)?;
+        non_blank(name, "name")
+    }))
+}
+
+/// DURATION in seconds: nil or a number.
+fn duration_arg(env: &Env, value: Value) -> Result<std::result::Result<Option<f64>, InvalidInput>> {
+    Ok(match to_input(env, value, 0)? {
+        Input::Null => Ok(None),
+        Input::Int(n) => Ok(Some(n as f64)),
+        Input::Float(x) if x.is_finite() => Ok(Some(x)),
+        other => Err(InvalidInput::new("duration", format!("expected a number of seconds or nil, got {}", other.describe()))),
+    })
 }
 
 #[defun]
-fn before_tool(env: &Env, session: String, _tool: String) -> Result<Option<String>> {
+fn before_tool<'e>(env: &'e Env, session: Value<'e>, tool: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    Ok(registry().get(&session).and_then(|s| s.before_tool(&_tool)))
+    let tool = match tool_name(env, tool)? {
+        Ok(tool) => tool,
+        Err(error) => return invalid(env, error),
+    };
+    registry().get(&session).and_then(|s| s.before_tool(&tool)).into_lisp(env)
 }
 
 // The arity is the Lisp function's: one argument per thing the adapter knows.
@@ -672,23 +936,30 @@ fn before_tool(env: &Env, session: String, _tool: String) -> Result<Option<Strin
 #[defun]
 fn after_tool<'e>(
     env: &'e Env,
-    session: String,
-    tool: String,
+    session: Value<'e>,
+    tool: Value<'e>,
     input: Value<'e>,
     result: Value<'e>,
     error: Value<'e>,
-    duration: Option<f64>,
+    duration: Value<'e>,
     options: Vector<'e>,
-) -> Result<String> {
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
+    let tool = tool_name(env, tool)?;
+    let duration = duration_arg(env, duration)?;
+    let (tool, duration) = match tool.and_then(|tool| Ok((tool, duration?))) {
+        Ok(checked) => checked,
+        Err(error) => return invalid(env, error),
+    };
     let input = to_input(env, input, 0)?;
     let result = result_text(env, result)?;
-    Ok(registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options))
+    let text = registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options);
+    lisp_text(env, &text)
 }
 
 #[defun]
-fn turn_end(env: &Env, session: String, had_tool_calls: Value, options: Vector) -> Result<Option<String>> {
+fn turn_end<'e>(env: &'e Env, session: Value<'e>, had_tool_calls: Value<'e>, options: Vector<'e>) -> Result<Option<String>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let mut registry = registry();
@@ -697,17 +968,21 @@ fn turn_end(env: &Env, session: String, had_tool_calls: Value, options: Vector) 
 }
 
 #[defun]
-fn pause<'e>(env: &'e Env, session: String, reason: Value<'e>) -> Result<Value<'e>> {
+fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let paused = string_arg(env, reason, "reason")?.and_then(|reason| registry().session(&session).guide.pause(&reason));
     checked(env, paused)
 }
 
 #[defun]
-fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
+fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
-    let message = if message.is_not_nil() { string_arg(env, message, "message")? } else { Ok(String::new()) };
+    let message = if message.is_not_nil() {
+        string_arg(env, message, "message")?.and_then(|text| checked_text(&Input::Str(text), "message", usize::MAX))
+    } else {
+        Ok(String::new())
+    };
     let message = match message {
         Ok(message) => message,
         Err(error) => return invalid(env, error),
@@ -717,7 +992,7 @@ fn complete<'e>(env: &'e Env, session: String, message: Value<'e>, options: Vect
 }
 
 #[defun]
-fn report(env: &Env, session: String, options: Vector) -> Result<String> {
+fn report<'e>(env: &'e Env, session: Value<'e>, options: Vector<'e>) -> Result<String> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let registry = registry();
@@ -728,7 +1003,7 @@ fn report(env: &Env, session: String, options: Vector) -> Result<String> {
 }
 
 #[defun]
-fn ledger(env: &Env, session: String) -> Result<Value<'_>> {
+fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let entries = s.map(Session::entries).unwrap_or_default();
         let plists = entries
@@ -757,7 +1032,7 @@ fn ledger(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn breaker(env: &Env, session: String) -> Result<Value<'_>> {
+fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let state = s.map(|s| s.breaker.state()).unwrap_or_default();
         let n = |v: u32| i64::from(v).into_lisp(env);
@@ -783,7 +1058,7 @@ fn breaker(env: &Env, session: String) -> Result<Value<'_>> {
 }
 
 #[defun]
-fn breaker_reset(env: &Env, session: String) -> Result<()> {
+fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().session(&session).breaker.reset();
     Ok(())
@@ -791,7 +1066,7 @@ fn breaker_reset(env: &Env, session: String) -> Result<()> {
 
 /// Starts a new turn of SESSION: fresh breaker, ledger and guide, same list.
 #[defun]
-fn begin_turn(env: &Env, session: String) -> Result<()> {
+fn begin_turn<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
     registry().session(&session).begin_turn();
     Ok(())
@@ -830,7 +1105,7 @@ fn keyword<'e>(env: &'e Env, name: &str) -> Result<Value<'e>> {
 
 /// The changes of SESSION's list, oldest first, as plists.
 #[defun]
-fn history(env: &Env, session: String) -> Result<Value<'_>> {
+fn history<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     with_existing(env, session, |env, s| {
         let Some(s) = s else { return ().into_lisp(env) };
         let plists = s
@@ -873,7 +1148,7 @@ fn history(env: &Env, session: String) -> Result<Value<'_>> {
 /// Undoes the newest change of SESSION's list; the note for the model, or
 /// nil when there is nothing to undo.
 #[defun]
-fn undo(env: &Env, session: String) -> Result<Option<String>> {
+fn undo(env: &Env, session: Value) -> Result<Option<String>> {
     let session = session_name(env, session)?;
     Ok(registry().session(&session).undo())
 }
@@ -881,7 +1156,7 @@ fn undo(env: &Env, session: String) -> Result<Option<String>> {
 /// Marks SESSION to be saved into DIR off the caller's path; returns the
 /// failures of earlier background saves.
 #[defun]
-fn store_schedule(env: &Env, session: String, dir: String) -> Result<Value<'_>> {
+fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: String) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     strings(env, &store::schedule(&session, std::path::Path::new(&dir)))
 }
@@ -894,7 +1169,7 @@ fn store_flush(env: &Env) -> Result<Value<'_>> {
 
 /// Saves SESSION into DIR now; the file name, or nil for an unknown session.
 #[defun]
-fn store_save(env: &Env, session: String, dir: String) -> Result<Value<'_>> {
+fn store_save<'e>(env: &'e Env, session: Value<'e>, dir: String) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     match store::save_now(&session, std::path::Path::new(&dir)) {
         Ok(file) => file.map(|f| f.to_string_lossy().into_owned()).into_lisp(env),
@@ -904,7 +1179,7 @@ fn store_save(env: &Env, session: String, dir: String) -> Result<Value<'_>> {
 
 /// The state file of SESSION in DIR.
 #[defun]
-fn store_file(env: &Env, session: String, dir: String) -> Result<String> {
+fn store_file(env: &Env, session: Value, dir: String) -> Result<String> {
     let session = session_name(env, session)?;
     Ok(store::file_path(std::path::Path::new(&dir), &session).to_string_lossy().into_owned())
 }

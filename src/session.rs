@@ -172,7 +172,7 @@ impl Session {
     /// and the ones already called, plus EXTRA.
     fn tool_names<'a>(&'a self, extra: Option<&'a str>) -> Vec<&'a str> {
         let mut names: Vec<&str> = self.known_tools.iter().map(String::as_str).collect();
-        names.extend(self.ledger.entries().iter().map(|e| e.tool.as_str()));
+        names.extend(self.ledger.tools());
         names.extend(extra);
         names.sort_unstable();
         names.dedup();

@@ -32,6 +32,8 @@ impl Input {
             Input::Null => "nil".into(),
             Input::Bool(b) => format!("boolean {b}"),
             Input::Int(n) => format!("integer {n}"),
+            // A huge float printed in full is 300 digits of error message.
+            Input::Float(x) if x.is_finite() && *x != 0.0 && !(1e-6..1e15).contains(&x.abs()) => format!("number {x:e}"),
             Input::Float(x) => format!("number {x}"),
             Input::Str(s) => format!("string {}", quote(s)),
             Input::Array(items) => format!("an array of {} elements", items.len()),
@@ -194,19 +196,25 @@ fn field<'a>(map: &'a Input, spec: &Field) -> Option<&'a Input> {
 /// Checks a string for what would break the buffer, the prompt or the JSON
 /// sent back to the API.
 pub fn checked_text(value: &Input, path: &str, max_chars: usize) -> Result<String, InvalidInput> {
+    checked_text_at(value, || path.to_string(), max_chars)
+}
+
+/// `checked_text` with the path built only for an error: a write of 1000
+/// items should not format 4000 paths it never shows.
+fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<String, InvalidInput> {
     let text = match value {
         Input::Str(s) => s,
-        other => return Err(InvalidInput::new(path, format!("expected a string, got {}", other.describe()))),
+        other => return Err(InvalidInput::new(path(), format!("expected a string, got {}", other.describe()))),
     };
     if text.contains('\0') {
-        return Err(InvalidInput::new(path, "contains a NUL character"));
+        return Err(InvalidInput::new(path(), "contains a NUL character"));
     }
-    let chars = text.chars().count();
-    if chars > max_chars {
-        return Err(InvalidInput::new(
-            path,
-            format!("is {chars} characters long; the limit is {max_chars}"),
-        ));
+    // Bytes bound characters from above, so short texts skip the count.
+    if text.len() > max_chars {
+        let chars = text.chars().count();
+        if chars > max_chars {
+            return Err(InvalidInput::new(path(), format!("is {chars} characters long; the limit is {max_chars}")));
+        }
     }
     Ok(text.clone())
 }
@@ -225,41 +233,50 @@ pub fn status_choices() -> String {
 }
 
 pub fn parse_status(value: &Input, path: &str) -> Result<Status, InvalidInput> {
-    let expected = status_choices();
-    match value {
-        Input::Str(text) => Status::parse(text)
-            .ok_or_else(|| InvalidInput::new(path, format!("expected {expected}, got {}", quote(text)))),
-        other => Err(InvalidInput::new(path, format!("expected {expected}, got {}", other.describe()))),
-    }
+    parse_status_at(value, || path.to_string())
+}
+
+fn parse_status_at(value: &Input, path: impl Fn() -> String) -> Result<Status, InvalidInput> {
+    let got = match value {
+        Input::Str(text) => match Status::parse(text) {
+            Some(status) => return Ok(status),
+            None => quote(text),
+        },
+        other => other.describe(),
+    };
+    Err(InvalidInput::new(path(), format!("expected {}, got {got}", status_choices())))
 }
 
 fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedItem, InvalidInput> {
-    let path = format!("todos[{index}]");
     if !matches!(value, Input::Map(_)) {
         return Err(InvalidInput::new(
-            &path,
+            format!("todos[{index}]"),
             format!("expected an object with content and status, got {}", value.describe()),
         ));
     }
-    let at = |spec: &Field| format!("{path}.{}", spec.name);
+    let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
     let text_of = |spec: &Field| -> Result<Option<String>, InvalidInput> {
         match field(value, spec) {
             None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
             None => Ok(None),
-            Some(v) => checked_text(v, &at(spec), limits.max_content_chars).map(Some),
+            Some(v) => checked_text_at(v, || at(spec), limits.max_content_chars).map(Some),
         }
     };
-    let id = text_of(&ID)?;
-    let id = match id {
-        Some(id) => Some(non_blank(id, &at(&ID))?.trim().to_string()),
+    let blank = |text: &str| text.trim().is_empty();
+    let id = match text_of(&ID)? {
+        Some(id) if blank(&id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
+        Some(id) => Some(id.trim().to_string()),
         None => None,
     };
-    let content = non_blank(text_of(&CONTENT)?.unwrap_or_default(), &at(&CONTENT))?;
+    let content = text_of(&CONTENT)?.unwrap_or_default();
+    if blank(&content) {
+        return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
+    }
     let status = match field(value, &STATUS) {
         None => return Err(InvalidInput::new(at(&STATUS), format!("is required: one of {}", status_choices()))),
-        Some(v) => parse_status(v, &at(&STATUS))?,
+        Some(v) => parse_status_at(v, || at(&STATUS))?,
     };
-    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !s.trim().is_empty());
+    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !blank(s));
     Ok(ProposedItem { id, content, active_form, status })
 }
 
@@ -457,5 +474,126 @@ mod tests {
         let pause = todo_pause_schema();
         assert_eq!(pause["input_schema"]["required"], json!(["reason"]));
         assert_eq!(tool_schemas().len(), 2);
+    }
+
+    mod properties {
+        use super::*;
+        use crate::model::Status;
+        use crate::session::{Options, Session};
+        use proptest::prelude::*;
+        use std::collections::HashSet;
+
+        const KEYS: [&str; 9] = ["todos", "content", "status", "activeForm", "active_form", "id", "priority", "", "x"];
+
+        fn arb_text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just(String::new()),
+                Just("pending".to_string()),
+                Just("in_progress".to_string()),
+                Just("In-Progress".to_string()),
+                Just("completed".to_string()),
+                Just("cancelled".to_string()),
+                Just("done".to_string()),
+                "t[0-9]{1,2}",
+                "[a-c ]{0,6}",
+                any::<String>(),
+                "[\\x00-\\x7f]{0,8}",
+            ]
+        }
+
+        fn arb_input() -> impl Strategy<Value = Input> {
+            let leaf = prop_oneof![
+                Just(Input::Null),
+                any::<bool>().prop_map(Input::Bool),
+                any::<i64>().prop_map(Input::Int),
+                any::<f64>().prop_map(Input::Float),
+                arb_text().prop_map(Input::Str),
+                Just(Input::Unsupported("a buffer".into())),
+                Just(Input::Invalid("a circular or dotted list".into())),
+            ];
+            leaf.prop_recursive(5, 64, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Input::Array),
+                    prop::collection::vec((prop::sample::select(KEYS.to_vec()).prop_map(String::from), inner), 0..6)
+                        .prop_map(Input::Map),
+                ]
+            })
+        }
+
+        /// Mostly well-formed writes, so that reconcile sees many lists.
+        fn arb_write() -> impl Strategy<Value = Input> {
+            let item = (arb_text(), arb_text(), prop::option::of(arb_text()), prop::option::of(arb_input())).prop_map(
+                |(content, status, id, extra)| {
+                    let mut pairs = vec![("content".to_string(), Input::Str(content)), ("status".to_string(), Input::Str(status))];
+                    if let Some(id) = id {
+                        pairs.push(("id".to_string(), Input::Str(id)));
+                    }
+                    if let Some(extra) = extra {
+                        pairs.push(("activeForm".to_string(), extra));
+                    }
+                    Input::Map(pairs)
+                },
+            );
+            prop_oneof![
+                3 => prop::collection::vec(item, 0..8).prop_map(|items| Input::Map(vec![("todos".into(), Input::Array(items))])),
+                1 => arb_input(),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn validation_accepts_only_clean_items_and_names_the_field(input in arb_input(), max_chars in 1usize..50) {
+                let limits = Limits { max_items: 5, max_content_chars: max_chars };
+                match parse_write(&input, &limits) {
+                    Ok(items) => {
+                        prop_assert!(items.len() <= 5);
+                        let mut ids = HashSet::new();
+                        for item in &items {
+                            prop_assert!(!item.content.trim().is_empty());
+                            prop_assert!(!item.content.contains('\0'));
+                            prop_assert!(item.content.chars().count() <= max_chars);
+                            if let Some(id) = &item.id {
+                                prop_assert!(!id.is_empty() && ids.insert(id.clone()));
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        prop_assert!(error.path == "input" || error.path.starts_with("todos"), "path {}", error.path);
+                        prop_assert!(!error.message.is_empty());
+                        prop_assert!(error.to_string().chars().count() < 300);
+                    }
+                }
+            }
+
+            #[test]
+            fn any_json_text_is_read_or_refused_without_panic(text in any::<String>()) {
+                if let Ok(json) = serde_json::from_str::<Json>(&text) {
+                    let _ = parse_write(&Input::from_json(&json), &Limits::default());
+                }
+            }
+
+            #[test]
+            fn writes_keep_the_list_sound_and_failures_change_nothing(writes in prop::collection::vec(arb_write(), 1..10)) {
+                let mut session = Session::default();
+                let options = Options::default();
+                for input in &writes {
+                    let before = (session.items.clone(), session.ids.issued(), session.writes);
+                    match session.write(input, &options, false, vec![]) {
+                        Ok(outcome) => {
+                            prop_assert!(outcome.text.starts_with("[TODO list updated"));
+                            let ids: HashSet<&str> = session.items.iter().map(|i| i.id.as_str()).collect();
+                            prop_assert_eq!(ids.len(), session.items.len());
+                            prop_assert!(session.items.iter().filter(|i| i.status == Status::InProgress).count() <= 1);
+                            prop_assert!(session.items.iter().all(|i| !i.content.trim().is_empty()));
+                        }
+                        Err(_) => {
+                            prop_assert_eq!(&before, &(session.items.clone(), session.ids.issued(), session.writes));
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -590,7 +590,11 @@ every change and copies a value set from outside into the module.")
   (let ((session (efrit-todo--session nil)))
     (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
-    (setq efrit-todo--mirror-session session)
+    ;; The variable keeps what was set; when that is not a list of structs
+    ;; (the module also takes plists and tables), read the structs afresh.
+    (setq efrit-todo--mirror-session
+          (and (seq-every-p (lambda (item) (and (vectorp item) (= (length item) 6))) todos)
+               session))
     (efrit-todo--run-change-hook session)))
 
 (defun efrit-todo--watch-variables (symbol value operation _where)

@@ -535,5 +535,18 @@
     (should (null (efrit-todo-list)))
     (should (= (efrit-todo-count) 0))))
 
+(ert-deftest efrit-todo-compat-test-setq-of-tables-gives-structs-back ()
+  "A list of tables set into the variable is adopted; readers then get structs."
+  (efrit-todo-test-with-session
+    (let ((table (make-hash-table :test 'equal)))
+      (puthash "content" "Set as a table" table)
+      (puthash "status" "in_progress" table)
+      (setq efrit-todo--current-todos (list table))
+      (let ((item (car (efrit-todo-get-all))))
+        (should (equal (efrit-todo-item-content item) "Set as a table"))
+        (should (eq (efrit-todo-item-status item) 'in-progress))
+        (should (equal (efrit-todo-find (efrit-todo-item-id item)) item))
+        (should (string-match-p "Set as a table" (efrit-todo-format-for-display)))))))
+
 (provide 'efrit-todo-compat-test)
 ;;; efrit-todo-compat-test.el ends here

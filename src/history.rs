@@ -7,6 +7,8 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::{Item, Status, Timestamp};
 use crate::reconcile::Diff;
 use crate::session::Actor;
@@ -96,20 +98,34 @@ impl Actor {
 }
 
 /// The ids a change touched, by what happened to them: the diff reconcile
-/// produces, with dropped and removed items named by id.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// produces, with dropped and removed items named by id.  Saved as it is in
+/// the state file, empty groups left out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ChangedIds {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub started: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub completed: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cancelled: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reopened: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reworded: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub restored: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub demoted: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub moved: bool,
 }
 
@@ -182,22 +198,6 @@ impl ChangedIds {
             ("demoted", &self.demoted),
             ("dropped", &self.dropped),
             ("removed", &self.removed),
-        ]
-    }
-
-    pub fn groups_mut(&mut self) -> [(&'static str, &mut Vec<String>); 11] {
-        [
-            ("added", &mut self.added),
-            ("started", &mut self.started),
-            ("completed", &mut self.completed),
-            ("cancelled", &mut self.cancelled),
-            ("reopened", &mut self.reopened),
-            ("paused", &mut self.paused),
-            ("reworded", &mut self.reworded),
-            ("restored", &mut self.restored),
-            ("demoted", &mut self.demoted),
-            ("dropped", &mut self.dropped),
-            ("removed", &mut self.removed),
         ]
     }
 

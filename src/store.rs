@@ -181,71 +181,6 @@ struct LedgerSummary {
     last: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-struct StoredIds {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    added: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    started: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    completed: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    cancelled: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    reopened: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    paused: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    reworded: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    restored: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    demoted: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    dropped: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    removed: Vec<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    moved: bool,
-}
-
-impl StoredIds {
-    fn of(ids: &ChangedIds) -> StoredIds {
-        StoredIds {
-            added: ids.added.clone(),
-            started: ids.started.clone(),
-            completed: ids.completed.clone(),
-            cancelled: ids.cancelled.clone(),
-            reopened: ids.reopened.clone(),
-            paused: ids.paused.clone(),
-            reworded: ids.reworded.clone(),
-            restored: ids.restored.clone(),
-            demoted: ids.demoted.clone(),
-            dropped: ids.dropped.clone(),
-            removed: ids.removed.clone(),
-            moved: ids.moved,
-        }
-    }
-
-    fn into_ids(self) -> ChangedIds {
-        ChangedIds {
-            added: self.added,
-            started: self.started,
-            completed: self.completed,
-            cancelled: self.cancelled,
-            reopened: self.reopened,
-            paused: self.paused,
-            reworded: self.reworded,
-            restored: self.restored,
-            demoted: self.demoted,
-            dropped: self.dropped,
-            removed: self.removed,
-            moved: self.moved,
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct StoredUndo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,7 +202,7 @@ struct StoredChange {
     #[serde(default)]
     summary: String,
     #[serde(default)]
-    ids: StoredIds,
+    ids: ChangedIds,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     undone: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,7 +219,7 @@ impl StoredChange {
             kind: change.kind.name().to_string(),
             time: change.time,
             summary: change.summary.clone(),
-            ids: StoredIds::of(&change.ids),
+            ids: change.ids.clone(),
             undone: change.undone,
             undoes: change.undoes,
             undo: change.undo.as_ref().map(|undo| StoredUndo {
@@ -314,7 +249,7 @@ impl StoredChange {
             kind,
             time: self.time,
             summary: self.summary,
-            ids: self.ids.into_ids(),
+            ids: self.ids,
             undone: self.undone,
             undoes: self.undoes,
             undo,

@@ -453,25 +453,33 @@ fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
 /// ITEM as Efrit's `efrit-todo-item' vector: id content status priority
 /// created-at completed-at, with Efrit's `todo' for pending.
 fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
-    let status = match item.status {
-        Status::Pending => st_todo.bind(env),
-        other => status_symbol(env, other),
-    };
-    let priority = match item.priority.as_deref() {
-        None | Some("medium") => priority_medium.bind(env),
-        Some(name) => env.intern(name)?,
-    };
     env.call(
         fn_vector,
         [
             lisp_text(env, &item.id)?,
             lisp_text(env, &item.content)?,
-            status,
-            priority,
+            struct_status(env, item.status),
+            struct_priority(env, item)?,
             item.created.into_lisp(env)?,
             time_value(env, item.completed)?,
         ],
     )
+}
+
+/// STATUS as Efrit's structs spell it: `todo' for pending.
+fn struct_status(env: &Env, status: Status) -> Value<'_> {
+    match status {
+        Status::Pending => st_todo.bind(env),
+        other => status_symbol(env, other),
+    }
+}
+
+/// The priority symbol of ITEM in Efrit's structs: `medium' unless set.
+fn struct_priority<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+    match item.priority.as_deref() {
+        None | Some("medium") => Ok(priority_medium.bind(env)),
+        Some(name) => env.intern(name),
+    }
 }
 
 fn items_list<'e>(env: &'e Env, items: &[Item]) -> Result<Value<'e>> {
@@ -615,17 +623,11 @@ fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Op
         if !same_text(vector.get(1)?, &item.content)? {
             vector.set(1, lisp_text(env, &item.content)?)?;
         }
-        let status = match item.status {
-            Status::Pending => st_todo.bind(env),
-            other => status_symbol(env, other),
-        };
+        let status = struct_status(env, item.status);
         if vector.get::<Value>(2)? != status {
             vector.set(2, status)?;
         }
-        let priority = match item.priority.as_deref() {
-            None | Some("medium") => priority_medium.bind(env),
-            Some(name) => env.intern(name)?,
-        };
+        let priority = struct_priority(env, item)?;
         if vector.get::<Value>(3)? != priority {
             vector.set(3, priority)?;
         }

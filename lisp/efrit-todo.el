@@ -568,13 +568,18 @@ every change and copies a value set from outside into the module.")
       (efrit-todo--refresh-mirror session)))
   efrit-todo--current-todos)
 
+(defun efrit-todo--struct-p (object)
+  "Return non-nil if OBJECT has the shape of an `efrit-todo-item'.
+The struct is a plain vector, so this is the only test there is."
+  (and (vectorp object) (= (length object) 6)))
+
 (defun efrit-todo--time (time)
   "Return TIME, any Lisp time value, as a float, or nil."
   (and time (ignore-errors (float-time time))))
 
 (defun efrit-todo--struct-plist (item)
   "Return the module plist for ITEM, an `efrit-todo-item' (or anything else)."
-  (if (and (vectorp item) (= (length item) 6))
+  (if (efrit-todo--struct-p item)
       (list :id (efrit-todo-item-id item)
             :content (efrit-todo-item-content item)
             :status (let ((status (efrit-todo-item-status item)))
@@ -593,8 +598,7 @@ every change and copies a value set from outside into the module.")
     ;; The variable keeps what was set; when that is not a list of structs
     ;; (the module also takes plists and tables), read the structs afresh.
     (setq efrit-todo--mirror-session
-          (and (seq-every-p (lambda (item) (and (vectorp item) (= (length item) 6))) todos)
-               session))
+          (and (seq-every-p #'efrit-todo--struct-p todos) session))
     (efrit-todo--run-change-hook session)))
 
 (defun efrit-todo--watch-variables (symbol value operation _where)
@@ -712,7 +716,7 @@ It never goes down: lowering it would reissue ids."
 
 (defun efrit-todo--format-item (item)
   "Return one display line for ITEM, an `efrit-todo-item'."
-  (unless (and (vectorp item) (= (length item) 6))
+  (unless (efrit-todo--struct-p item)
     (signal 'efrit-todo-invalid-input
             (list (format "todos: expected efrit-todo-item vectors, got %s"
                           (efrit-todo--describe item)))))

@@ -164,6 +164,26 @@
     (when (get-buffer name)
       (kill-buffer name))))
 
+(defmacro efrit-todo-scenarios--with-mode (on &rest body)
+  "Run BODY with `efrit-todo-efrit-mode' on if ON is non-nil, else off.
+The mode is put back as it was afterwards."
+  (declare (indent 1) (debug t))
+  (let ((was-on (make-symbol "was-on")))
+    `(let ((,was-on efrit-todo-efrit-mode))
+       (efrit-todo-efrit-mode (if ,on 1 -1))
+       (unwind-protect (progn ,@body)
+         (efrit-todo-efrit-mode (if ,was-on 1 -1))))))
+
+(defun efrit-todo-scenarios--wait (done-p start &optional timeout)
+  "Let timers run until DONE-P returns non-nil or TIMEOUT seconds (10) after START."
+  (while (and (not (funcall done-p))
+              (< (- (float-time) start) (or timeout 10)))
+    (accept-process-output nil 0.02)))
+
+(defun efrit-todo-scenarios--stopped-p ()
+  "Return non-nil once the running session or turn stopped."
+  efrit-todo-scenarios--stopped)
+
 (defun efrit-todo-scenarios-run (command script &optional mode timeout)
   "Run COMMAND through `efrit-do' with Claude answering from SCRIPT.
 MODE is the state of `efrit-todo-efrit-mode' for the run (on unless
@@ -173,49 +193,36 @@ Return a plist: :session :stop :seconds :requests :requests-after-trip
   (when (efrit-session-active)
     (error "A session is still running: %s" (efrit-session-id (efrit-session-active))))
   (efrit-todo-scenarios--fresh-buffers)
-  (let ((was-on efrit-todo-efrit-mode)
-        (start (float-time)))
-    (efrit-todo-efrit-mode (if (eq mode 'off) -1 1))
-    (unwind-protect
-        (efrit-todo-scenarios--instrumented script
-          (let ((session (efrit-session-id (efrit-do command))))
-            (while (and (not efrit-todo-scenarios--stopped)
-                        (< (- (float-time) start) (or timeout 10)))
-              (accept-process-output nil 0.02))
-            (efrit-todo-scenarios--outcome session start)))
-      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+  (let ((start (float-time)))
+    (efrit-todo-scenarios--with-mode (not (eq mode 'off))
+      (efrit-todo-scenarios--instrumented script
+        (let ((session (efrit-session-id (efrit-do command))))
+          (efrit-todo-scenarios--wait #'efrit-todo-scenarios--stopped-p start timeout)
+          (efrit-todo-scenarios--outcome session start))))))
 
 (defun efrit-todo-scenarios-run-remote (command script)
   "Run COMMAND as Efrit's remote queue does, Claude answering from SCRIPT.
 Return the text the remote queue would send back."
-  (let ((was-on efrit-todo-efrit-mode))
-    (efrit-todo-efrit-mode 1)
-    (unwind-protect
-        (efrit-todo-scenarios--instrumented script
-          (efrit-remote-queue--execute-command command))
-      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+  (efrit-todo-scenarios--with-mode t
+    (efrit-todo-scenarios--instrumented script
+      (efrit-remote-queue--execute-command command))))
 
 (defun efrit-todo-scenarios-run-repl (turns)
   "Run TURNS, each (INPUT SCRIPT), in one REPL session with the mode on.
 Return the outcome of each turn, as `efrit-todo-scenarios-run' does."
   (efrit-todo-scenarios--fresh-buffers)
-  (let ((was-on efrit-todo-efrit-mode)
-        (session (efrit-repl-session-create)))
-    (efrit-todo-efrit-mode 1)
-    (unwind-protect
-        (mapcar
-         (lambda (turn)
-           (efrit-todo-scenarios--instrumented (cadr turn)
-             (let ((start (float-time)))
-               (efrit-repl-continue session (car turn)
-                                    (lambda (_session reason)
-                                      (setq efrit-todo-scenarios--stopped reason)))
-               (while (and (not efrit-todo-scenarios--stopped)
-                           (< (- (float-time) start) 10))
-                 (accept-process-output nil 0.02))
-               (efrit-todo-scenarios--outcome (efrit-repl-session-id session) start))))
-         turns)
-      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+  (let ((session (efrit-repl-session-create)))
+    (efrit-todo-scenarios--with-mode t
+      (mapcar
+       (lambda (turn)
+         (efrit-todo-scenarios--instrumented (cadr turn)
+           (let ((start (float-time)))
+             (efrit-repl-continue session (car turn)
+                                  (lambda (_session reason)
+                                    (setq efrit-todo-scenarios--stopped reason)))
+             (efrit-todo-scenarios--wait #'efrit-todo-scenarios--stopped-p start)
+             (efrit-todo-scenarios--outcome (efrit-repl-session-id session) start))))
+       turns))))
 
 ;;;; What the requests say
 
@@ -609,16 +616,11 @@ That is the agent buffer, *efrit-do* and the last result."
   (unless (fboundp 'efrit-execute-async)
     (ert-skip "This Efrit has no `efrit-execute-async'"))
   (pcase-let ((`(,command ,script) (efrit-todo-scenarios-script 'results-survive))
-              (was-on efrit-todo-efrit-mode)
               (result nil))
-    (efrit-todo-efrit-mode 1)
-    (unwind-protect
-        (efrit-todo-scenarios--instrumented script
-          (let ((start (float-time)))
-            (efrit-execute-async command (lambda (text) (setq result text)))
-            (while (and (not result) (< (- (float-time) start) 10))
-              (accept-process-output nil 0.02))))
-      (efrit-todo-efrit-mode (if was-on 1 -1)))
+    (efrit-todo-scenarios--with-mode t
+      (efrit-todo-scenarios--instrumented script
+        (efrit-execute-async command (lambda (text) (setq result text)))
+        (efrit-todo-scenarios--wait (lambda () result) (float-time))))
     (should (string-match-p "\\_<42\\_>" result))
     (should (string-match-p "\\_<done\\_>" result))))
 
@@ -626,17 +628,13 @@ That is the agent buffer, *efrit-do* and the last result."
   "Efrit's own todo buffer, loaded while the mode is on, waits for it to go off."
   (unless (locate-library "efrit-ui-todos")
     (ert-skip "This Efrit has no efrit-ui-todos.el"))
-  (let ((was-on efrit-todo-efrit-mode))
-    (efrit-todo-efrit-mode 1)
-    (unwind-protect
-        (progn
-          (require 'efrit-ui-todos)
-          (dolist (advice efrit-todo-efrit--efrit-ui-advice)
-            (should-not (advice-member-p advice 'efrit-do--handle-todo-write)))
-          (efrit-todo-efrit-mode -1)
-          (dolist (advice efrit-todo-efrit--efrit-ui-advice)
-            (should (advice-member-p advice 'efrit-do--handle-todo-write))))
-      (efrit-todo-efrit-mode (if was-on 1 -1)))))
+  (efrit-todo-scenarios--with-mode t
+    (require 'efrit-ui-todos)
+    (dolist (advice efrit-todo-efrit--efrit-ui-advice)
+      (should-not (advice-member-p advice 'efrit-do--handle-todo-write)))
+    (efrit-todo-efrit-mode -1)
+    (dolist (advice efrit-todo-efrit--efrit-ui-advice)
+      (should (advice-member-p advice 'efrit-do--handle-todo-write)))))
 
 (ert-deftest efrit-todo-scenarios-mode-off-is-efrit ()
   "With the mode off the loop is Efrit's own: the faults the mode fixes are there."

@@ -193,6 +193,13 @@ refusal does not start with \"Error\", so it goes back as a success."
        (funcall finish session "end_turn" nil nil))
       (other (funcall finish session "unknown-stop-reason" (format "%S" other) nil)))))
 
+(defun efrit-todo-fake--run-tool-use (block)
+  "Run the tool_use BLOCK of a response through `efrit-do--execute-tool'."
+  (let ((item (make-hash-table :test 'equal)))
+    (puthash "name" (gethash "name" block) item)
+    (puthash "input" (gethash "input" block) item)
+    (efrit-do--execute-tool item)))
+
 (defun efrit-todo-fake--execute-tools (session content)
   "Run every tool_use of CONTENT, send the results, go on or stop SESSION.
 SESSION is an efrit-do session or a REPL session."
@@ -203,11 +210,8 @@ SESSION is an efrit-do session or a REPL session."
       (efrit-session-add-assistant-response session content))
     (seq-doseq (block content)
       (when (equal (gethash "type" block) "tool_use")
-        (let* ((item (make-hash-table :test 'equal))
-               (result (let ((efrit-repl-loop--tool-session (and repl session)))
-                         (puthash "name" (gethash "name" block) item)
-                         (puthash "input" (gethash "input" block) item)
-                         (efrit-do--execute-tool item)))
+        (let* ((result (let ((efrit-repl-loop--tool-session (and repl session)))
+                         (efrit-todo-fake--run-tool-use block)))
                (text (if (stringp result) result (format "%S" result))))
           (push `((type . "tool_result") (tool_use_id . ,(gethash "id" block))
                   (content . ,text)
@@ -389,10 +393,7 @@ ERROR-MESSAGE and COMPLETION-MESSAGE go to the agent buffer."
             (pcase (gethash "type" block)
               ("text" (setq text (concat text (gethash "text" block))))
               ("tool_use"
-               (let* ((item (make-hash-table :test 'equal))
-                      (result (progn (puthash "name" (gethash "name" block) item)
-                                     (puthash "input" (gethash "input" block) item)
-                                     (efrit-do--execute-tool item))))
+               (let ((result (efrit-todo-fake--run-tool-use block)))
                  (when (stringp result) (setq text (concat text result)))
                  (push `((type . "tool_result") (tool_use_id . ,(gethash "id" block))
                          (content . ,(format "%s" result)))

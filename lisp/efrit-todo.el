@@ -133,6 +133,7 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-raise-counter "efrit-todo-module"
                   (session n))
 (declare-function efrit-todo--module-clear "efrit-todo-module" (session))
+(declare-function efrit-todo--module-change-seq "efrit-todo-module" (session))
 (declare-function efrit-todo--module-begin-turn "efrit-todo-module" (session))
 (declare-function efrit-todo--module-user-edit "efrit-todo-module"
                   (session op id arg max-items max-content))
@@ -218,16 +219,21 @@ Values from a model or a caller may be nested too deep to print whole."
               (list (format "session: expected a string, got %s" (efrit-todo--describe name)))))
     name))
 
+(defun efrit-todo--call-change-function (function session)
+  "Call FUNCTION with SESSION, reporting an error instead of signaling it.
+Return nil, so that `run-hook-wrapped' goes on to the next function."
+  (condition-case err
+      (funcall function session)
+    (error (message "Efrit-todo: error in %S: %s"
+                    function (error-message-string err))))
+  nil)
+
 (defun efrit-todo--run-change-hook (session)
   "Run `efrit-todo-change-functions' with SESSION, reporting errors."
-  (run-hook-wrapped
-   'efrit-todo-change-functions
-   (lambda (function)
-     (condition-case err
-         (funcall function session)
-       (error (message "Efrit-todo: error in %S: %s"
-                       function (error-message-string err))))
-     nil)))
+  ;; A named function with SESSION as an argument: a closure would be
+  ;; allocated on every tool call.
+  (run-hook-wrapped 'efrit-todo-change-functions
+                    #'efrit-todo--call-change-function session))
 
 (defvar efrit-todo--mirroring nil
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
@@ -418,15 +424,40 @@ Longer results are cut with a marker giving their full length."
 (declare-function efrit-todo--module-breaker-reset "efrit-todo-module" (session))
 (declare-function efrit-todo--module-analyze-request "efrit-todo-module" (text))
 
+(defconst efrit-todo--loop-option-variables
+  '(efrit-todo-breaker-without-progress efrit-todo-breaker-same-tool
+    efrit-todo-breaker-identical efrit-todo-breaker-error-warn
+    efrit-todo-breaker-error-trip efrit-todo-breaker-oscillation
+    efrit-todo-breaker-churn efrit-todo-breaker-hard-cap
+    efrit-todo-max-continuations efrit-todo-reminder-after
+    efrit-todo-reminders efrit-todo-auto-complete
+    efrit-todo-max-result-length)
+  "The options the module's loop functions read, in the module's order.")
+
+(defvar efrit-todo--loop-options nil
+  "The options vector for the module, or nil when an option changed since.")
+
+(defvar efrit-todo--loop-options-local nil
+  "Non-nil once an option was set buffer-locally: then nothing is cached.")
+
+(defun efrit-todo--loop-option-changed (_symbol _value _operation where)
+  "Forget the options vector: an option is changing, in buffer WHERE if non-nil."
+  (setq efrit-todo--loop-options nil)
+  (when where (setq efrit-todo--loop-options-local t)))
+
+(dolist (variable efrit-todo--loop-option-variables)
+  (add-variable-watcher variable #'efrit-todo--loop-option-changed))
+
 (defun efrit-todo--loop-options ()
-  "Return the options vector for the loop functions of the module."
-  (vector efrit-todo-breaker-without-progress efrit-todo-breaker-same-tool
-          efrit-todo-breaker-identical efrit-todo-breaker-error-warn
-          efrit-todo-breaker-error-trip efrit-todo-breaker-oscillation
-          efrit-todo-breaker-churn efrit-todo-breaker-hard-cap
-          efrit-todo-max-continuations efrit-todo-reminder-after
-          efrit-todo-reminders efrit-todo-auto-complete
-          efrit-todo-max-result-length))
+  "Return the options vector for the loop functions of the module.
+The same vector comes back until an option changes (the variable
+watchers say when), and the module reads a vector it has seen before
+without converting it again.  An old vector is never altered."
+  (or efrit-todo--loop-options
+      (let ((options (apply #'vector (mapcar #'symbol-value efrit-todo--loop-option-variables))))
+        (unless efrit-todo--loop-options-local
+          (setq efrit-todo--loop-options options))
+        options)))
 
 (defun efrit-todo-before-tool (name _input &optional session)
   "Return nil to let tool NAME run in SESSION, or the refusal text.
@@ -439,13 +470,13 @@ Feeds the ledger, the breaker, reminders and auto-completion, and
 returns the text to send back: RESULT (\"NAME returned no output\"
 when it is nil or empty) plus any notice.  DURATION is in seconds."
   (let* ((session (efrit-todo--session session))
-         (items-before (and efrit-todo-auto-complete (efrit-todo-counts session)))
+         (seq-before (and efrit-todo-auto-complete (efrit-todo--module-change-seq session)))
          (text (efrit-todo--module-after-tool session name input result error-p duration
                                               (efrit-todo--loop-options))))
     ;; A recorded call changes the ledger and the breaker, which the UI
     ;; shows; Efrit's mirror of the list needs refreshing only when
     ;; auto-completion changed the list itself.
-    (if (and items-before (not (equal items-before (efrit-todo-counts session))))
+    (if (and seq-before (/= seq-before (efrit-todo--module-change-seq session)))
         (efrit-todo--changed session)
       (efrit-todo--run-change-hook session))
     text))
@@ -558,8 +589,14 @@ every change and copies a value set from outside into the module.")
         ;; The structs of the same session are updated in place.
         (old (and (equal session efrit-todo--mirror-session) efrit-todo--current-todos)))
     (setq efrit-todo--mirror-session session)
-    (setq efrit-todo--current-todos (efrit-todo--module-structs session old))
-    (setq efrit-todo--counter (efrit-todo--module-id-counter session))))
+    ;; Setting a watched variable calls the watcher: skip it when the list
+    ;; was updated in place.
+    (let ((todos (efrit-todo--module-structs session old)))
+      (unless (eq todos efrit-todo--current-todos)
+        (setq efrit-todo--current-todos todos)))
+    (let ((counter (efrit-todo--module-id-counter session)))
+      (unless (eql counter efrit-todo--counter)
+        (setq efrit-todo--counter counter)))))
 
 (defun efrit-todo--mirror ()
   "Return `efrit-todo--current-todos', refreshed if the session changed."
@@ -764,10 +801,12 @@ Efrit calls this while building every request, so it never signals."
            "")))
 
 (defun efrit-todo-unload-function ()
-  "Stop watching Efrit's variables when this file is unloaded.
+  "Stop watching variables when this file is unloaded.
 The module itself stays loaded: Emacs cannot unload modules."
   (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
   (remove-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
+  (dolist (variable efrit-todo--loop-option-variables)
+    (remove-variable-watcher variable #'efrit-todo--loop-option-changed))
   nil)
 
 ;;;; History

@@ -165,6 +165,35 @@ fn lisp_text<'e>(env: &'e Env, text: &str) -> Result<Value<'e>> {
     }
 }
 
+/// The text of a Lisp string; None when it is not valid UTF-8.  Short
+/// strings (nearly all) are copied in one call through a stack buffer
+/// rather than the two calls (length, then bytes) of `into_rust`.
+fn lisp_string(value: Value) -> Result<Option<String>> {
+    let short = STRING_BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        value.copy_string_contents(&mut buffer[..]).map(<[u8]>::to_vec).ok()
+    });
+    let bytes = match short {
+        Some(bytes) => bytes,
+        // Too long for the buffer, or text Emacs cannot encode (read as
+        // not UTF-8, as the caller's mistake rather than a module error).
+        None => match value.clone_string_contents() {
+            Ok(bytes) => bytes,
+            Err(_) => return Ok(None),
+        },
+    };
+    Ok(String::from_utf8(bytes).ok())
+}
+
+/// Strings up to this size are read in one module call; a longer one costs
+/// a caught signal and two more calls.
+const SHORT_STRING_BYTES: usize = 4096;
+
+thread_local! {
+    /// The buffer of `lisp_string', kept rather than zeroed on every call.
+    static STRING_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; SHORT_STRING_BYTES]);
+}
+
 /// Signals `efrit-todo-invalid-input` with a message that names the field.
 fn invalid<T>(env: &Env, error: InvalidInput) -> Result<T> {
     env.signal(efrit_todo_invalid_input, (error.to_string(),))
@@ -180,14 +209,30 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 
 /// SESSION as the module reads it: a string naming the session.
 fn session_name(env: &Env, name: Value) -> Result<String> {
-    let name = match string_arg(env, name, "session")? {
-        Ok(name) => name,
+    let known = LAST_SESSION.with(|last| match &*last.borrow() {
+        Some((seen, text)) if *seen == name => Some(text.clone()),
+        _ => None,
+    });
+    if let Some(text) = known {
+        return Ok(text);
+    }
+    let text = match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
+        Ok(text) => text,
         Err(error) => return invalid(env, error),
     };
-    match check_session_name(&name) {
-        Ok(()) => Ok(name),
-        Err(error) => invalid(env, error),
+    let previous = LAST_SESSION.with(|last| last.borrow_mut().replace((name.make_global_ref(), text.clone())));
+    if let Some((seen, _)) = previous {
+        seen.free(env)?;
     }
+    Ok(text)
+}
+
+thread_local! {
+    /// The session string read last and its text.  Efrit passes the same
+    /// string object on every call of a session (its session id), so an
+    /// `eq' test replaces reading and checking it again.  Nobody alters a
+    /// session id string in place.
+    static LAST_SESSION: std::cell::RefCell<Option<(emacs::GlobalRef, String)>> = const { std::cell::RefCell::new(None) };
 }
 
 fn options(max_items: i64, max_content_chars: i64, full_list_up_to: i64) -> Options {
@@ -212,7 +257,7 @@ fn symbol_name(value: Value) -> Result<String> {
 fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
     let ty = env.type_of(key)?;
     if is(env, ty, ty_string) {
-        Ok(key.into_rust::<String>().ok())
+        lisp_string(key)
     } else if is(env, ty, ty_symbol) && key.is_not_nil() {
         let name = symbol_name(key)?;
         Ok(Some(name.strip_prefix(':').map(str::to_string).unwrap_or(name)))
@@ -299,10 +344,15 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     }
     let ty = env.type_of(value)?;
     if is(env, ty, ty_string) {
-        return Ok(match value.into_rust::<String>() {
-            Ok(text) => Input::Str(text),
-            Err(_) => Input::Invalid("a string that is not valid UTF-8".into()),
+        return Ok(match lisp_string(value)? {
+            Some(text) => Input::Str(text),
+            None => Input::Invalid("a string that is not valid UTF-8".into()),
         });
+    }
+    // Types in the order they are met: strings and tables (Efrit's JSON)
+    // first, as each test is a module call.
+    if is(env, ty, ty_hash_table) {
+        return table_to_input(env, value, depth, true);
     }
     if is(env, ty, ty_integer) {
         return Ok(match value.into_rust::<i64>() {
@@ -343,18 +393,32 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         let elements: Vector = env.call(fn_vconcat, (value,))?.into_rust()?;
         return list_to_input(env, elements, depth);
     }
-    if is(env, ty, ty_hash_table) {
-        let count: i64 = env.call(fn_hash_table_count, (value,))?.into_rust()?;
-        let count = usize::try_from(count).unwrap_or(0);
-        if count > MAX_ELEMENTS {
-            return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
-        }
-        if let Some(pairs) = known_fields(env, value, count, depth)? {
+    Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
+}
+
+/// Reads a hash table, through the keys of a todo item first when
+/// TRY_KNOWN (see `known_fields').
+fn table_to_input(env: &Env, table: Value, depth: usize, try_known: bool) -> Result<Input> {
+    let count: i64 = env.call(fn_hash_table_count, (table,))?.into_rust()?;
+    let count = usize::try_from(count).unwrap_or(0);
+    if count > MAX_ELEMENTS {
+        return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
+    }
+    if try_known {
+        if let Some(pairs) = known_fields(env, table, count, depth)? {
             return Ok(Input::Map(pairs));
         }
-        return walk_table(env, value, count, depth);
     }
-    Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
+    walk_table(env, table, count, depth)
+}
+
+/// The input of a tool call, for the ledger and the breaker.  Tool inputs
+/// seldom have a todo item's keys, so a table is walked straight away.
+fn call_input(env: &Env, value: Value) -> Result<Input> {
+    if value.is_not_nil() && is(env, env.type_of(value)?, ty_hash_table) {
+        return table_to_input(env, value, 0, false);
+    }
+    to_input(env, value, 0)
 }
 
 /// One hash table being walked by `maphash' into `table_entry'.
@@ -406,7 +470,7 @@ fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
 /// Reads a tool input: Lisp data as it is, or a string as JSON text.
 fn tool_input(env: &Env, value: Value) -> Result<std::result::Result<Input, InvalidInput>> {
     if is(env, env.type_of(value)?, ty_string) {
-        let Ok(text) = value.into_rust::<String>() else {
+        let Some(text) = lisp_string(value)? else {
             return Ok(Err(InvalidInput::new("input", "a string that is not valid UTF-8")));
         };
         return Ok(serde_json::from_str::<Json>(&text)
@@ -571,19 +635,137 @@ fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 /// these structs in place too).  Otherwise a new list is built.
 #[defun]
 fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value<'e>> {
-    with_existing(env, session, |env, s| {
-        let items = s.map(|s| s.items.as_slice()).unwrap_or_default();
-        if let Some(list) = update_structs(env, items, old)? {
-            return Ok(list);
+    let name = session_name(env, session)?;
+    let registry = registry();
+    let items = registry.get(&name).map(|s| s.items.as_slice()).unwrap_or_default();
+    if let Some(list) = update_mirror(env, &name, items, old)? {
+        return Ok(list);
+    }
+    let (list, structs) = match update_structs(env, items, old)? {
+        Some((list, structs)) => (list, structs),
+        None => {
+            let structs = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
+            (env.list(&structs)?, structs)
         }
-        let values = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
-        env.list(&values)
+    };
+    remember_mirror(env, &name, items, list, &structs)?;
+    Ok(list)
+}
+
+/// A struct's fields as `structs' last set them.
+#[derive(PartialEq)]
+struct Shown {
+    id: String,
+    content: String,
+    status: Status,
+    priority: Option<String>,
+    created: u64,
+    completed: Option<u64>,
+}
+
+impl Shown {
+    fn of(item: &Item) -> Shown {
+        Shown {
+            id: item.id.clone(),
+            content: item.content.clone(),
+            status: item.status,
+            priority: item.priority.clone(),
+            created: item.created.to_bits(),
+            completed: item.completed.map(f64::to_bits),
+        }
+    }
+
+    fn shows(&self, item: &Item) -> bool {
+        self.id == item.id
+            && self.content == item.content
+            && self.status == item.status
+            && self.priority == item.priority
+            && self.created == item.created.to_bits()
+            && self.completed == item.completed.map(f64::to_bits)
+    }
+}
+
+/// What `structs' last handed to `efrit-todo--current-todos': the session,
+/// the list, a Lisp vector of the same structs (reached by index rather
+/// than by walking the list), and what each struct shows.
+struct Mirror {
+    session: String,
+    list: emacs::GlobalRef,
+    structs: emacs::GlobalRef,
+    shown: Vec<Shown>,
+}
+
+thread_local! {
+    static MIRROR: std::cell::RefCell<Option<Mirror>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Brings the structs of OLD up to ITEMS by touching only the items that
+/// changed, when OLD is the list `structs' last returned for SESSION and
+/// has as many items.  After a write of 1000 items that moved one along,
+/// that is two structs, not six slots of a thousand compared through the
+/// module API.  A struct Efrit changed in place with `setf' keeps its
+/// change until the module's item changes; the module's list is the truth
+/// and the next full rebuild shows it.
+fn update_mirror<'e>(env: &'e Env, session: &str, items: &[Item], old: Value<'e>) -> Result<Option<Value<'e>>> {
+    MIRROR.with(|mirror| {
+        let mut mirror = mirror.borrow_mut();
+        let Some(mirror) = mirror.as_mut() else { return Ok(None) };
+        if items.is_empty() || mirror.session != session || mirror.shown.len() != items.len() || mirror.list != old {
+            return Ok(None);
+        }
+        let structs: Vector = mirror.structs.bind(env).into_rust()?;
+        for (index, (item, shown)) in items.iter().zip(mirror.shown.iter_mut()).enumerate() {
+            if shown.shows(item) {
+                continue;
+            }
+            let vector: Vector = structs.get(index)?;
+            if shown.id != item.id {
+                vector.set(0, lisp_text(env, &item.id)?)?;
+            }
+            if shown.content != item.content {
+                vector.set(1, lisp_text(env, &item.content)?)?;
+            }
+            if shown.status != item.status {
+                vector.set(2, struct_status(env, item.status))?;
+            }
+            if shown.priority != item.priority {
+                vector.set(3, struct_priority(env, item)?)?;
+            }
+            if shown.created != item.created.to_bits() {
+                vector.set(4, item.created)?;
+            }
+            if shown.completed != item.completed.map(f64::to_bits) {
+                vector.set(5, time_value(env, item.completed)?)?;
+            }
+            *shown = Shown::of(item);
+        }
+        Ok(Some(old))
     })
+}
+
+/// Remembers LIST, made of STRUCTS showing ITEMS, as SESSION's mirror.
+fn remember_mirror(env: &Env, session: &str, items: &[Item], list: Value, structs: &[Value]) -> Result<()> {
+    let next = if items.is_empty() {
+        None
+    } else {
+        Some(Mirror {
+            session: session.to_string(),
+            list: list.make_global_ref(),
+            structs: env.call(fn_vector, structs)?.make_global_ref(),
+            shown: items.iter().map(Shown::of).collect(),
+        })
+    };
+    let previous = MIRROR.with(|mirror| std::mem::replace(&mut *mirror.borrow_mut(), next));
+    if let Some(previous) = previous {
+        previous.list.free(env)?;
+        previous.structs.free(env)?;
+    }
+    Ok(())
 }
 
 /// Updates OLD, a list of `efrit-todo-item' vectors, to ITEMS in place; None
 /// when OLD does not have that shape and length.
-fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Option<Value<'e>>> {
+fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Option<(Value<'e>, Vec<Value<'e>>)>> {
     if items.is_empty() || !is(env, env.type_of(old)?, ty_cons) {
         return Ok(None);
     }
@@ -616,6 +798,7 @@ fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Op
             Some(at) => is(env, env.type_of(slot)?, ty_float) && slot.into_rust::<f64>().is_ok_and(|old| old.to_bits() == at.to_bits()),
         })
     };
+    let values = structs.iter().map(Vector::value).collect();
     for (item, vector) in items.iter().zip(structs) {
         if !same_text(vector.get(0)?, &item.id)? {
             vector.set(0, lisp_text(env, &item.id)?)?;
@@ -638,7 +821,7 @@ fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Op
             vector.set(5, time_value(env, item.completed)?)?;
         }
     }
-    Ok(Some(old))
+    Ok(Some((old, values)))
 }
 
 #[defun]
@@ -811,6 +994,13 @@ fn set_all<'e>(env: &'e Env, session: Value<'e>, items: Value<'e>, max_items: i6
     checked(env, result.map(|()| true))
 }
 
+/// The number of the last change to SESSION's list: it moves exactly when
+/// the list changes.
+#[defun]
+fn change_seq<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    with_existing(env, session, |env, s| (s.map_or(0, |s| s.history.last_seq()) as i64).into_lisp(env))
+}
+
 #[defun]
 fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
     let session = session_name(env, session)?;
@@ -856,6 +1046,31 @@ fn panic_for_test(message: String) -> Result<()> {
 ///  churn hard-cap max-continuations reminder-after reminders auto-complete
 ///  max-result-chars].
 fn loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
+    let vector = options.value();
+    let cached = LOOP_OPTIONS.with(|cache| match &*cache.borrow() {
+        Some((seen, read)) if *seen == vector => Some(*read),
+        _ => None,
+    });
+    if let Some(read) = cached {
+        return Ok(read);
+    }
+    let read = read_loop_options(env, options)?;
+    let previous = LOOP_OPTIONS.with(|cache| cache.borrow_mut().replace((vector.make_global_ref(), read)));
+    if let Some((seen, _)) = previous {
+        seen.free(env)?;
+    }
+    Ok(read)
+}
+
+thread_local! {
+    /// The options vector read last and what it said.  `efrit-todo--loop-options'
+    /// hands the same vector back while no option changes, and never alters
+    /// one it made, so a vector seen before need not be read again: that is
+    /// 26 module calls saved on every tool call.
+    static LOOP_OPTIONS: std::cell::RefCell<Option<(emacs::GlobalRef, LoopOptions)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn read_loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
     let number = |i: usize| -> Result<u32> {
         let n: i64 = options.get(i)?;
         Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX))
@@ -889,20 +1104,31 @@ fn string_arg(env: &Env, value: Value, field: &str) -> Result<std::result::Resul
     })
 }
 
+/// A tool result as text, and whether that text is the result's own
+/// string (then the result can be sent back as it is, without a copy).
+struct ResultText {
+    text: Option<String>,
+    own: bool,
+}
+
 /// Lisp text of a tool result: strings as they are, nil as no output.
-fn result_text(env: &Env, result: Value) -> Result<Option<String>> {
+fn result_text(env: &Env, result: Value) -> Result<ResultText> {
     if !result.is_not_nil() {
-        return Ok(None);
+        return Ok(ResultText { text: None, own: false });
     }
     if is(env, env.type_of(result)?, ty_string) {
-        return Ok(Some(result.into_rust::<String>().unwrap_or_else(|_| "<a result that is not valid UTF-8>".into())));
+        return Ok(match lisp_string(result)? {
+            Some(text) => ResultText { text: Some(text), own: true },
+            None => ResultText { text: Some("<a result that is not valid UTF-8>".into()), own: false },
+        });
     }
     // Printing fails on structures nested too deep; the tool has run, so its
     // call is recorded with a description rather than refused.
-    Ok(Some(match env.call(fn_format, ("%S", result)).and_then(|text| text.into_rust::<String>()) {
+    let text = match env.call(fn_format, ("%S", result)).and_then(|text| text.into_rust::<String>()) {
         Ok(text) => text,
         Err(_) => format!("<a result that could not be printed: {}>", symbol_name(env.type_of(result)?)?),
-    }))
+    };
+    Ok(ResultText { text: Some(text), own: false })
 }
 
 /// A tool name from the adapter: a non-empty string without NUL.
@@ -954,9 +1180,21 @@ fn after_tool<'e>(
         Ok(checked) => checked,
         Err(error) => return invalid(env, error),
     };
-    let input = to_input(env, input, 0)?;
-    let result = result_text(env, result)?;
-    let text = registry().session(&session).after_tool(&tool, &input, result.as_deref(), error.is_not_nil(), duration, &options);
+    let input = call_input(env, input)?;
+    let result_text = result_text(env, result)?;
+    let text = registry().session(&session).after_tool(
+        &tool,
+        &input,
+        result_text.text.as_deref(),
+        error.is_not_nil(),
+        duration,
+        &options,
+    );
+    // Usually the text is the result untouched: hand back the same string
+    // rather than make a copy for the garbage collector to find.
+    if result_text.own && result_text.text.as_deref() == Some(text.as_str()) {
+        return Ok(result);
+    }
     lisp_text(env, &text)
 }
 

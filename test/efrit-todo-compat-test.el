@@ -24,6 +24,9 @@
 (require 'efrit-todo)
 (require 'efrit-todo-test)
 
+(declare-function efrit-todo--module-structs "efrit-todo-module" (session old))
+(declare-function efrit-todo--module-id-counter "efrit-todo-module" (session))
+
 ;;;; Helpers
 
 (defun efrit-todo-compat-test-ids (todos)
@@ -433,6 +436,63 @@
     (should (equal (efrit-todo-compat-test-statuses efrit-todo--current-todos)
                    '(completed completed in-progress)))
     (should (equal (efrit-todo-item-status (efrit-todo-find "t3")) 'in-progress))))
+
+(ert-deftest efrit-todo-compat-test-variable-matches-a-fresh-build ()
+  "Through random writes, edits, undos and session switches the variable
+equals the list built afresh from the module, and a write that changes
+one item reuses the other structs."
+  (random "efrit-todo-mirror")           ; A fixed seed: the same steps every run.
+  (let ((sessions (list (format "test-%s" (cl-gensym)) (format "test-%s" (cl-gensym))))
+        (statuses ["pending" "in_progress" "completed" "cancelled"]))
+    (dotimes (step 300)
+      (let ((efrit-todo-current-session (nth (if (= (% step 50) 49) 1 0) sessions)))
+        (pcase (random 10)
+          ((or 0 1 2 3 4 5)
+           ;; Rewrite the list: keep ids, change one status, sometimes
+           ;; reorder, drop or add an item.
+           (let* ((items (mapcar (lambda (item)
+                                   (efrit-todo-test-item
+                                    (plist-get item :content)
+                                    (pcase (plist-get item :status)
+                                      ('in-progress "in_progress")
+                                      (status (symbol-name status)))
+                                    "id" (plist-get item :id)))
+                                 (efrit-todo-list)))
+                  (items (if (and items (= 0 (random 4))) (reverse items) items))
+                  (items (if (and items (= 0 (random 5))) (cdr items) items)))
+             (when items
+               (puthash "status" (aref statuses (random 3)) (nth (random (length items)) items)))
+             (when (or (null items) (= 0 (random 4)))
+               (setq items (append items (list (efrit-todo-test-item
+                                                (format "Step %d" step) "pending")))))
+             (ignore-errors (apply #'efrit-todo-test-write items))))
+          (6 (let ((item (seq-random-elt (or (efrit-todo-list) '(nil)))))
+               (when item
+                 (ignore-errors
+                   (efrit-todo-user-set-status (plist-get item :id) (aref statuses (random 4)))))))
+          (7 (efrit-todo-undo))
+          (8 (when (= 0 (random 5)) (efrit-todo-reset)))
+          (9 (efrit-todo-add (format "Added %d" step))))
+        (should (equal efrit-todo--current-todos
+                       (efrit-todo--module-structs efrit-todo-current-session nil)))
+        (should (equal efrit-todo--counter
+                       (efrit-todo--module-id-counter efrit-todo-current-session))))))
+  ;; Only the struct of the item that changed is touched.
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "A" "in_progress")
+                           (efrit-todo-test-item "B" "pending")
+                           (efrit-todo-test-item "C" "pending"))
+    (let* ((before efrit-todo--current-todos)
+           (structs (copy-sequence before))
+           (content-b (efrit-todo-item-content (nth 1 before))))
+      (efrit-todo-test-write (efrit-todo-test-item "A" "completed" "id" "t1")
+                             (efrit-todo-test-item "B" "in_progress" "id" "t2")
+                             (efrit-todo-test-item "C" "pending" "id" "t3"))
+      (should (eq efrit-todo--current-todos before))
+      (should (cl-every #'eq efrit-todo--current-todos structs))
+      (should (eq (efrit-todo-item-content (nth 1 efrit-todo--current-todos)) content-b))
+      (should (equal (efrit-todo-compat-test-statuses efrit-todo--current-todos)
+                     '(completed in-progress todo))))))
 
 (ert-deftest efrit-todo-compat-test-variable-untouched-by-failures-and-others ()
   "A failed write, or a write to another session, leaves the variable alone."

@@ -109,6 +109,43 @@
       (should (cl-some (lambda (text) (string-match-p "calls? left before the circuit breaker trips" text)) texts))
       (should (plist-get (efrit-todo-breaker) :tripped)))))
 
+(ert-deftest efrit-todo-loop-test-options-changed-between-calls-apply ()
+  "A limit changed by `setq', `let' or buffer-locally applies from the next call."
+  (let ((identical (lambda (n)
+                     ;; N identical calls in a fresh session; non-nil if tripped.
+                     (efrit-todo-loop-test--in-session
+                       (dotimes (_ n) (efrit-todo-after-tool "read_file" '(:path "a.el") "x" nil))
+                       (plist-get (efrit-todo-breaker) :tripped))))
+        (saved efrit-todo-breaker-identical))
+    (unwind-protect
+        (progn
+          (setq efrit-todo-breaker-identical 3)
+          (should-not (funcall identical 2))
+          (setq efrit-todo-breaker-identical 2)
+          (should (funcall identical 2))
+          (let ((efrit-todo-breaker-identical 5))
+            (should-not (funcall identical 4)))
+          (should (funcall identical 2))
+          (with-temp-buffer
+            (setq-local efrit-todo-breaker-identical 4)
+            (should-not (funcall identical 3)))
+          (should (funcall identical 2)))
+      (setq efrit-todo-breaker-identical saved))))
+
+(ert-deftest efrit-todo-loop-test-result-is-sent-back-as-it-is ()
+  "A result with nothing to add comes back as the same string; a notice makes a new one."
+  (efrit-todo-loop-test--in-session
+    (let ((result (copy-sequence "Opened a.el")))
+      (should (eq result (efrit-todo-after-tool "find_file" '(:path "a.el") result nil)))
+      (should (equal result "Opened a.el")))
+    (let ((efrit-todo-breaker-identical 3)
+          (result (copy-sequence "Opened a.el")))
+      ;; The second identical call in a row carries a warning.
+      (let ((text (efrit-todo-after-tool "find_file" '(:path "a.el") result nil)))
+        (should-not (eq result text))
+        (should (string-prefix-p "Opened a.el\n\n" text))
+        (should (equal result "Opened a.el"))))))
+
 (ert-deftest efrit-todo-loop-test-completing-an-item-refills-the-budget ()
   "Completing an item is progress: the no-progress count starts again."
   (efrit-todo-loop-test--in-session

@@ -274,6 +274,8 @@ A trailing argument is often a fuzz session, as SESSION is."
               (efrit-todo-fuzz--valid-write session))))
       (remove-hook 'efrit-todo-change-functions recorder)
       (kill-buffer efrit-todo-fuzz--buffer)
+      ;; The module's writer thread may be saving a session right now.
+      (efrit-todo-flush)
       (delete-directory efrit-todo-state-directory t))
     (let ((inhibit-message nil))
       (message "efrit-todo-fuzz: %d rounds, %d calls of %d functions, %d refused as documented"

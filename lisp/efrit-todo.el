@@ -64,9 +64,9 @@
 
 (defcustom efrit-todo-full-list-threshold 30
   "Longest list whose every item is shown in a `todo_write' result.
-Longer lists show open and changed items and count the unchanged
-finished ones, so that a long plan does not cost the model
-thousands of tokens on every write."
+Longer lists show the changed items, the running one and this many
+of the next pending ones, and count the rest, so that a long plan
+does not cost the model thousands of tokens on every write."
   :type 'natnum
   :group 'efrit-todo)
 

@@ -31,18 +31,25 @@ fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
     out.push('\n');
 }
 
-/// Every item, or for a list longer than `full_up_to`, every open or changed
-/// one with the unchanged finished ones counted: a long list would otherwise
-/// cost the model thousands of tokens on every write.
+/// Every item, or for a list longer than `full_up_to`: every changed item,
+/// the running one and the next `full_up_to` pending ones, with the rest
+/// counted.  A long list would otherwise cost the model thousands of tokens
+/// on every write, for items it sent itself and whose ids it was shown when
+/// they were added.
 fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up_to: usize, auto_tools: &[&str]) {
     let summarise = items.len() > full_up_to;
-    let (mut hidden_completed, mut hidden_cancelled) = (0, 0);
+    let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending) = (0, 0, 0);
+    let mut pending_shown = 0;
     for item in items {
-        let hide = summarise && !item.status.is_open() && !changed.contains(item.id.as_str());
-        match (hide, item.status) {
-            (true, Status::Completed) => hidden_completed += 1,
-            (true, _) => hidden_cancelled += 1,
-            (false, _) => item_line(out, item, auto_tools),
+        let unchanged = summarise && !changed.contains(item.id.as_str());
+        match item.status {
+            Status::Completed if unchanged => hidden_completed += 1,
+            Status::Cancelled if unchanged => hidden_cancelled += 1,
+            Status::Pending if unchanged && pending_shown == full_up_to => hidden_pending += 1,
+            status => {
+                pending_shown += usize::from(unchanged && status == Status::Pending);
+                item_line(out, item, auto_tools);
+            }
         }
     }
     if hidden_completed + hidden_cancelled > 0 {
@@ -50,6 +57,12 @@ fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up
             out,
             "  ... and {} unchanged finished items not shown ({hidden_completed} completed, {hidden_cancelled} cancelled); keep sending them with their ids",
             hidden_completed + hidden_cancelled
+        );
+    }
+    if hidden_pending > 0 {
+        let _ = writeln!(
+            out,
+            "  ... and {hidden_pending} more unchanged pending items not shown; keep sending them with their ids"
         );
     }
 }
@@ -214,6 +227,22 @@ mod tests {
         assert!(text.contains("... and 29 unchanged finished items not shown (28 completed, 1 cancelled)"), "{text}");
         assert!(text.contains("t2 [completed]") && text.contains("t30 [pending]"));
         assert!(!text.contains("t1 [completed]"));
+    }
+
+    #[test]
+    fn long_lists_show_only_the_next_pending_items() {
+        let mut statuses = vec![Status::Completed, Status::InProgress];
+        statuses.extend(vec![Status::Pending; 98]);
+        let items = list(&statuses);
+        let diff = Diff { completed: vec!["t1".into()], started: vec!["t2".into()], added: vec!["t100".into()], ..Diff::default() };
+        let text = write_result(&items, &diff, 30, &[]);
+        assert!(text.contains("  t1 [completed] Step 0\n  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"), "{text}");
+        assert!(text.contains("  t32 [pending] Step 31\n  t100 [pending] Step 99\n"), "{text}");
+        assert!(!text.contains("t33 [pending]"), "{text}");
+        assert!(text.contains("  ... and 67 more unchanged pending items not shown; keep sending them with their ids\n"), "{text}");
+        // At the threshold nothing is hidden.
+        let items = list(&[Status::Pending; 30]);
+        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("not shown"));
     }
 
     #[test]

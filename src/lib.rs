@@ -91,6 +91,21 @@ emacs::use_symbols! {
     fn_table_entry => "efrit-todo--module-table-entry"
 }
 
+/// VALUE, which should be a string: read at once as one, and walked as
+/// anything else only when that fails.  A todo item's fields are strings
+/// all but always, and checking the type first costs three module calls.
+fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
+    let text = STRING_BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        value.copy_string_contents(&mut buffer[..]).ok().map(|bytes| String::from_utf8(bytes.to_vec()))
+    });
+    match text {
+        Some(Ok(text)) => Ok(Input::Str(text)),
+        // Not valid UTF-8, not a string, or longer than the buffer.
+        _ => to_input(env, value, depth),
+    }
+}
+
 /// Lists, vectors and hash tables longer than this are not walked: a todo
 /// list or tool input never comes near it, and walking one would only waste
 /// time before the error.
@@ -139,7 +154,7 @@ fn known_fields(env: &Env, table: Value, count: usize, depth: usize) -> Result<O
         }
         let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
         if value != absent {
-            pairs.push((name.to_string(), to_input(env, value, depth + 1)?));
+            pairs.push((name.to_string(), text_or_input(env, value, depth + 1)?));
         } else if index == 0 {
             // Every todo item has content; a table without it is a todo_write
             // input (todos) or some other tool's input, read by listing keys.

@@ -95,15 +95,22 @@ emacs::use_symbols! {
 /// anything else only when that fails.  A todo item's fields are strings
 /// all but always, and checking the type first costs three module calls.
 fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
-    let text = STRING_BUFFER.with(|buffer| {
-        let mut buffer = buffer.borrow_mut();
-        value.copy_string_contents(&mut buffer[..]).ok().map(|bytes| String::from_utf8(bytes.to_vec()))
-    });
-    match text {
+    match short_text(value) {
         Some(Ok(text)) => Ok(Input::Str(text)),
         // Not valid UTF-8, not a string, or longer than the buffer.
         _ => to_input(env, value, depth),
     }
+}
+
+/// VALUE's text in one module call, when it is a string that fits the
+/// buffer: None when it is not, Some(Err) when it is not valid UTF-8.
+/// Only for values that are short strings all but always: otherwise the
+/// failed call costs a caught signal, which `debug-on-signal' would show.
+fn short_text(value: Value) -> Option<std::result::Result<String, std::string::FromUtf8Error>> {
+    STRING_BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        value.copy_string_contents(&mut buffer[..]).ok().map(|bytes| String::from_utf8(bytes.to_vec()))
+    })
 }
 
 /// Lists, vectors and hash tables longer than this are not walked: a todo
@@ -180,32 +187,19 @@ fn lisp_text<'e>(env: &'e Env, text: &str) -> Result<Value<'e>> {
     }
 }
 
-/// The text of a Lisp string; None when it is not valid UTF-8.  Short
-/// strings (nearly all) are copied in one call through a stack buffer
-/// rather than the two calls (length, then bytes) of `into_rust`.
-fn lisp_string(value: Value) -> Result<Option<String>> {
-    let short = STRING_BUFFER.with(|buffer| {
-        let mut buffer = buffer.borrow_mut();
-        value.copy_string_contents(&mut buffer[..]).map(<[u8]>::to_vec).ok()
-    });
-    let bytes = match short {
-        Some(bytes) => bytes,
-        // Too long for the buffer, or text Emacs cannot encode (read as
-        // not UTF-8, as the caller's mistake rather than a module error).
-        None => match value.clone_string_contents() {
-            Ok(bytes) => bytes,
-            Err(_) => return Ok(None),
-        },
-    };
-    Ok(String::from_utf8(bytes).ok())
+/// The text of a Lisp string of any length, in two module calls (length,
+/// then bytes), which never signal for a string.  Text Emacs cannot encode
+/// reads as None (not UTF-8), as the caller's mistake rather than a module
+/// error.
+fn lisp_string(value: Value) -> Option<String> {
+    value.clone_string_contents().ok().and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
-/// Strings up to this size are read in one module call; a longer one costs
-/// a caught signal and two more calls.
+/// Strings up to this size are read by `short_text' in one module call.
 const SHORT_STRING_BYTES: usize = 4096;
 
 thread_local! {
-    /// The buffer of `lisp_string', kept rather than zeroed on every call.
+    /// The buffer of `short_text', kept rather than zeroed on every call.
     static STRING_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; SHORT_STRING_BYTES]);
 }
 
@@ -272,7 +266,7 @@ fn symbol_name(value: Value) -> Result<String> {
 fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
     let ty = env.type_of(key)?;
     if is(env, ty, ty_string) {
-        lisp_string(key)
+        Ok(lisp_string(key))
     } else if is(env, ty, ty_symbol) && key.is_not_nil() {
         let name = symbol_name(key)?;
         Ok(Some(name.strip_prefix(':').map(str::to_string).unwrap_or(name)))
@@ -359,7 +353,7 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     }
     let ty = env.type_of(value)?;
     if is(env, ty, ty_string) {
-        return Ok(match lisp_string(value)? {
+        return Ok(match lisp_string(value) {
             Some(text) => Input::Str(text),
             None => Input::Invalid("a string that is not valid UTF-8".into()),
         });
@@ -428,10 +422,11 @@ fn table_to_input(env: &Env, table: Value, depth: usize, try_known: bool) -> Res
 }
 
 /// The input of a tool call, for the ledger and the breaker.  Tool inputs
-/// seldom have a todo item's keys, so a table is walked straight away.
+/// seldom have a todo item's keys, so a table is walked straight away,
+/// without counting it first: the walk stops reading at `MAX_ELEMENTS`.
 fn call_input(env: &Env, value: Value) -> Result<Input> {
     if value.is_not_nil() && is(env, env.type_of(value)?, ty_hash_table) {
-        return table_to_input(env, value, 0, false);
+        return walk_table(env, value, 4, 0);
     }
     to_input(env, value, 0)
 }
@@ -441,6 +436,8 @@ struct TableWalk {
     depth: usize,
     pairs: Vec<(String, Input)>,
     bad_key: bool,
+    /// Entries past `MAX_ELEMENTS`, counted but not read.
+    too_many: bool,
 }
 
 thread_local! {
@@ -451,11 +448,13 @@ thread_local! {
 /// Reads every entry of TABLE with one `maphash' calling back into this
 /// module: no list of keys, no vector, no `gethash' per key.
 fn walk_table(env: &Env, table: Value, count: usize, depth: usize) -> Result<Input> {
-    TABLE_WALKS.with(|walks| walks.borrow_mut().push(TableWalk { depth, pairs: Vec::with_capacity(count), bad_key: false }));
+    let walk = TableWalk { depth, pairs: Vec::with_capacity(count), bad_key: false, too_many: false };
+    TABLE_WALKS.with(|walks| walks.borrow_mut().push(walk));
     let walked = env.call(fn_maphash, (fn_table_entry.bind(env), table));
     let walk = TABLE_WALKS.with(|walks| walks.borrow_mut().pop());
     walked?;
     Ok(match walk {
+        Some(walk) if walk.too_many => Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")),
         Some(walk) if !walk.bad_key => Input::Map(walk.pairs),
         _ => Input::Invalid("an object with a key that is not a string or symbol".into()),
     })
@@ -464,10 +463,24 @@ fn walk_table(env: &Env, table: Value, count: usize, depth: usize) -> Result<Inp
 /// The `maphash' callback of `walk_table'; outside a walk it does nothing.
 #[defun]
 fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
-    let Some(depth) = TABLE_WALKS.with(|walks| walks.borrow().last().map(|walk| walk.depth)) else {
+    let Some((depth, full)) = TABLE_WALKS.with(|walks| {
+        let mut walks = walks.borrow_mut();
+        let walk = walks.last_mut()?;
+        walk.too_many |= walk.pairs.len() >= MAX_ELEMENTS;
+        Some((walk.depth, walk.too_many))
+    }) else {
         return Ok(());
     };
-    let entry = match key_of(env, key)? {
+    if full {
+        return Ok(());
+    }
+    // Keys are strings all but always (Efrit's JSON): read one as such at
+    // once, and look at its type only when that fails.
+    let key = match short_text(key) {
+        Some(Ok(text)) => Some(text),
+        _ => key_of(env, key)?,
+    };
+    let entry = match key {
         Some(name) => Some((name, to_input(env, value, depth + 1)?)),
         None => None,
     };
@@ -485,7 +498,7 @@ fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
 /// Reads a tool input: Lisp data as it is, or a string as JSON text.
 fn tool_input(env: &Env, value: Value) -> Result<std::result::Result<Input, InvalidInput>> {
     if is(env, env.type_of(value)?, ty_string) {
-        let Some(text) = lisp_string(value)? else {
+        let Some(text) = lisp_string(value) else {
             return Ok(Err(InvalidInput::new("input", "a string that is not valid UTF-8")));
         };
         return Ok(serde_json::from_str::<Json>(&text)
@@ -1132,7 +1145,7 @@ fn result_text(env: &Env, result: Value) -> Result<ResultText> {
         return Ok(ResultText { text: None, own: false });
     }
     if is(env, env.type_of(result)?, ty_string) {
-        return Ok(match lisp_string(result)? {
+        return Ok(match lisp_string(result) {
             Some(text) => ResultText { text: Some(text), own: true },
             None => ResultText { text: Some("<a result that is not valid UTF-8>".into()), own: false },
         });
@@ -1148,7 +1161,11 @@ fn result_text(env: &Env, result: Value) -> Result<ResultText> {
 
 /// A tool name from the adapter: a non-empty string without NUL.
 fn tool_name(env: &Env, value: Value) -> Result<std::result::Result<String, InvalidInput>> {
-    Ok(string_arg(env, value, "name")?.and_then(|name| {
+    let name = match short_text(value) {
+        Some(Ok(name)) => Ok(name),
+        _ => string_arg(env, value, "name")?,
+    };
+    Ok(name.and_then(|name| {
         let name = checked_text(&Input::Str(name), "name", usize::MAX)?;
         non_blank(name, "name")
     }))

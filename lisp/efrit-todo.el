@@ -230,10 +230,22 @@ Return nil, so that `run-hook-wrapped' goes on to the next function."
 
 (defun efrit-todo--run-change-hook (session)
   "Run `efrit-todo-change-functions' with SESSION, reporting errors."
-  ;; A named function with SESSION as an argument: a closure would be
-  ;; allocated on every tool call.
-  (run-hook-wrapped 'efrit-todo-change-functions
-                    #'efrit-todo--call-change-function session))
+  (let ((functions efrit-todo-change-functions))
+    (if (or (functionp functions) (local-variable-p 'efrit-todo-change-functions))
+        ;; A single function, or a buffer-local value with t for the
+        ;; global one: leave those forms to `run-hook-wrapped'.
+        (run-hook-wrapped 'efrit-todo-change-functions
+                          #'efrit-todo--call-change-function session)
+      ;; This runs on every tool call: one handler for the whole list,
+      ;; set up again only after a function failed.
+      (while functions
+        (let ((function nil))
+          (condition-case err
+              (while functions
+                (setq function (pop functions))
+                (funcall function session))
+            (error (message "Efrit-todo: error in %S: %s"
+                            function (error-message-string err)))))))))
 
 (defvar efrit-todo--mirroring nil
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")

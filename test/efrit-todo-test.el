@@ -1269,6 +1269,27 @@ Also defines `efrit-todo-test-bad-call-names'."
         (should (equal calls (list (list efrit-todo-current-session))))))
     (should (equal (efrit-todo-test-ids) '("t1")))))
 
+(ert-deftest efrit-todo-test-hook-runs-every-function-in-every-form ()
+  "Each function runs once despite failures, globally and buffer-locally."
+  (efrit-todo-test-with-session
+    (let* ((ran nil)
+           (fail (lambda (name) (lambda (_session) (push name ran) (error "%s failed" name))))
+           (succeed (lambda (name) (lambda (_session) (push name ran))))
+           (global (list (funcall fail 'a) (funcall succeed 'b) (funcall fail 'c) (funcall succeed 'd)))
+           (efrit-todo-change-functions global)
+           (inhibit-message t))
+      (efrit-todo--run-change-hook efrit-todo-current-session)
+      (should (equal (nreverse ran) '(a b c d)))
+      (setq ran nil)
+      (with-temp-buffer
+        (setq-local efrit-todo-change-functions (list (funcall fail 'local) t))
+        (efrit-todo--run-change-hook efrit-todo-current-session))
+      (should (equal (nreverse ran) '(local a b c d)))
+      (setq ran nil)
+      (let ((efrit-todo-change-functions (funcall succeed 'single)))
+        (efrit-todo--run-change-hook efrit-todo-current-session))
+      (should (equal ran '(single))))))
+
 ;;;; Sessions
 
 (ert-deftest efrit-todo-test-sessions ()

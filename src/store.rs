@@ -5,7 +5,8 @@
 //! dirty and a writer thread, 20 ms later, writes the newest state of each
 //! dirty session (latest state wins, so a burst of changes costs one write).  `flush`
 //! writes everything pending before it returns, for `kill-emacs-hook`,
-//! `efrit-todo-save` and tests.
+//! `efrit-todo-save` and tests.  The last step of a save, syncing the
+//! directory and freeing the replaced file, is the thread's too (`settle`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -110,13 +111,13 @@ struct StoredItem {
     #[serde(rename = "activeForm", default)]
     active_form: Option<String>,
     status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     priority: Option<String>,
     #[serde(default)]
     created: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     started: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     completed: Option<Timestamp>,
 }
 
@@ -209,13 +210,13 @@ impl LedgerSummary {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 struct StoredUndo {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     order: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     added: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     before: Vec<StoredItem>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     retired_before: Vec<StoredItem>,
 }
 
@@ -229,11 +230,11 @@ struct StoredChange {
     summary: String,
     #[serde(default)]
     ids: ChangedIds,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     undone: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     undoes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     undo: Option<StoredUndo>,
 }
 

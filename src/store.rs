@@ -906,8 +906,12 @@ fn settle() {
     drop(replaced);
     let failures: Vec<String> = dirs
         .into_iter()
-        .filter_map(|dir| {
-            sync_dir(&dir).err().map(|e| format!("could not sync {}, so the last save may not survive a power cut: {e}", dir.display()))
+        .filter_map(|dir| match sync_dir(&dir) {
+            // A directory removed since holds no rename to keep.
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Some(format!("could not sync {}, so the last save may not survive a power cut: {e}", dir.display()))
+            }
+            _ => None,
         })
         .collect();
     if !failures.is_empty() {
@@ -1234,13 +1238,15 @@ mod tests {
             call("read", Some("text"), false);
         }
         schedule(&name, &dir);
-        assert!(flush().is_empty());
+        // Other tests run alongside and share the writer: only this one's failures count.
+        assert!(!flush().iter().any(|e| e.contains(&name)));
         let ledger = saved_ledger(&dir, &name);
         assert_eq!(ledger, expected(&name));
         assert_eq!(ledger["tools"], json!({"read": 9}));
         registry().reset(&name);
         save_now(&name, &dir).unwrap();
         assert_eq!(saved_ledger(&dir, &name)["calls"], 0);
+        assert!(!flush().iter().any(|e| e.contains(&name)));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1252,7 +1258,7 @@ mod tests {
         let path = save_now(&name, &dir).unwrap().unwrap();
         registry().session(&name).add("second".into(), None, &Options::default()).unwrap();
         assert_eq!(save_now(&name, &dir).unwrap(), Some(path.clone()));
-        assert!(flush().is_empty());
+        assert!(!flush().iter().any(|e| e.contains(&name)));
         let (_, back) = load_file(&path).unwrap();
         assert_eq!(back.items.len(), 2);
         let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();

@@ -3,8 +3,11 @@
 ;;; Commentary:
 
 ;; `efrit-todo-store-bench-rows' times saving a session to disk: the whole
-;; atomic write (encode, temporary file, fsync, rename, fsync of the
-;; directory) done synchronously, what the call that made a change pays
+;; atomic write (encode, temporary file, fdatasync, rename) done
+;; synchronously, as `efrit-todo--module-store-save' does it while the
+;; module's writer thread syncs the directory right after; the same with
+;; that directory sync waited for (a save then `efrit-todo-flush', the
+;; most a save can cost); what the call that made a change pays
 ;; when persistence is on (the save is only scheduled), todo_write with
 ;; persistence on and off, and reading a session back.  The bench runner
 ;; of `make bench' prints the rows; `efrit-todo-store-bench-run' prints
@@ -17,6 +20,7 @@
 (require 'efrit-todo)
 
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
+(declare-function efrit-todo--module-store-flush "efrit-todo-module" ())
 (declare-function efrit-todo--module-store-restore "efrit-todo-module" (dir only-open force))
 
 (defun efrit-todo-store-bench--object (&rest keys-and-values)
@@ -64,6 +68,12 @@
           (push (list "save to disk, 100 items"
                       (efrit-todo-store-bench--us
                        200 (lambda () (efrit-todo--module-store-save session dir))))
+                rows)
+          (push (list "save to disk + directory sync, 100 items"
+                      (efrit-todo-store-bench--us
+                       200 (lambda ()
+                             (efrit-todo--module-store-save session dir)
+                             (efrit-todo--module-store-flush))))
                 rows)
           (let ((big (efrit-todo-store-bench--session 1000)))
             (push (list "save to disk, 1000 items"

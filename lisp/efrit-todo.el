@@ -886,6 +886,24 @@ from batch Emacs too."
                  (const :tag "Keep lists in memory only" nil))
   :group 'efrit-todo)
 
+;; Efrit starts a session per command, so without pruning the directory
+;; grows by a file per command and every load reads them all.
+(defcustom efrit-todo-state-max-age 30
+  "Days a saved list is kept after its last change, or nil to keep all.
+Before lists are restored (on load and by `efrit-todo-restore'),
+the files in `efrit-todo-state-directory' not modified for this many
+days are deleted, damaged files moved aside as .corrupt included.
+The file of a session live in this Emacs is never deleted."
+  :type '(choice (number :tag "Days")
+                 (const :tag "Keep every list" nil))
+  :group 'efrit-todo)
+
+(defconst efrit-todo--state-file-regexp
+  "\\`[^.].*\\.json\\(?:\\(?:\\.[0-9]+\\)?\\.corrupt\\)?\\'"
+  "Names of the files the module keeps in the state directory.
+State files NAME.json and damaged ones moved aside as NAME.json.corrupt
+or NAME.json.N.corrupt; never the temporary dot files of a save.")
+
 (defvar efrit-todo--restoring nil
   "Non-nil while sessions are read back, which need no saving.")
 
@@ -960,12 +978,44 @@ failed saves."
 ;; Late, so that changes other exit functions make are saved too.
 (add-hook 'kill-emacs-hook #'efrit-todo--save-on-exit 90)
 
+(defun efrit-todo--prune-state-files (dir)
+  "Delete the files in DIR older than `efrit-todo-state-max-age'.
+Only state files and damaged files moved aside are candidates, and
+never the file of a live session.  Return the deleted file names."
+  (when (and (numberp efrit-todo-state-max-age) (file-directory-p dir))
+    (let ((cutoff (time-subtract nil (* 86400 efrit-todo-state-max-age)))
+          ;; The current session may not have been created yet, and may
+          ;; be a name no file can have: such a name protects nothing.
+          (live (delq nil (mapcar (lambda (session)
+                                    (ignore-errors
+                                      (file-name-nondirectory
+                                       (efrit-todo--module-store-file session dir))))
+                                  (cons (or efrit-todo-current-session "default")
+                                        (efrit-todo-sessions)))))
+          (deleted nil))
+      (pcase-dolist (`(,file . ,attributes)
+                     (directory-files-and-attributes
+                      dir t efrit-todo--state-file-regexp t))
+        (when (and (null (file-attribute-type attributes))
+                   (time-less-p (file-attribute-modification-time attributes) cutoff)
+                   (not (member (file-name-nondirectory file) live)))
+          (condition-case err
+              (progn (delete-file file)
+                     (push file deleted))
+            (file-error
+             (display-warning 'efrit-todo (format "could not delete the old file %s: %s"
+                                                  file (error-message-string err)))))))
+      (nreverse deleted))))
+
 (defun efrit-todo--restore-from (dir only-open force)
   "Read the sessions saved in DIR; see `efrit-todo-restore' for FORCE.
-With ONLY-OPEN, only sessions with unfinished items.  Return the
-module's report plist."
+With ONLY-OPEN, only sessions with unfinished items.  Files older than
+`efrit-todo-state-max-age' are deleted first.  Return the module's
+report plist, with the deleted files under :pruned."
   (efrit-todo-flush)
-  (let ((report (efrit-todo--module-store-restore dir only-open force)))
+  (let* ((pruned (efrit-todo--prune-state-files dir))
+         (report (append (efrit-todo--module-store-restore dir only-open force)
+                         (list :pruned pruned))))
     (pcase-dolist (`(,file ,aside ,reason) (plist-get report :moved))
       (display-warning
        'efrit-todo
@@ -983,6 +1033,7 @@ module's report plist."
 A session whose list in this Emacs is not empty is kept as it is
 unless FORCE (interactively, a prefix argument) is non-nil.  A file
 that cannot be read is moved aside as NAME.corrupt with a warning.
+Files older than `efrit-todo-state-max-age' are deleted first.
 Return the names of the sessions restored."
   (interactive "P")
   (let* ((dir (or (efrit-todo--state-dir)
@@ -990,12 +1041,17 @@ Return the names of the sessions restored."
          (report (efrit-todo--restore-from dir nil force))
          (restored (plist-get report :restored)))
     (when (called-interactively-p 'interactive)
-      (message "Efrit-todo: restored %d session%s from %s%s"
+      (message "Efrit-todo: restored %d session%s from %s%s%s"
                (length restored) (if (= (length restored) 1) "" "s") dir
                (if (plist-get report :kept)
                    (format "; kept the live %s (use a prefix argument to replace)"
                            (string-join (plist-get report :kept) ", "))
-                 "")))
+                 "")
+               (let ((pruned (length (plist-get report :pruned))))
+                 (if (> pruned 0)
+                     (format "; deleted %d file%s older than %s days" pruned
+                             (if (= pruned 1) "" "s") efrit-todo-state-max-age)
+                   ""))))
     restored))
 
 (defun efrit-todo--restore-on-load ()

@@ -5,7 +5,8 @@
 //! dirty and a writer thread, 20 ms later, writes the newest state of each
 //! dirty session (latest state wins, so a burst of changes costs one write).  `flush`
 //! writes everything pending before it returns, for `kill-emacs-hook`,
-//! `efrit-todo-save` and tests.
+//! `efrit-todo-save` and tests.  The last step of a save, syncing the
+//! directory and freeing the replaced file, is the thread's too (`settle`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
+use crate::ledger::Entry;
 use crate::model::{now, Item, Status, Timestamp};
 use crate::session::{check_session_name, registry, Actor, Session};
 
@@ -102,37 +104,24 @@ pub fn file_path(dir: &Path, session: &str) -> PathBuf {
 // ---------------------------------------------------------------------------
 // The file layout
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct StoredItem {
     id: String,
     content: String,
     #[serde(rename = "activeForm", default)]
     active_form: Option<String>,
     status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     priority: Option<String>,
     #[serde(default)]
     created: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     started: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     completed: Option<Timestamp>,
 }
 
 impl StoredItem {
-    fn of(item: &Item) -> StoredItem {
-        StoredItem {
-            id: item.id.clone(),
-            content: item.content.clone(),
-            active_form: Some(item.active_form.clone()),
-            status: item.status.wire_name().to_string(),
-            priority: item.priority.clone(),
-            created: item.created,
-            started: item.started,
-            completed: item.completed,
-        }
-    }
-
     fn into_item(self, path: &str) -> Result<Item, LoadError> {
         let status = Status::parse(&self.status)
             .ok_or_else(|| corrupt(format!("{path}.status: unknown status {:?}", self.status)))?;
@@ -181,19 +170,57 @@ struct LedgerSummary {
     last: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+impl LedgerSummary {
+    fn of(entries: &[Entry]) -> LedgerSummary {
+        let mut summary = LedgerSummary::default();
+        summary.count(entries);
+        summary
+    }
+
+    fn count(&mut self, entries: &[Entry]) {
+        for entry in entries {
+            match self.tools.get_mut(&entry.tool) {
+                Some(count) => *count += 1,
+                None => {
+                    self.tools.insert(entry.tool.clone(), 1);
+                }
+            }
+            self.errors += usize::from(entry.error);
+        }
+        self.calls += entries.len();
+        self.first = self.first.or(entries.first().map(|e| e.time));
+        self.last = entries.last().map(|e| e.time).or(self.last);
+    }
+
+    /// Brings a summary made at an earlier save up to ENTRIES.  A ledger
+    /// only grows until it is cleared, so only the calls since that save
+    /// are counted: a save costs the same at the 100000th call as at the
+    /// first.  A ledger that was cleared since is counted afresh.
+    fn catch_up(&mut self, entries: &[Entry]) {
+        let seen = self.calls;
+        let same_ledger = seen <= entries.len()
+            && (seen == 0 || (entries[0].time == self.first.unwrap_or(f64::NAN) && entries[seen - 1].time == self.last.unwrap_or(f64::NAN)));
+        if same_ledger {
+            self.count(&entries[seen..]);
+        } else {
+            *self = LedgerSummary::of(entries);
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct StoredUndo {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     order: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     added: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     before: Vec<StoredItem>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     retired_before: Vec<StoredItem>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct StoredChange {
     seq: u64,
     actor: String,
@@ -203,34 +230,15 @@ struct StoredChange {
     summary: String,
     #[serde(default)]
     ids: ChangedIds,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     undone: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     undoes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     undo: Option<StoredUndo>,
 }
 
 impl StoredChange {
-    fn of(change: &Change) -> StoredChange {
-        StoredChange {
-            seq: change.seq,
-            actor: change.actor.name().to_string(),
-            kind: change.kind.name().to_string(),
-            time: change.time,
-            summary: change.summary.clone(),
-            ids: change.ids.clone(),
-            undone: change.undone,
-            undoes: change.undoes,
-            undo: change.undo.as_ref().map(|undo| StoredUndo {
-                order: undo.order.clone(),
-                added: undo.added.clone(),
-                before: undo.before.iter().map(StoredItem::of).collect(),
-                retired_before: undo.retired_before.iter().map(StoredItem::of).collect(),
-            }),
-        }
-    }
-
     fn into_change(self, path: &str) -> Result<Change, LoadError> {
         let actor = Actor::parse(&self.actor).ok_or_else(|| corrupt(format!("{path}.actor: unknown actor {:?}", self.actor)))?;
         let kind = ChangeKind::parse(&self.kind).ok_or_else(|| corrupt(format!("{path}.kind: unknown kind {:?}", self.kind)))?;
@@ -261,8 +269,8 @@ fn items_of(stored: Vec<StoredItem>, path: &str) -> Result<Vec<Item>, LoadError>
     stored.into_iter().enumerate().map(|(i, item)| item.into_item(&format!("{path}[{i}]"))).collect()
 }
 
-/// The whole file, in the current layout.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The whole file, in the current layout, as read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct StoredState {
     schema_version: u64,
     session: String,
@@ -290,54 +298,6 @@ struct StoredState {
 }
 
 impl StoredState {
-    fn of(name: &str, session: &Session) -> StoredState {
-        let breaker = session.breaker.state();
-        let entries = session.entries();
-        let mut tools: BTreeMap<String, usize> = BTreeMap::new();
-        for entry in entries {
-            *tools.entry(entry.tool.clone()).or_default() += 1;
-        }
-        // The newest retired items, in id order so that equal states give
-        // equal files.
-        let mut retired: Vec<&Item> = session.retired.values().collect();
-        if retired.len() > MAX_STORED_RETIRED {
-            retired.sort_by(|a, b| b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
-            retired.truncate(MAX_STORED_RETIRED);
-        }
-        retired.sort_by(|a, b| a.id.cmp(&b.id));
-        StoredState {
-            schema_version: SCHEMA_VERSION,
-            session: name.to_string(),
-            saved_at: now(),
-            created: session.created,
-            id_counter: session.ids.issued(),
-            writes: session.writes,
-            items: session.items.iter().map(StoredItem::of).collect(),
-            retired: retired.into_iter().map(StoredItem::of).collect(),
-            user_notes: session.user_notes.clone(),
-            breaker: StoredBreaker {
-                tripped: breaker.tripped,
-                reason: breaker.reason,
-                calls: breaker.calls,
-                since_progress: breaker.since_progress,
-                same_tool: breaker.same_tool,
-                identical: breaker.identical,
-                errors: breaker.errors,
-                churn: breaker.churn,
-                oscillation: breaker.oscillation,
-            },
-            ledger: LedgerSummary {
-                calls: entries.len(),
-                errors: entries.iter().filter(|e| e.error).count(),
-                tools,
-                first: entries.first().map(|e| e.time),
-                last: entries.last().map(|e| e.time),
-            },
-            history_seq: session.history.last_seq(),
-            history: session.history.changes().map(StoredChange::of).collect(),
-        }
-    }
-
     fn into_session(self) -> Result<(String, Session), LoadError> {
         check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
         let items = items_of(self.items, "items")?;
@@ -365,6 +325,190 @@ impl StoredState {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Encoding: the same layout as the `Stored*` types above, written from
+// borrowed data.  A save runs this under the registry's lock, so it must
+// cost no more than reading the session once: no clones, no intermediate
+// values.  The round-trip tests hold the two sides to one layout.
+
+#[derive(Serialize)]
+struct ItemOut<'a> {
+    id: &'a str,
+    content: &'a str,
+    #[serde(rename = "activeForm")]
+    active_form: &'a str,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<&'a str>,
+    created: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completed: Option<Timestamp>,
+}
+
+impl<'a> ItemOut<'a> {
+    fn of(item: &'a Item) -> ItemOut<'a> {
+        ItemOut {
+            id: &item.id,
+            content: &item.content,
+            active_form: &item.active_form,
+            status: item.status.wire_name(),
+            priority: item.priority.as_deref(),
+            created: item.created,
+            started: item.started,
+            completed: item.completed,
+        }
+    }
+}
+
+/// A sequence of items written as a JSON array without collecting it.
+#[derive(Clone)]
+struct ItemsOut<I>(I);
+
+impl<'a, I: Iterator<Item = &'a Item> + Clone> ItemsOut<I> {
+    fn is_empty(&self) -> bool {
+        self.0.clone().next().is_none()
+    }
+}
+
+impl<'a, I: Iterator<Item = &'a Item> + Clone> Serialize for ItemsOut<I> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.clone().map(ItemOut::of))
+    }
+}
+
+type SliceItems<'a> = ItemsOut<std::slice::Iter<'a, Item>>;
+
+#[derive(Serialize)]
+struct UndoOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    added: &'a [String],
+    #[serde(skip_serializing_if = "ItemsOut::is_empty")]
+    before: SliceItems<'a>,
+    #[serde(skip_serializing_if = "ItemsOut::is_empty")]
+    retired_before: SliceItems<'a>,
+}
+
+#[derive(Serialize)]
+struct ChangeOut<'a> {
+    seq: u64,
+    actor: &'static str,
+    kind: &'static str,
+    time: Timestamp,
+    summary: &'a str,
+    ids: &'a ChangedIds,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    undone: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    undoes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    undo: Option<UndoOut<'a>>,
+}
+
+impl<'a> ChangeOut<'a> {
+    fn of(change: &'a Change) -> ChangeOut<'a> {
+        ChangeOut {
+            seq: change.seq,
+            actor: change.actor.name(),
+            kind: change.kind.name(),
+            time: change.time,
+            summary: &change.summary,
+            ids: &change.ids,
+            undone: change.undone,
+            undoes: change.undoes,
+            undo: change.undo.as_ref().map(|undo| UndoOut {
+                order: undo.order.as_deref(),
+                added: &undo.added,
+                before: ItemsOut(undo.before.iter()),
+                retired_before: ItemsOut(undo.retired_before.iter()),
+            }),
+        }
+    }
+}
+
+/// The newest `MAX_STORED_RETIRED` retired items, in id order so that equal
+/// states give equal files.  Only references are gathered.
+struct RetiredOut<'a>(Vec<&'a Item>);
+
+impl<'a> RetiredOut<'a> {
+    fn of(session: &'a Session) -> RetiredOut<'a> {
+        let mut retired: Vec<&Item> = session.retired.values().collect();
+        if retired.len() > MAX_STORED_RETIRED {
+            retired.select_nth_unstable_by(MAX_STORED_RETIRED, |a, b| {
+                b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id))
+            });
+            retired.truncate(MAX_STORED_RETIRED);
+        }
+        retired.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        RetiredOut(retired)
+    }
+}
+
+impl Serialize for RetiredOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|item| ItemOut::of(item)))
+    }
+}
+
+struct HistoryOut<'a>(&'a History);
+
+impl Serialize for HistoryOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.changes().map(ChangeOut::of))
+    }
+}
+
+#[derive(Serialize)]
+struct StateOut<'a> {
+    schema_version: u64,
+    session: &'a str,
+    saved_at: Timestamp,
+    created: Timestamp,
+    id_counter: u64,
+    writes: u64,
+    items: SliceItems<'a>,
+    retired: RetiredOut<'a>,
+    user_notes: &'a [String],
+    breaker: StoredBreaker,
+    ledger: &'a LedgerSummary,
+    history_seq: u64,
+    history: HistoryOut<'a>,
+}
+
+impl<'a> StateOut<'a> {
+    fn of(name: &'a str, session: &'a Session, ledger: &'a LedgerSummary) -> StateOut<'a> {
+        let breaker = session.breaker.state();
+        StateOut {
+            schema_version: SCHEMA_VERSION,
+            session: name,
+            saved_at: now(),
+            created: session.created,
+            id_counter: session.ids.issued(),
+            writes: session.writes,
+            items: ItemsOut(session.items.iter()),
+            retired: RetiredOut::of(session),
+            user_notes: &session.user_notes,
+            breaker: StoredBreaker {
+                tripped: breaker.tripped,
+                reason: breaker.reason,
+                calls: breaker.calls,
+                since_progress: breaker.since_progress,
+                same_tool: breaker.same_tool,
+                identical: breaker.identical,
+                errors: breaker.errors,
+                churn: breaker.churn,
+                oscillation: breaker.oscillation,
+            },
+            ledger,
+            history_seq: session.history.last_seq(),
+            history: HistoryOut(&session.history),
+        }
+    }
+}
+
 /// Upgrades a file of an older layout to the current one.
 fn upgrade(mut json: Json, version: u64) -> Result<Json, LoadError> {
     if version == 1 {
@@ -381,8 +525,16 @@ fn upgrade(mut json: Json, version: u64) -> Result<Json, LoadError> {
 
 /// The bytes of SESSION's file.
 pub fn encode(name: &str, session: &Session) -> Vec<u8> {
-    // Serializing plain structs of strings and numbers cannot fail.
-    serde_json::to_vec(&StoredState::of(name, session)).unwrap_or_default()
+    let mut bytes = Vec::new();
+    encode_into(&mut bytes, name, session, &LedgerSummary::of(session.entries()));
+    bytes
+}
+
+/// Appends SESSION's file to BYTES: compact JSON written straight from the
+/// session's own data, nothing copied on the way.
+fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &LedgerSummary) {
+    // Serializing strings, numbers and sequences into memory cannot fail.
+    let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger));
 }
 
 /// Reads a state file: the session's name and its state.
@@ -446,10 +598,22 @@ static TEST_WRITE_PAUSE: Lazy<Option<Duration>> = Lazy::new(|| {
     std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS").ok().and_then(|ms| ms.parse().ok()).map(Duration::from_millis)
 });
 
-/// Writes BYTES as DIR/FILE so that the file always holds either its old or
-/// its new content: temporary file in the same directory, fsync, rename,
-/// fsync of the directory.
-pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+/// A file put in place by `replace_file`, before its directory is synced.
+#[derive(Debug)]
+pub struct Replaced {
+    pub path: PathBuf,
+    /// The file it replaced, still open.  The last close of a replaced file
+    /// frees its blocks, which costs as much as the rename itself (measured
+    /// ~110 us for 32 KB on ext4); holding it lets the writer thread pay
+    /// that instead of the save.
+    replaced: Option<File>,
+}
+
+/// Puts BYTES in DIR/FILE so that the file always holds either its old or
+/// its new content: a temporary file in the same directory, written in one
+/// call and synced, then renamed over FILE.  The rename is made durable by
+/// syncing DIR, which is the caller's to do (see `write_atomic`).
+pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced> {
     ensure_dir(dir)?;
     let target = dir.join(file);
     let temp = dir.join(format!(".{file}.{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
@@ -465,15 +629,37 @@ pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf>
                 out.write_all(&bytes[half..])?;
             }
         }
-        out.sync_all()?;
+        // fdatasync, not fsync: it writes the data and every piece of
+        // metadata needed to read it back (size, block map), skipping only
+        // the times.  For a file created and filled here that is all that
+        // matters before the rename, and it saves a journal write of the
+        // inode's times (measured 396 against 503 us).
+        out.sync_data()?;
         drop(out);
+        // Unix only: elsewhere an open file cannot be renamed over.
+        #[cfg(unix)]
+        let replaced = File::open(&target).ok();
+        #[cfg(not(unix))]
+        let replaced = None;
         fs::rename(&temp, &target)?;
-        sync_dir(dir)
+        Ok(replaced)
     })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
+    match written {
+        Ok(replaced) => Ok(Replaced { path: target, replaced }),
+        Err(e) => {
+            let _ = fs::remove_file(&temp);
+            Err(e)
+        }
     }
-    written.map(|()| target)
+}
+
+/// Writes BYTES as DIR/FILE atomically and durably: `replace_file`, then an
+/// fsync of DIR so that the rename survives a power cut too.
+pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    let Replaced { path, replaced } = replace_file(dir, file, bytes)?;
+    drop(replaced);
+    sync_dir(dir)?;
+    Ok(path)
 }
 
 /// A session read back from a file.
@@ -590,13 +776,43 @@ static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
 struct Queue {
     /// Dirty sessions and the directory each goes to.
     pending: HashMap<String, PathBuf>,
+    /// Directories holding renames not synced yet, and the files those
+    /// renames replaced: the end of each save, which the writer thread
+    /// finishes off the saving call's path (see `settle`).
+    unsynced: HashSet<PathBuf>,
+    replaced: Vec<File>,
     /// Failures of background writes, for the Lisp side to report.
     errors: Vec<String>,
     thread_started: bool,
 }
 
+impl Queue {
+    fn idle(&self) -> bool {
+        self.pending.is_empty() && self.unsynced.is_empty() && self.replaced.is_empty()
+    }
+
+    fn record_failures(&mut self, failures: Vec<String>) {
+        self.errors.extend(failures);
+        let excess = self.errors.len().saturating_sub(MAX_ERRORS);
+        self.errors.drain(..excess);
+    }
+}
+
 /// Failures kept until the Lisp side collects them.
 const MAX_ERRORS: usize = 20;
+
+/// What saves reuse from one to the next; it lives under `Writer::writing`.
+#[derive(Default)]
+struct Scratch {
+    /// Every file is encoded here and written from here in one call.
+    buffer: Vec<u8>,
+    /// Each session's ledger summary as of its last save, brought up to
+    /// date at the next one rather than counted again.
+    ledgers: HashMap<String, LedgerSummary>,
+}
+
+/// A buffer grown past this by a huge list is given back after its save.
+const MAX_KEPT_BUFFER: usize = 4 * 1024 * 1024;
 
 struct Writer {
     queue: Mutex<Queue>,
@@ -604,42 +820,103 @@ struct Writer {
     /// Held for the whole of a save, snapshot included: saves of a session
     /// land in the order their snapshots were taken, so the file never goes
     /// back to an older state.
-    writing: Mutex<()>,
+    writing: Mutex<Scratch>,
+    /// Held while directories are synced, so that a flush returns only
+    /// after a sync the thread has begun.
+    settling: Mutex<()>,
 }
 
-static WRITER: Lazy<Writer> =
-    Lazy::new(|| Writer { queue: Mutex::new(Queue::default()), wake: Condvar::new(), writing: Mutex::new(()) });
+static WRITER: Lazy<Writer> = Lazy::new(|| Writer {
+    queue: Mutex::new(Queue::default()),
+    wake: Condvar::new(),
+    writing: Mutex::new(Scratch::default()),
+    settling: Mutex::new(()),
+});
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Saves SESSION into DIR now; the caller holds `writing`.  Ok(None) when the
-/// session does not exist.
-fn save_locked(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
-    // Only the copy is made under the registry's lock; Lisp calls wait for
-    // that, not for the encoding or the disk.
-    let state = match registry().get(session) {
-        Some(state) => StoredState::of(session, state),
-        None => return Ok(None),
-    };
-    let bytes = serde_json::to_vec(&state).unwrap_or_default();
+/// Saves SESSION into DIR now; the caller holds `writing`, which SCRATCH
+/// comes from.  Ok(None) when the session does not exist.
+fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<Option<Replaced>> {
     let file = file_name(session);
     if lock(&NEWER_FILES).contains(&dir.join(&file)) {
         return Err(io::Error::other("its file was written by a newer efrit-todo; not overwriting it"));
     }
-    write_atomic(dir, &file, &bytes).map(Some)
+    scratch.buffer.clear();
+    {
+        // The file is encoded under the registry's lock, straight from the
+        // session: one pass over it, no copy (a copy took as long as the
+        // encoding), and the ledger summary only counts the calls since the
+        // last save.  Lisp calls wait for that, never for the disk.
+        let registry = registry();
+        let Some(state) = registry.get(session) else {
+            scratch.ledgers.remove(session);
+            return Ok(None);
+        };
+        let ledger = scratch.ledgers.entry(session.to_string()).or_default();
+        ledger.catch_up(state.entries());
+        encode_into(&mut scratch.buffer, session, state, ledger);
+    }
+    let replaced = replace_file(dir, &file, &scratch.buffer);
+    if scratch.buffer.capacity() > MAX_KEPT_BUFFER {
+        scratch.buffer = Vec::new();
+    }
+    replaced.map(Some)
 }
 
 fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
     format!("could not save session {session:?} in {}: {error}", dir.display())
 }
 
-fn write_batch(batch: HashMap<String, PathBuf>) -> Vec<String> {
-    batch
+/// Saves every session of BATCH and leaves the syncing of their
+/// directories, one sync per directory, to `settle`.  Returns the failures.
+fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut done = Vec::new();
+    for (session, dir) in batch {
+        match save_locked(scratch, &session, &dir) {
+            Ok(Some(replaced)) => done.push((dir, replaced)),
+            Ok(None) => {}
+            Err(e) => failures.push(describe_failure(&session, &dir, &e)),
+        }
+    }
+    if !done.is_empty() {
+        let mut queue = lock(&WRITER.queue);
+        for (dir, replaced) in done {
+            queue.unsynced.insert(dir);
+            queue.replaced.extend(replaced.replaced);
+        }
+    }
+    failures
+}
+
+/// Finishes the saves made so far: closes the files they replaced and syncs
+/// each directory a rename happened in, so that the renames survive a power
+/// cut.  Until then a crash of the machine (not of Emacs) can bring back
+/// the previous complete file, never a partial one, because every file was
+/// synced before its rename.  Failures go to the queue's errors.
+fn settle() {
+    let _settling = lock(&WRITER.settling);
+    let (dirs, replaced) = {
+        let mut queue = lock(&WRITER.queue);
+        (std::mem::take(&mut queue.unsynced), std::mem::take(&mut queue.replaced))
+    };
+    drop(replaced);
+    let failures: Vec<String> = dirs
         .into_iter()
-        .filter_map(|(session, dir)| save_locked(&session, &dir).err().map(|e| describe_failure(&session, &dir, &e)))
-        .collect()
+        .filter_map(|dir| match sync_dir(&dir) {
+            // A directory removed since holds no rename to keep.
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Some(format!("could not sync {}, so the last save may not survive a power cut: {e}", dir.display()))
+            }
+            _ => None,
+        })
+        .collect();
+    if !failures.is_empty() {
+        lock(&WRITER.queue).record_failures(failures);
+    }
 }
 
 /// How long the writer lets changes gather after the first one.  An agent
@@ -651,21 +928,29 @@ fn writer_loop() {
     loop {
         {
             let queue = lock(&WRITER.queue);
-            drop(WRITER.wake.wait_while(queue, |q| q.pending.is_empty()).unwrap_or_else(|p| p.into_inner()));
+            drop(WRITER.wake.wait_while(queue, |q| q.idle()).unwrap_or_else(|p| p.into_inner()));
         }
         std::thread::sleep(COALESCE);
-        let writing = lock(&WRITER.writing);
-        let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
-        let failures = write_batch(batch);
-        if !failures.is_empty() {
-            // Still under `writing`, so a flush waiting for this batch sees them.
-            let mut queue = lock(&WRITER.queue);
-            queue.errors.extend(failures);
-            let excess = queue.errors.len().saturating_sub(MAX_ERRORS);
-            queue.errors.drain(..excess);
+        {
+            let mut scratch = lock(&WRITER.writing);
+            let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
+            let failures = write_batch(&mut scratch, batch);
+            if !failures.is_empty() {
+                // Still under `writing`, so a flush waiting for this batch sees them.
+                lock(&WRITER.queue).record_failures(failures);
+            }
         }
-        drop(writing);
+        // Outside `writing`: a save made meanwhile need not wait for it.
+        settle();
     }
+}
+
+/// Starts the writer thread unless it runs; false when it cannot be started.
+fn ensure_thread(queue: &mut Queue) -> bool {
+    if !queue.thread_started {
+        queue.thread_started = std::thread::Builder::new().name("efrit-todo-store".into()).spawn(writer_loop).is_ok();
+    }
+    queue.thread_started
 }
 
 /// Marks SESSION to be saved into DIR by the writer thread, and returns the
@@ -674,34 +959,49 @@ fn writer_loop() {
 pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
     let mut queue = lock(&WRITER.queue);
     queue.pending.insert(session.to_string(), dir.to_path_buf());
-    if !queue.thread_started {
-        queue.thread_started = std::thread::Builder::new().name("efrit-todo-store".into()).spawn(writer_loop).is_ok();
-        if !queue.thread_started {
-            drop(queue);
-            return flush();
-        }
+    if !ensure_thread(&mut queue) {
+        drop(queue);
+        return flush();
     }
     WRITER.wake.notify_one();
     std::mem::take(&mut queue.errors)
 }
 
 /// Writes every pending save before returning, including one the thread
-/// has begun, and returns all failures not reported yet.
+/// has begun, syncs the directories of every save so far, and returns all
+/// failures not reported yet.
 pub fn flush() -> Vec<String> {
-    let writing = lock(&WRITER.writing);
-    let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
-    let failures = write_batch(batch);
-    drop(writing);
+    let failures = {
+        let mut scratch = lock(&WRITER.writing);
+        let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
+        write_batch(&mut scratch, batch)
+    };
+    settle();
     let mut errors = std::mem::take(&mut lock(&WRITER.queue).errors);
     errors.extend(failures);
     errors
 }
 
-/// Saves SESSION into DIR now, waiting for any save under way.
+/// Saves SESSION into DIR now, waiting for any save under way.  The file
+/// is complete and synced on return; its directory is synced by the writer
+/// thread moments later, or by the next `flush`.
 pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
-    let _writing = lock(&WRITER.writing);
-    lock(&WRITER.queue).pending.remove(session);
-    save_locked(session, dir)
+    let saved = {
+        let mut scratch = lock(&WRITER.writing);
+        lock(&WRITER.queue).pending.remove(session);
+        save_locked(&mut scratch, session, dir)?
+    };
+    let Some(Replaced { path, replaced }) = saved else { return Ok(None) };
+    let mut queue = lock(&WRITER.queue);
+    queue.unsynced.insert(dir.to_path_buf());
+    queue.replaced.extend(replaced);
+    if ensure_thread(&mut queue) {
+        WRITER.wake.notify_one();
+    } else {
+        drop(queue);
+        settle();
+    }
+    Ok(Some(path))
 }
 
 #[cfg(test)]
@@ -903,6 +1203,66 @@ mod tests {
         assert_eq!(loaded, name);
         assert_eq!(s.items.len(), 20);
         assert_eq!(save_now("no such session", &dir).unwrap(), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn saved_ledger(dir: &Path, name: &str) -> Json {
+        let json: Json = serde_json::from_slice(&fs::read(file_path(dir, name)).unwrap()).unwrap();
+        json["ledger"].clone()
+    }
+
+    #[test]
+    fn the_ledger_summary_counts_every_call_once_across_saves_and_resets() {
+        let dir = temp_dir("ledger");
+        let name = format!("ledger test {}", std::process::id());
+        let call = |tool: &str, result: Option<&str>, error: bool| {
+            registry().session(&name).after_tool(tool, &Input::Str("x".into()), result, error, None, &Default::default());
+        };
+        call("eval", Some("1"), false);
+        call("shell", None, true);
+        save_now(&name, &dir).unwrap();
+        for n in 0..5 {
+            call(if n % 2 == 0 { "eval" } else { "grep" }, Some("ok"), n == 3);
+        }
+        save_now(&name, &dir).unwrap();
+        let expected = |name: &str| serde_json::to_value(LedgerSummary::of(registry().get(name).unwrap().entries())).unwrap();
+        let ledger = saved_ledger(&dir, &name);
+        assert_eq!(ledger, expected(&name));
+        assert_eq!(ledger["calls"], 7);
+        assert_eq!(ledger["errors"], 2);
+        assert_eq!(ledger["tools"], json!({"eval": 4, "grep": 2, "shell": 1}));
+        // A cleared ledger, even one that grows past the old count again,
+        // is counted afresh rather than added to the old summary.
+        registry().reset(&name);
+        for _ in 0..9 {
+            call("read", Some("text"), false);
+        }
+        schedule(&name, &dir);
+        // Other tests run alongside and share the writer: only this one's failures count.
+        assert!(!flush().iter().any(|e| e.contains(&name)));
+        let ledger = saved_ledger(&dir, &name);
+        assert_eq!(ledger, expected(&name));
+        assert_eq!(ledger["tools"], json!({"read": 9}));
+        registry().reset(&name);
+        save_now(&name, &dir).unwrap();
+        assert_eq!(saved_ledger(&dir, &name)["calls"], 0);
+        assert!(!flush().iter().any(|e| e.contains(&name)));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_replaces_the_file_and_a_flush_finishes_it() {
+        let dir = temp_dir("replace");
+        let name = format!("replace test {}", std::process::id());
+        registry().session(&name).add("first".into(), None, &Options::default()).unwrap();
+        let path = save_now(&name, &dir).unwrap().unwrap();
+        registry().session(&name).add("second".into(), None, &Options::default()).unwrap();
+        assert_eq!(save_now(&name, &dir).unwrap(), Some(path.clone()));
+        assert!(!flush().iter().any(|e| e.contains(&name)));
+        let (_, back) = load_file(&path).unwrap();
+        assert_eq!(back.items.len(), 2);
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
         let _ = fs::remove_dir_all(&dir);
     }
 

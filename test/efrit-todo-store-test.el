@@ -5,8 +5,9 @@
 ;; Persistence and history through the real module: state files written
 ;; atomically with private modes, read back by `efrit-todo-restore', older
 ;; layouts, damaged files moved aside, session names that are not file
-;; names, a file left alone by an invalid write, history with undo, and a
-;; child Emacs killed with SIGKILL in the middle of a stream of writes.
+;; names, a file left alone by an invalid write, old files pruned, history
+;; with undo, and a child Emacs killed with SIGKILL in the middle of a
+;; stream of writes.
 ;;
 ;; Every test saves into a temporary directory of its own; in batch Emacs
 ;; `efrit-todo-state-directory' defaults to nil, so no test run ever
@@ -260,6 +261,86 @@ The directory is deleted afterwards, once pending saves are done."
         (efrit-todo--restore-on-load))
       (should (equal (efrit-todo-store-test-contents open) '("Still to do")))
       (should-not (efrit-todo-list done)))))
+
+;;;; Pruning
+
+(defun efrit-todo-store-test-write-file (dir session)
+  "Write a state file for SESSION, which this Emacs never saw, into DIR.
+Return its file name."
+  (let ((file (expand-file-name (concat (string-remove-prefix "store-test-" session) ".json") dir)))
+    (make-directory dir t)
+    (with-temp-file file
+      (insert (json-encode `((schema_version . 2) (session . ,session)
+                             (items . [((id . "t1") (content . ,(concat "Open in " session))
+                                        (status . "pending"))])))))
+    file))
+
+(defun efrit-todo-store-test-age (file days)
+  "Set the modification time of FILE to DAYS days ago."
+  (set-file-times file (time-subtract nil (* days 86400))))
+
+(ert-deftest efrit-todo-store-test-old-files-are-pruned-before-a-restore ()
+  "Files past the age go, damaged ones too; live sessions, recent and other files stay."
+  (efrit-todo-store-test-with-dir dir
+    (let* ((efrit-todo-state-max-age 30)
+           (live (efrit-todo-store-test-session))
+           (stale (format "store-test-stale-%s" (cl-gensym)))
+           (fresh (format "store-test-fresh-%s" (cl-gensym)))
+           (stale-file (efrit-todo-store-test-write-file dir stale))
+           (fresh-file (efrit-todo-store-test-write-file dir fresh))
+           (old-corrupt (expand-file-name "gone.json.corrupt" dir))
+           (old-corrupt-2 (expand-file-name "gone.json.2.corrupt" dir))
+           (new-corrupt (expand-file-name "recent.json.corrupt" dir))
+           (other (expand-file-name "notes.txt" dir)))
+      (efrit-todo-store-test-write live '("Live and old" "pending"))
+      (efrit-todo-save)
+      (dolist (file (list old-corrupt old-corrupt-2 new-corrupt other))
+        (write-region "damaged" nil file))
+      (dolist (file (list stale-file old-corrupt old-corrupt-2 other
+                          (efrit-todo-state-file live)))
+        (efrit-todo-store-test-age file 31))
+      (efrit-todo-store-test-age fresh-file 29)
+      (efrit-todo-store-test-age new-corrupt 29)
+      (let ((restored (efrit-todo-restore)))
+        (should (member fresh restored))
+        (should-not (member stale restored)))
+      (should-not (efrit-todo-list stale))
+      (dolist (file (list stale-file old-corrupt old-corrupt-2))
+        (should-not (file-exists-p file)))
+      (dolist (file (list fresh-file new-corrupt other (efrit-todo-state-file live)))
+        (should (file-exists-p file)))
+      (should (equal (efrit-todo-store-test-contents live) '("Live and old"))))))
+
+(ert-deftest efrit-todo-store-test-pruning-can-be-turned-off ()
+  "With `efrit-todo-state-max-age' nil every file stays and is read."
+  (efrit-todo-store-test-with-dir dir
+    (let* ((efrit-todo-state-max-age nil)
+           (ancient (format "store-test-ancient-%s" (cl-gensym)))
+           (file (efrit-todo-store-test-write-file dir ancient)))
+      (efrit-todo-store-test-age file 3650)
+      (should (member ancient (efrit-todo-restore)))
+      (should (file-exists-p file))
+      (let ((efrit-todo-state-max-age 3000))
+        (should (equal (efrit-todo--prune-state-files dir) (list file))))
+      (should-not (file-exists-p file)))))
+
+(ert-deftest efrit-todo-store-test-on-load-prunes-before-reading ()
+  "The restore at load time deletes old files rather than reading them."
+  (efrit-todo-store-test-with-dir dir
+    (let* ((efrit-todo-state-max-age 7)
+           (old (format "store-test-old-%s" (cl-gensym)))
+           (recent (format "store-test-recent-%s" (cl-gensym)))
+           (old-file (efrit-todo-store-test-write-file dir old))
+           (recent-file (efrit-todo-store-test-write-file dir recent)))
+      (efrit-todo-store-test-age old-file 8)
+      (efrit-todo-store-test-age recent-file 6)
+      (let ((noninteractive nil))
+        (efrit-todo--restore-on-load))
+      (should-not (file-exists-p old-file))
+      (should-not (efrit-todo-list old))
+      (should (file-exists-p recent-file))
+      (should (equal (efrit-todo-store-test-contents recent)
+                     (list (concat "Open in " recent)))))))
 
 ;;;; History and undo
 

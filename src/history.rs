@@ -5,8 +5,9 @@
 //! of the items it touched and, when it moved or removed items, the earlier
 //! order), so keeping hundreds of changes costs little even for long lists.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Item, Status, Timestamp};
@@ -151,8 +152,8 @@ impl ChangedIds {
     /// What changed from BEFORE to AFTER, for changes that reconcile did not
     /// describe (user edits, Efrit's compatibility calls, undo).
     pub fn between(before: &[Item], after: &[Item]) -> ChangedIds {
-        let old: HashMap<&str, &Item> = before.iter().map(|i| (i.id.as_str(), i)).collect();
-        let new_ids: HashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
+        let old: FxHashMap<&str, &Item> = before.iter().map(|i| (i.id.as_str(), i)).collect();
+        let new_ids: FxHashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
         let mut changed = ChangedIds::default();
         for item in after {
             let Some(was) = old.get(item.id.as_str()) else {
@@ -222,8 +223,8 @@ impl ChangedIds {
 
 /// Whether the items in both lists stand in a different order in AFTER.
 pub fn reordered(before: &[Item], after: &[Item]) -> bool {
-    let old_ids: HashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
-    let new_ids: HashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
+    let old_ids: FxHashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
+    let new_ids: FxHashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
     let kept_old = before.iter().map(|i| i.id.as_str()).filter(|id| new_ids.contains(id));
     let kept_new = after.iter().map(|i| i.id.as_str()).filter(|id| old_ids.contains(id));
     !kept_old.eq(kept_new)
@@ -249,7 +250,7 @@ impl UndoData {
         if before.as_slice() == after {
             return None;
         }
-        let old_ids: HashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
+        let old_ids: FxHashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
         let added: Vec<String> = after.iter().filter(|i| !old_ids.contains(i.id.as_str())).map(|i| i.id.clone()).collect();
         let survivors: Vec<&str> = after.iter().map(|i| i.id.as_str()).filter(|id| old_ids.contains(id)).collect();
         let order = if survivors.len() == before.len() && survivors.iter().zip(&before).all(|(a, b)| *a == b.id) {
@@ -257,7 +258,7 @@ impl UndoData {
         } else {
             Some(before.iter().map(|i| i.id.clone()).collect())
         };
-        let current: HashMap<&str, &Item> = after.iter().map(|i| (i.id.as_str(), i)).collect();
+        let current: FxHashMap<&str, &Item> = after.iter().map(|i| (i.id.as_str(), i)).collect();
         let before = before.into_iter().filter(|i| current.get(i.id.as_str()) != Some(&i)).collect();
         Some(UndoData { order, added, before, retired_before })
     }
@@ -266,17 +267,17 @@ impl UndoData {
     /// never lost: whatever leaves the list goes to RETIRED.  An id the data
     /// names but the session no longer has (it cannot happen through this
     /// module) is skipped rather than invented.
-    pub fn apply(&self, items: &mut Vec<Item>, retired: &mut HashMap<String, Item>) {
+    pub fn apply(&self, items: &mut Vec<Item>, retired: &mut FxHashMap<String, Item>) {
         let after = std::mem::take(items);
         let order: Vec<String> = match &self.order {
             Some(order) => order.clone(),
             None => {
-                let added: HashSet<&str> = self.added.iter().map(String::as_str).collect();
+                let added: FxHashSet<&str> = self.added.iter().map(String::as_str).collect();
                 after.iter().map(|i| i.id.clone()).filter(|id| !added.contains(id.as_str())).collect()
             }
         };
-        let mut current: HashMap<String, Item> = after.into_iter().map(|i| (i.id.clone(), i)).collect();
-        let earlier: HashMap<&str, &Item> = self.before.iter().map(|i| (i.id.as_str(), i)).collect();
+        let mut current: FxHashMap<String, Item> = after.into_iter().map(|i| (i.id.clone(), i)).collect();
+        let earlier: FxHashMap<&str, &Item> = self.before.iter().map(|i| (i.id.as_str(), i)).collect();
         for id in &order {
             let now = current.remove(id);
             let gone = if now.is_none() { retired.remove(id) } else { None };
@@ -394,6 +395,7 @@ mod tests {
     use crate::validate::Input;
     use proptest::prelude::*;
     use serde_json::json;
+    use std::collections::HashSet;
 
     fn write(s: &mut Session, todos: serde_json::Value) {
         s.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();

@@ -42,17 +42,19 @@ impl Status {
     /// that writes "In Progress" meant in_progress, one that writes "done" did not
     /// say which of completed or cancelled it meant.
     pub fn parse(text: &str) -> Option<Status> {
-        let canonical: String = text
-            .trim()
-            .chars()
-            .map(|c| match c {
+        // The spelling the model is told to use needs no folding.
+        if let Some(status) = Status::ALL.into_iter().find(|status| status.wire_name() == text) {
+            return Some(status);
+        }
+        let canonical = || {
+            text.trim().chars().map(|c| match c {
                 '-' | ' ' => '_',
                 c => c.to_ascii_lowercase(),
             })
-            .collect();
+        };
         Status::ALL
             .into_iter()
-            .find(|status| status.wire_name() == canonical)
+            .find(|status| canonical().eq(status.wire_name().chars()))
     }
 
     /// Finished items need no more work.

@@ -1,6 +1,9 @@
 //! Input checking and the tool schemas, both driven by one table of fields so
 //! that what the model is told is exactly what is enforced.
 
+use std::collections::hash_map::Entry;
+
+use rustc_hash::FxHashMap;
 use serde_json::{json, Value as Json};
 use thiserror::Error;
 
@@ -178,12 +181,14 @@ Rules:
 
 The result lists every item with its id and tells you what to work on next.";
 
-/// One item as the model proposed it, checked but not yet reconciled.
+/// One item as the model proposed it, checked but not yet reconciled.  It
+/// borrows its texts from the input: most of them equal what the list
+/// already holds, and reconcile copies only the ones that are new.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProposedItem {
-    pub id: Option<String>,
-    pub content: String,
-    pub active_form: Option<String>,
+pub struct ProposedItem<'a> {
+    pub id: Option<&'a str>,
+    pub content: &'a str,
+    pub active_form: Option<&'a str>,
     pub status: Status,
 }
 
@@ -202,6 +207,10 @@ pub fn checked_text(value: &Input, path: &str, max_chars: usize) -> Result<Strin
 /// `checked_text` with the path built only for an error: a write of 1000
 /// items should not format 4000 paths it never shows.
 fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<String, InvalidInput> {
+    checked_str_at(value, path, max_chars).map(str::to_string)
+}
+
+fn checked_str_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<&str, InvalidInput> {
     let text = match value {
         Input::Str(s) => s,
         other => return Err(InvalidInput::new(path(), format!("expected a string, got {}", other.describe()))),
@@ -216,7 +225,7 @@ fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -
             return Err(InvalidInput::new(path(), format!("is {chars} characters long; the limit is {max_chars}")));
         }
     }
-    Ok(text.clone())
+    Ok(text)
 }
 
 pub fn non_blank(text: String, path: &str) -> Result<String, InvalidInput> {
@@ -247,7 +256,7 @@ fn parse_status_at(value: &Input, path: impl Fn() -> String) -> Result<Status, I
     Err(InvalidInput::new(path(), format!("expected {}, got {got}", status_choices())))
 }
 
-fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedItem, InvalidInput> {
+fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<ProposedItem<'a>, InvalidInput> {
     if !matches!(value, Input::Map(_)) {
         return Err(InvalidInput::new(
             format!("todos[{index}]"),
@@ -255,21 +264,21 @@ fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedIt
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let text_of = |spec: &Field| -> Result<Option<String>, InvalidInput> {
+    let text_of = |spec: &Field| -> Result<Option<&'a str>, InvalidInput> {
         match field(value, spec) {
             None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
             None => Ok(None),
-            Some(v) => checked_text_at(v, || at(spec), limits.max_content_chars).map(Some),
+            Some(v) => checked_str_at(v, || at(spec), limits.max_content_chars).map(Some),
         }
     };
     let blank = |text: &str| text.trim().is_empty();
     let id = match text_of(&ID)? {
-        Some(id) if blank(&id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
-        Some(id) => Some(id.trim().to_string()),
+        Some(id) if blank(id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
+        Some(id) => Some(id.trim()),
         None => None,
     };
     let content = text_of(&CONTENT)?.unwrap_or_default();
-    if blank(&content) {
+    if blank(content) {
         return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
     }
     let status = match field(value, &STATUS) {
@@ -281,7 +290,7 @@ fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedIt
 }
 
 /// Checks a whole todo_write input before anything changes.
-pub fn parse_write(input: &Input, limits: &Limits) -> Result<Vec<ProposedItem>, InvalidInput> {
+pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<ProposedItem<'a>>, InvalidInput> {
     let todos = match input {
         Input::Map(_) => input.get("todos").ok_or_else(|| {
             InvalidInput::new("todos", "is required: the complete list of items")
@@ -316,13 +325,19 @@ pub fn parse_write(input: &Input, limits: &Limits) -> Result<Vec<ProposedItem>, 
         .enumerate()
         .map(|(i, item)| parse_item(item, i, limits))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut first_with: FxHashMap<&str, usize> = FxHashMap::default();
     for (i, item) in parsed.iter().enumerate() {
-        if let Some(id) = &item.id {
-            if let Some(first) = parsed[..i].iter().position(|p| p.id.as_deref() == Some(id)) {
-                return Err(InvalidInput::new(
-                    format!("todos[{i}].id"),
-                    format!("{} is also the id of todos[{first}]; every item needs its own id", quote(id)),
-                ));
+        if let Some(id) = item.id {
+            match first_with.entry(id) {
+                Entry::Vacant(slot) => {
+                    slot.insert(i);
+                }
+                Entry::Occupied(first) => {
+                    return Err(InvalidInput::new(
+                        format!("todos[{i}].id"),
+                        format!("{} is also the id of todos[{}]; every item needs its own id", quote(id), first.get()),
+                    ));
+                }
             }
         }
     }
@@ -395,9 +410,10 @@ pub fn tool_schemas() -> Vec<Json> {
 mod tests {
     use super::*;
 
-    fn parse(json: &str) -> Result<Vec<ProposedItem>, InvalidInput> {
+    fn parse(json: &str) -> Result<Vec<ProposedItem<'static>>, InvalidInput> {
         let value: Json = serde_json::from_str(json).expect("test JSON");
-        parse_write(&Input::from_json(&value), &Limits::default())
+        // Leaked so the parsed items can borrow it; a few bytes per test.
+        parse_write(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
     }
 
     fn error_of(json: &str) -> String {
@@ -412,8 +428,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(items[0].status, Status::InProgress);
-        assert_eq!(items[0].active_form.as_deref(), Some("Reading it"));
-        assert_eq!(items[1].id.as_deref(), Some("t4"));
+        assert_eq!(items[0].active_form, Some("Reading it"));
+        assert_eq!(items[1].id, Some("t4"));
         assert_eq!(items[1].active_form, None);
     }
 
@@ -555,7 +571,7 @@ mod tests {
                             prop_assert!(!item.content.contains('\0'));
                             prop_assert!(item.content.chars().count() <= max_chars);
                             if let Some(id) = &item.id {
-                                prop_assert!(!id.is_empty() && ids.insert(id.clone()));
+                                prop_assert!(!id.is_empty() && ids.insert(*id));
                             }
                         }
                     }

@@ -204,20 +204,30 @@ impl ChangedIds {
 
     /// "added t4; completed t2, t3; reordered", or "no item changed".
     pub fn summary(&self) -> String {
-        let mut parts: Vec<String> = self
-            .groups()
-            .iter()
-            .filter(|(_, ids)| !ids.is_empty())
-            .map(|(name, ids)| format!("{name} {}", ids.join(", ")))
-            .collect();
+        let mut out = String::new();
+        for (name, ids) in self.groups() {
+            if ids.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str(name);
+            for (n, id) in ids.iter().enumerate() {
+                out.push_str(if n == 0 { " " } else { ", " });
+                out.push_str(id);
+            }
+        }
         if self.moved {
-            parts.push("reordered".into());
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str("reordered");
         }
-        if parts.is_empty() {
-            "no item changed".into()
-        } else {
-            parts.join("; ")
+        if out.is_empty() {
+            out.push_str("no item changed");
         }
+        out
     }
 }
 
@@ -245,6 +255,11 @@ pub struct UndoData {
 }
 
 impl UndoData {
+    /// Earlier item values this data holds, the measure of `MAX_UNDO_ITEMS`.
+    fn held_items(&self) -> usize {
+        self.before.len() + self.retired_before.len()
+    }
+
     /// The data to go back from AFTER to BEFORE.  None when nothing changed.
     pub fn between(before: Vec<Item>, after: &[Item], retired_before: Vec<Item>) -> Option<UndoData> {
         if before.as_slice() == after {
@@ -312,10 +327,55 @@ pub struct Change {
     pub undo: Option<UndoData>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct History {
     changes: VecDeque<Change>,
     last_seq: u64,
+    /// Kept in step with `changes` so that `push` need not walk them.
+    undoable: Undoable,
+}
+
+/// Two histories are equal when their changes are: the bookkeeping follows
+/// from those.
+impl PartialEq for History {
+    fn eq(&self, other: &History) -> bool {
+        self.changes == other.changes && self.last_seq == other.last_seq
+    }
+}
+
+/// The changes that hold undo data: how many, how many items their data
+/// holds in all, and an index into the changes before which none does.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Undoable {
+    changes: usize,
+    items: usize,
+    from: usize,
+}
+
+impl Undoable {
+    fn of(changes: &VecDeque<Change>) -> Undoable {
+        let mut undoable = Undoable::default();
+        for undo in changes.iter().filter_map(|c| c.undo.as_ref()) {
+            undoable.add(undo);
+        }
+        undoable
+    }
+
+    fn add(&mut self, undo: &UndoData) {
+        self.changes += 1;
+        self.items += undo.held_items();
+    }
+
+    fn remove(&mut self, undo: &UndoData) {
+        self.changes -= 1;
+        self.items -= undo.held_items();
+    }
+
+    /// Whether the oldest undo data must go.  The newest change stays
+    /// undoable whatever its size.
+    fn over_limits(&self) -> bool {
+        self.changes > 1 && (self.changes > MAX_UNDOABLE || self.items > MAX_UNDO_ITEMS)
+    }
 }
 
 impl Change {
@@ -329,7 +389,8 @@ impl History {
     /// change, so sequence numbers are never reused.
     pub fn from_parts(changes: Vec<Change>, last_seq: u64) -> History {
         let newest = changes.iter().map(|c| c.seq).max().unwrap_or(0);
-        History { changes: changes.into(), last_seq: last_seq.max(newest) }
+        let changes = changes.into();
+        History { undoable: Undoable::of(&changes), changes, last_seq: last_seq.max(newest) }
     }
 
     pub fn changes(&self) -> impl Iterator<Item = &Change> {
@@ -353,20 +414,32 @@ impl History {
         self.last_seq += 1;
         let seq = self.last_seq;
         change.seq = seq;
+        if let Some(undo) = &change.undo {
+            self.undoable.add(undo);
+        }
         self.changes.push_back(change);
         while self.changes.len() > MAX_CHANGES {
-            self.changes.pop_front();
-        }
-        let (mut kept, mut items) = (0, 0);
-        for change in self.changes.iter_mut().rev() {
-            let Some(undo) = &change.undo else { continue };
-            kept += 1;
-            items += undo.before.len() + undo.retired_before.len();
-            // The newest change stays undoable whatever its size.
-            if kept > 1 && (kept > MAX_UNDOABLE || items > MAX_UNDO_ITEMS) {
-                change.undo = None;
+            if let Some(undo) = self.changes.pop_front().and_then(|old| old.undo) {
+                self.undoable.remove(&undo);
             }
+            self.undoable.from = self.undoable.from.saturating_sub(1);
         }
+        // Counted from the newest change back, the changes holding undo data
+        // and the items they hold only grow, so the ones over the limits are
+        // always the oldest: drop those until the rest fit.
+        while self.undoable.over_limits() {
+            let Some(index) = (self.undoable.from..self.changes.len()).find(|&i| self.changes[i].undo.is_some()) else {
+                break;
+            };
+            if let Some(undo) = self.changes[index].undo.take() {
+                self.undoable.remove(&undo);
+            }
+            self.undoable.from = index + 1;
+        }
+        debug_assert_eq!((self.undoable.changes, self.undoable.items), {
+            let fresh = Undoable::of(&self.changes);
+            (fresh.changes, fresh.items)
+        });
         seq
     }
 

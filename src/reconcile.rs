@@ -206,6 +206,10 @@ impl<K: std::hash::Hash + Eq> Chains<K> {
     }
 }
 
+/// Lists up to this long are searched item by item: for them a hash table
+/// costs more than it saves.
+const SMALL_LIST: usize = 8;
+
 /// Pairs proposed items without ids to unclaimed previous items; returns for
 /// each proposed index the previous index it continues, if any.
 fn match_by_content(
@@ -213,6 +217,7 @@ fn match_by_content(
     proposed: &[ProposedItem],
     matches: &mut [Option<usize>],
     claimed: &mut [bool],
+    small_list: usize,
 ) {
     let mut open_new: Vec<usize> =
         (0..proposed.len()).filter(|&i| matches[i].is_none() && proposed[i].id.is_none()).collect();
@@ -221,11 +226,21 @@ fn match_by_content(
         return;
     }
     // Exact, then normalised: the first unclaimed previous item with that key wins.
-    let mut exact = Chains::of(previous, claimed, |item| item.content.as_str());
-    for &i in &open_new {
-        if let Some(j) = exact.take(proposed[i].content) {
-            matches[i] = Some(j);
-            claimed[j] = true;
+    if previous.len() <= small_list {
+        for &i in &open_new {
+            let wanted = proposed[i].content;
+            if let Some(j) = (0..previous.len()).find(|&j| !claimed[j] && previous[j].content == wanted) {
+                matches[i] = Some(j);
+                claimed[j] = true;
+            }
+        }
+    } else {
+        let mut exact = Chains::of(previous, claimed, |item| item.content.as_str());
+        for &i in &open_new {
+            if let Some(j) = exact.take(proposed[i].content) {
+                matches[i] = Some(j);
+                claimed[j] = true;
+            }
         }
     }
     open_new.retain(|&i| matches[i].is_none());
@@ -297,16 +312,31 @@ pub fn match_items(
     retired: &FxHashMap<String, Item>,
     proposed: &[ProposedItem],
 ) -> Result<Matching, InvalidInput> {
+    match_items_with(previous, retired, proposed, SMALL_LIST)
+}
+
+/// `match_items`, searching lists up to SMALL_LIST long item by item.
+fn match_items_with(
+    previous: &[Item],
+    retired: &FxHashMap<String, Item>,
+    proposed: &[ProposedItem],
+    small_list: usize,
+) -> Result<Matching, InvalidInput> {
     let mut matches: Vec<Option<usize>> = vec![None; proposed.len()];
     let mut claimed = vec![false; previous.len()];
     if proposed.iter().any(|p| p.id.is_some()) {
         let mut position: FxHashMap<&str, usize> = FxHashMap::default();
-        position.reserve(previous.len());
-        position.extend(previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)));
+        let small = previous.len() <= small_list;
+        if !small {
+            position.reserve(previous.len());
+            position.extend(previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)));
+        }
+        // Like the table, the last item with an id answers for it.
+        let find = |id: &str| if small { previous.iter().rposition(|it| it.id == id) } else { position.get(id).copied() };
         for (i, item) in proposed.iter().enumerate() {
             if let Some(id) = item.id {
-                match position.get(id) {
-                    Some(&j) => {
+                match find(id) {
+                    Some(j) => {
                         matches[i] = Some(j);
                         claimed[j] = true;
                     }
@@ -324,7 +354,7 @@ pub fn match_items(
             }
         }
     }
-    match_by_content(previous, proposed, &mut matches, &mut claimed);
+    match_by_content(previous, proposed, &mut matches, &mut claimed, small_list);
     Ok(Matching { matches, claimed })
 }
 
@@ -399,21 +429,45 @@ pub fn apply(
         last_kept = Some(*j);
     }
     let order = (moved || claimed.contains(&false)).then(|| previous.iter().map(|i| i.id.clone()).collect());
-    let mut slots: Vec<Option<Item>> = previous.into_iter().map(Some).collect();
     let mut earlier: Vec<(usize, Item)> = Vec::new();
     let mut added: Vec<String> = Vec::new();
-
     let mut diff = Diff::default();
     let mut seen_in_progress = false;
+    // At most one item in progress: the first one.
+    let mut status_of = |wanted: &ProposedItem| {
+        let demoted = wanted.status == Status::InProgress && seen_in_progress;
+        let status = if demoted { Status::Pending } else { wanted.status };
+        seen_in_progress |= status == Status::InProgress;
+        (status, demoted)
+    };
+
+    // The common write: every item kept, in the same order.  It is done
+    // in place, as the general way below would do it.
+    let same_items = previous.len() == proposed.len() && matches.iter().enumerate().all(|(i, j)| *j == Some(i));
+    if same_items && general.is_none() {
+        let mut items = previous;
+        for (i, (item, wanted)) in items.iter_mut().zip(proposed).enumerate() {
+            let (status, demoted) = status_of(wanted);
+            if let Some(was) = update(item, wanted, status, at, &mut diff, true) {
+                earlier.push((i, was));
+            }
+            if demoted {
+                diff.demoted.push(item.id.clone());
+            }
+        }
+        let undo = (!earlier.is_empty()).then(|| UndoData {
+            order: None,
+            added,
+            before: earlier.into_iter().map(|(_, item)| item).collect(),
+            retired_before: Vec::new(),
+        });
+        return Reconciled { items, diff, moved: false, undo };
+    }
+
+    let mut slots: Vec<Option<Item>> = previous.into_iter().map(Some).collect();
     let mut items = Vec::with_capacity(proposed.len());
     for (i, wanted) in proposed.iter().enumerate() {
-        let mut status = wanted.status;
-        let demoted = status == Status::InProgress && seen_in_progress;
-        if demoted {
-            status = Status::Pending;
-        }
-        seen_in_progress |= status == Status::InProgress;
-
+        let (status, demoted) = status_of(wanted);
         let existing = match (matches[i], wanted.id) {
             (Some(j), _) => slots[j].take().map(|item| (Some(j), item)),
             (None, Some(id)) => retired.remove(id).map(|item| {

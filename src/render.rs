@@ -16,15 +16,36 @@ pub fn progress(counts: &Counts) -> String {
     out
 }
 
+/// N in decimal, without the formatting machinery (a few of these go into
+/// every todo_write result).
+fn push_number(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+}
+
 fn write_progress(out: &mut String, counts: &Counts) {
-    let _ = write!(out, "{}/{} done", counts.completed, counts.total);
+    push_number(out, counts.completed);
+    out.push('/');
+    push_number(out, counts.total);
+    out.push_str(" done");
     for (n, label) in [
-        (counts.in_progress, "in progress"),
-        (counts.pending, "pending"),
-        (counts.cancelled, "cancelled"),
+        (counts.in_progress, " in progress"),
+        (counts.pending, " pending"),
+        (counts.cancelled, " cancelled"),
     ] {
         if n > 0 {
-            let _ = write!(out, ", {n} {label}");
+            out.push_str(", ");
+            push_number(out, n);
+            out.push_str(label);
         }
     }
 }
@@ -159,13 +180,19 @@ pub fn next_step(items: &[Item]) -> String {
 
 fn write_next_step(out: &mut String, items: &[Item]) {
     if let Some(item) = items.iter().find(|i| i.status == Status::InProgress) {
-        let _ = write!(
-            out,
-            "work on {} ({}); mark it completed as soon as it is done and start the next item.",
-            item.id, item.active_form
-        );
+        for piece in [
+            "work on ",
+            &item.id,
+            " (",
+            &item.active_form,
+            "); mark it completed as soon as it is done and start the next item.",
+        ] {
+            out.push_str(piece);
+        }
     } else if let Some(item) = items.iter().find(|i| i.status == Status::Pending) {
-        let _ = write!(out, "set {} to in_progress and start it ({}).", item.id, item.content);
+        for piece in ["set ", &item.id, " to in_progress and start it (", &item.content, ")."] {
+            out.push_str(piece);
+        }
     } else if items.is_empty() {
         out.push_str("the list is empty; write a plan when the task needs three or more steps.");
     } else {

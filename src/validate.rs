@@ -320,28 +320,45 @@ pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<Proposed
             format!("has {} items; the limit is {}", items.len(), limits.max_items),
         ));
     }
-    let parsed = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| parse_item(item, i, limits))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut parsed = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        parsed.push(parse_item(item, i, limits)?);
+    }
+    if let Some((i, first)) = duplicate_id(&parsed) {
+        let id = parsed[i].id.unwrap_or_default();
+        return Err(InvalidInput::new(
+            format!("todos[{i}].id"),
+            format!("{} is also the id of todos[{first}]; every item needs its own id", quote(id)),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// The first item whose id an earlier item has, with that earlier item.
+fn duplicate_id(items: &[ProposedItem]) -> Option<(usize, usize)> {
+    // A few items are compared directly: cheaper than a table.
+    if items.len() <= 8 {
+        return duplicate_id_by_scan(items);
+    }
     let mut first_with: FxHashMap<&str, usize> = FxHashMap::default();
-    for (i, item) in parsed.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if let Some(id) = item.id {
             match first_with.entry(id) {
                 Entry::Vacant(slot) => {
                     slot.insert(i);
                 }
-                Entry::Occupied(first) => {
-                    return Err(InvalidInput::new(
-                        format!("todos[{i}].id"),
-                        format!("{} is also the id of todos[{}]; every item needs its own id", quote(id), first.get()),
-                    ));
-                }
+                Entry::Occupied(first) => return Some((i, *first.get())),
             }
         }
     }
-    Ok(parsed)
+    None
+}
+
+fn duplicate_id_by_scan(items: &[ProposedItem]) -> Option<(usize, usize)> {
+    items.iter().enumerate().find_map(|(i, item)| {
+        let id = item.id?;
+        items[..i].iter().position(|p| p.id == Some(id)).map(|first| (i, first))
+    })
 }
 
 fn field_schema(spec: &Field) -> Json {

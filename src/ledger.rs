@@ -150,30 +150,52 @@ impl Budgeted {
         }
     }
 
-    fn push_str(&mut self, text: &str) {
-        for c in text.chars() {
-            if self.over() {
-                return;
+    /// Characters that still fit: pushing stops once one more than the
+    /// limit went in, which is how a cut is noticed.
+    fn room(&self) -> usize {
+        (self.limit + 1).saturating_sub(self.chars)
+    }
+
+    /// The longest start of TEXT that fits and has no character ESCAPED
+    /// says must be escaped, pushed at once; returns the rest.
+    fn push_run<'t>(&mut self, text: &'t str, escaped: impl Fn(char) -> bool) -> &'t str {
+        let room = self.room();
+        let (mut end, mut count) = (0, 0);
+        for (at, c) in text.char_indices() {
+            if count == room || escaped(c) {
+                break;
             }
-            self.push(c);
+            end = at + c.len_utf8();
+            count += 1;
         }
+        self.out.push_str(&text[..end]);
+        self.chars += count;
+        &text[end..]
+    }
+
+    fn push_str(&mut self, text: &str) {
+        self.push_run(text, |_| false);
     }
 
     fn string(&mut self, text: &str) {
+        let escaped = |c: char| matches!(c, '"' | '\\') || c.is_control();
         self.push('"');
-        for c in text.chars() {
+        let mut rest = text;
+        while !rest.is_empty() {
+            rest = self.push_run(rest, escaped);
             if self.over() {
                 return;
             }
+            let Some(c) = rest.chars().next() else { break };
             match c {
                 '"' => self.push_str("\\\""),
                 '\\' => self.push_str("\\\\"),
                 '\n' => self.push_str("\\n"),
                 '\r' => self.push_str("\\r"),
                 '\t' => self.push_str("\\t"),
-                c if c.is_control() => self.push_str(&format!("\\u{:04x}", c as u32)),
-                c => self.push(c),
+                c => self.push_str(&format!("\\u{:04x}", c as u32)),
             }
+            rest = &rest[c.len_utf8()..];
         }
         self.push('"');
     }
@@ -233,7 +255,7 @@ impl Budgeted {
 /// The input as compact JSON (Lisp objects with no JSON meaning as `#<...>`),
 /// at most MAX_CHARS characters, ending in "..." when cut.
 pub fn summarize_input(input: &Input, max_chars: usize) -> String {
-    let mut budget = Budgeted { out: String::new(), chars: 0, limit: max_chars };
+    let mut budget = Budgeted { out: String::with_capacity(max_chars.min(64)), chars: 0, limit: max_chars };
     budget.input(input);
     if !budget.over() {
         return budget.out;

@@ -261,8 +261,10 @@ impl Session {
         duration: Option<f64>,
         options: &LoopOptions,
     ) -> String {
-        let running = self.current().map(|i| i.id.clone());
-        let entry = self.ledger.record(tool, input, result, flagged_error, running.as_deref(), now(), duration).clone();
+        let running = in_progress(&self.items).map(|i| i.id.as_str());
+        let entry = self.ledger.record(tool, input, result, flagged_error, running, now(), duration);
+        // The ledger keeps its entry; the caller gets its own copy of the result.
+        let (error, mut text) = (entry.error, entry.result.clone());
         let mut notices = Vec::new();
         let (mut progress, mut changed_nothing) = (false, false);
         if tool == "todo_write" {
@@ -271,7 +273,7 @@ impl Session {
                 changed_nothing = effect.changed_nothing;
             }
         }
-        if options.auto_complete && !entry.error {
+        if options.auto_complete && !error {
             if let Some(notice) = self.auto_complete(tool) {
                 progress = true;
                 self.guide.note_progress();
@@ -281,7 +283,7 @@ impl Session {
         let call = Call {
             tool,
             fingerprint: fingerprint(tool, input),
-            error: entry.error.then_some(entry.result.as_str()),
+            error: error.then_some(text.as_str()),
             progress,
             unchanged_write: changed_nothing,
         };
@@ -289,12 +291,11 @@ impl Session {
             Verdict::Go => {}
             Verdict::Warn(text) | Verdict::Trip(text) => notices.push(text),
         }
-        if !entry.error {
+        if !error {
             if let Some(reminder) = self.guide.after_call(tool, true, in_progress(&self.items), &options.guide) {
                 notices.push(reminder);
             }
         }
-        let mut text = entry.result;
         for notice in notices {
             text.push_str("\n\n");
             text.push_str(&notice);

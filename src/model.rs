@@ -148,6 +148,21 @@ impl IdCounter {
     }
 }
 
+/// Whether IDS are all of the form `t<number>` with numbers that keep
+/// rising.  The ids a session hands out are, and lists mostly keep them in
+/// that order; such ids are distinct (equal ids would give equal numbers),
+/// which this shows without a table.
+pub fn ids_rise<'a>(ids: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut last = None;
+    ids.into_iter().all(|id| match id.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) if last.is_none_or(|last| n > last) => {
+            last = Some(n);
+            true
+        }
+        _ => false,
+    })
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub total: usize,

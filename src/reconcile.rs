@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::history::{reordered, UndoData};
-use crate::model::{IdCounter, Item, Status, Timestamp};
+use crate::model::{ids_rise, IdCounter, Item, Status, Timestamp};
 use crate::validate::{quote, InvalidInput, ProposedItem};
 
 /// Two contents at least this similar (Dice coefficient of character bigrams)
@@ -226,8 +226,22 @@ fn match_by_content(
         return;
     }
     // Exact, then normalised: the first unclaimed previous item with that key wins.
-    if previous.len() <= small_list {
-        for &i in &open_new {
+    let mut agreeing = 0;
+    if open_new.len() == proposed.len() {
+        // No item has an id, so none is claimed yet.  While the two lists
+        // agree item for item, every earlier previous item is claimed, so
+        // the first unclaimed one with the content is the one in place.
+        while agreeing < proposed.len().min(previous.len()) && previous[agreeing].content == proposed[agreeing].content {
+            matches[agreeing] = Some(agreeing);
+            claimed[agreeing] = true;
+            agreeing += 1;
+        }
+    }
+    let rest = &open_new[agreeing..];
+    if rest.is_empty() || !any_open_old(claimed) {
+        // Nothing left to match by content.
+    } else if previous.len() <= small_list {
+        for &i in rest {
             let wanted = proposed[i].content;
             if let Some(j) = (0..previous.len()).find(|&j| !claimed[j] && previous[j].content == wanted) {
                 matches[i] = Some(j);
@@ -236,7 +250,7 @@ fn match_by_content(
         }
     } else {
         let mut exact = Chains::of(previous, claimed, |item| item.content.as_str());
-        for &i in &open_new {
+        for &i in rest {
             if let Some(j) = exact.take(proposed[i].content) {
                 matches[i] = Some(j);
                 claimed[j] = true;
@@ -302,6 +316,8 @@ pub struct Matching {
     matches: Vec<Option<usize>>,
     /// For each previous item, whether a proposed item continues it.
     claimed: Vec<bool>,
+    /// No two previous items share an id.
+    unique_ids: bool,
 }
 
 /// Matches a proposed list to the previous one: by id, then by content
@@ -324,18 +340,30 @@ fn match_items_with(
 ) -> Result<Matching, InvalidInput> {
     let mut matches: Vec<Option<usize>> = vec![None; proposed.len()];
     let mut claimed = vec![false; previous.len()];
+    let unique_ids = ids_are_unique(previous);
     if proposed.iter().any(|p| p.id.is_some()) {
-        let mut position: FxHashMap<&str, usize> = FxHashMap::default();
-        let small = previous.len() <= small_list;
-        if !small {
-            position.reserve(previous.len());
-            position.extend(previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)));
-        }
-        // Like the table, the last item with an id answers for it.
-        let find = |id: &str| if small { previous.iter().rposition(|it| it.id == id) } else { position.get(id).copied() };
+        let mut position: Option<FxHashMap<&str, usize>> = None;
+        // The last item with an id answers for it.  When ids are unique, an
+        // item most often stands where it stood, so that place is tried
+        // first and the table built only when it is needed.
+        let mut find = |i: usize, id: &str| {
+            if unique_ids && previous.get(i).is_some_and(|it| it.id == id) {
+                return Some(i);
+            }
+            if previous.len() <= small_list {
+                return previous.iter().rposition(|it| it.id == id);
+            }
+            let position = position.get_or_insert_with(|| {
+                let mut position = FxHashMap::default();
+                position.reserve(previous.len());
+                position.extend(previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)));
+                position
+            });
+            position.get(id).copied()
+        };
         for (i, item) in proposed.iter().enumerate() {
             if let Some(id) = item.id {
-                match find(id) {
+                match find(i, id) {
                     Some(j) => {
                         matches[i] = Some(j);
                         claimed[j] = true;
@@ -355,7 +383,7 @@ fn match_items_with(
         }
     }
     match_by_content(previous, proposed, &mut matches, &mut claimed, small_list);
-    Ok(Matching { matches, claimed })
+    Ok(Matching { matches, claimed, unique_ids })
 }
 
 /// Brings ITEM to what WANTED says, noting the changes in DIFF; returns the
@@ -401,10 +429,13 @@ fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at: Timestamp,
     })
 }
 
-fn has_duplicate_ids(items: &[Item]) -> bool {
+fn ids_are_unique(items: &[Item]) -> bool {
+    if ids_rise(items.iter().map(|item| item.id.as_str())) {
+        return true;
+    }
     let mut seen: FxHashSet<&str> = FxHashSet::default();
     seen.reserve(items.len());
-    !items.iter().all(|item| seen.insert(item.id.as_str()))
+    items.iter().all(|item| seen.insert(item.id.as_str()))
 }
 
 /// Builds the new list from PREVIOUS (taken over, so that unchanged items
@@ -418,10 +449,10 @@ pub fn apply(
     proposed: &[ProposedItem],
     at: Timestamp,
 ) -> Reconciled {
-    let Matching { matches, claimed } = matching;
+    let Matching { matches, claimed, unique_ids } = matching;
     // Undo data below relies on each id naming one item; a list that breaks
     // that (only Efrit's set-all can make one) takes the general way.
-    let general = (previous.len() > 1 && has_duplicate_ids(&previous)).then(|| previous.clone());
+    let general = (!unique_ids).then(|| previous.clone());
     let mut moved = false;
     let mut last_kept = None;
     for j in matches.iter().flatten() {

@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use serde_json::{json, Value as Json};
 use thiserror::Error;
 
-use crate::model::Status;
+use crate::model::{ids_rise, Status};
 
 /// A value that arrived from Lisp or JSON, already taken apart.  Conversion
 /// never fails: what cannot be represented becomes `Unsupported` or `Invalid`,
@@ -192,10 +192,24 @@ pub struct ProposedItem<'a> {
     pub status: Status,
 }
 
-fn field<'a>(map: &'a Input, spec: &Field) -> Option<&'a Input> {
-    map.get(spec.name)
-        .or_else(|| spec.aliases.iter().find_map(|alias| map.get(alias)))
-        .filter(|value| !matches!(value, Input::Null))
+/// The value of each of SPECS in MAP: the first pair with its name, else
+/// the first with one of its aliases, null counting as absent.  One pass
+/// over the pairs finds all the names.
+fn fields<'a, const N: usize>(map: &'a Input, specs: &[Field; N]) -> [Option<&'a Input>; N] {
+    let mut found: [Option<&Input>; N] = [None; N];
+    if let Input::Map(pairs) = map {
+        for (key, value) in pairs {
+            if let Some(n) = specs.iter().position(|spec| key.as_str() == spec.name) {
+                found[n].get_or_insert(value);
+            }
+        }
+    }
+    for (slot, spec) in found.iter_mut().zip(specs) {
+        if slot.is_none() {
+            *slot = spec.aliases.iter().find_map(|alias| map.get(alias));
+        }
+    }
+    found.map(|value| value.filter(|value| !matches!(value, Input::Null)))
 }
 
 /// Checks a string for what would break the buffer, the prompt or the JSON
@@ -264,28 +278,30 @@ fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<Pro
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let text_of = |spec: &Field| -> Result<Option<&'a str>, InvalidInput> {
-        match field(value, spec) {
+    let [id_value, content_value, status_value, active_form_value] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM]);
+    let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
+        match found {
             None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
             None => Ok(None),
             Some(v) => checked_str_at(v, || at(spec), limits.max_content_chars).map(Some),
         }
     };
-    let blank = |text: &str| text.trim().is_empty();
-    let id = match text_of(&ID)? {
+    // What trim() would leave empty, found without trimming.
+    let blank = |text: &str| text.chars().all(char::is_whitespace);
+    let id = match text_of(&ID, id_value)? {
         Some(id) if blank(id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
         Some(id) => Some(id.trim()),
         None => None,
     };
-    let content = text_of(&CONTENT)?.unwrap_or_default();
+    let content = text_of(&CONTENT, content_value)?.unwrap_or_default();
     if blank(content) {
         return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
     }
-    let status = match field(value, &STATUS) {
+    let status = match status_value {
         None => return Err(InvalidInput::new(at(&STATUS), format!("is required: one of {}", status_choices()))),
         Some(v) => parse_status_at(v, || at(&STATUS))?,
     };
-    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !blank(s));
+    let active_form = text_of(&ACTIVE_FORM, active_form_value)?.filter(|s| !blank(s));
     Ok(ProposedItem { id, content, active_form, status })
 }
 
@@ -336,6 +352,9 @@ pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<Proposed
 
 /// The first item whose id an earlier item has, with that earlier item.
 fn duplicate_id(items: &[ProposedItem]) -> Option<(usize, usize)> {
+    if ids_rise(items.iter().filter_map(|item| item.id)) {
+        return None;
+    }
     // A few items are compared directly: cheaper than a table.
     if items.len() <= 8 {
         return duplicate_id_by_scan(items);

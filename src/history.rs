@@ -530,6 +530,49 @@ mod tests {
         assert_eq!(s.history.last_seq(), (MAX_CHANGES + 10 + MAX_UNDOABLE) as u64);
     }
 
+    /// `push` as first written: a walk over every change from the newest.
+    fn push_by_walking(changes: &mut VecDeque<Change>, change: Change) {
+        changes.push_back(change);
+        while changes.len() > MAX_CHANGES {
+            changes.pop_front();
+        }
+        let (mut kept, mut items) = (0, 0);
+        for change in changes.iter_mut().rev() {
+            let Some(undo) = &change.undo else { continue };
+            kept += 1;
+            items += undo.before.len() + undo.retired_before.len();
+            if kept > 1 && (kept > MAX_UNDOABLE || items > MAX_UNDO_ITEMS) {
+                change.undo = None;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn push_keeps_the_undo_data_walking_would_keep(
+            sizes in prop::collection::vec(prop_oneof![3 => Just(None), 6 => (0usize..40).prop_map(Some), 1 => (0usize..2000).prop_map(Some)], 1..300),
+            loaded in 0usize..3,
+        ) {
+            let item = Item::new("t1".into(), "c".into(), None, Status::Pending, 0.0);
+            let change = |size: Option<usize>| Change {
+                undo: size.map(|n| UndoData { before: vec![item.clone(); n], ..UndoData::default() }),
+                ..Change::new(Actor::Model, ChangeKind::Write, 0.0, String::new(), ChangedIds::default())
+            };
+            // Some histories start from a file, which may hold more undo data than the limits allow.
+            let start: Vec<Change> = (0..loaded * 60).map(|n| Change { seq: n as u64 + 1, ..change(Some(n % 7 * 40)) }).collect();
+            let mut history = History::from_parts(start.clone(), start.len() as u64);
+            let mut walked: VecDeque<Change> = start.into();
+            for size in sizes {
+                let seq = history.push(change(size));
+                push_by_walking(&mut walked, Change { seq, ..change(size) });
+                let kept = |c: &Change| (c.seq, c.undo.as_ref().map(|u| u.before.len()));
+                prop_assert!(history.changes().map(kept).eq(walked.iter().map(kept)));
+            }
+            prop_assert!(history.changes().eq(walked.iter()));
+        }
+    }
+
     #[test]
     fn undo_data_of_long_rewrites_is_bounded() {
         let mut s = Session::default();

@@ -584,7 +584,117 @@ mod tests {
         assert!(done.text.ends_with("Built and tested.\n"));
     }
 
+    /// The input summary as first written, one character at a time: the
+    /// oracle for the one that pushes runs.
+    fn summary_by_chars(input: &Input, max_chars: usize) -> String {
+        struct Chars {
+            out: String,
+            chars: usize,
+            limit: usize,
+        }
+        impl Chars {
+            fn over(&self) -> bool {
+                self.chars > self.limit
+            }
+            fn push(&mut self, c: char) {
+                if !self.over() {
+                    self.out.push(c);
+                    self.chars += 1;
+                }
+            }
+            fn push_str(&mut self, text: &str) {
+                text.chars().for_each(|c| self.push(c));
+            }
+            fn string(&mut self, text: &str) {
+                self.push('"');
+                for c in text.chars() {
+                    match c {
+                        '"' => self.push_str("\\\""),
+                        '\\' => self.push_str("\\\\"),
+                        '\n' => self.push_str("\\n"),
+                        '\r' => self.push_str("\\r"),
+                        '\t' => self.push_str("\\t"),
+                        c if c.is_control() => self.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => self.push(c),
+                    }
+                }
+                self.push('"');
+            }
+            fn input(&mut self, input: &Input) {
+                match input {
+                    Input::Null => self.push_str("null"),
+                    Input::Bool(b) => self.push_str(if *b { "true" } else { "false" }),
+                    Input::Int(n) => self.push_str(&n.to_string()),
+                    Input::Float(x) => self.push_str(&x.to_string()),
+                    Input::Str(s) => self.string(s),
+                    Input::Array(items) => {
+                        self.push('[');
+                        for (i, item) in items.iter().enumerate() {
+                            if i > 0 {
+                                self.push(',');
+                            }
+                            self.input(item);
+                        }
+                        self.push(']');
+                    }
+                    Input::Map(pairs) => {
+                        self.push('{');
+                        for (i, (key, value)) in pairs.iter().enumerate() {
+                            if i > 0 {
+                                self.push(',');
+                            }
+                            self.string(key);
+                            self.push(':');
+                            self.input(value);
+                        }
+                        self.push('}');
+                    }
+                    Input::Unsupported(what) => {
+                        self.push_str("#<");
+                        self.push_str(what);
+                        self.push('>');
+                    }
+                    Input::Invalid(why) => {
+                        self.push_str("#<invalid: ");
+                        self.push_str(why);
+                        self.push('>');
+                    }
+                }
+            }
+        }
+        let mut all = Chars { out: String::new(), chars: 0, limit: max_chars };
+        all.input(input);
+        if !all.over() {
+            return all.out;
+        }
+        let ellipsis = if max_chars >= 3 { "..." } else { "" };
+        let mut out: String = all.out.chars().take(max_chars - ellipsis.len()).collect();
+        out.push_str(ellipsis);
+        out
+    }
+
+    fn arb_summarized() -> impl Strategy<Value = Input> {
+        let leaf = prop_oneof![
+            Just(Input::Null),
+            any::<i64>().prop_map(Input::Int),
+            any::<f64>().prop_map(Input::Float),
+            r#"(?s)[a"\\\n\t\r\x01\x7fé🙂 ]{0,30}"#.prop_map(Input::Str),
+            "[a-z]{0,8}".prop_map(Input::Unsupported),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Input::Array),
+                prop::collection::vec((r#"(?s)[a"\\\n🙂]{0,4}"#, inner), 0..4).prop_map(Input::Map),
+            ]
+        })
+    }
+
     proptest! {
+        #[test]
+        fn input_summary_is_the_one_built_char_by_char(input in arb_summarized(), max_chars in 0usize..80) {
+            prop_assert_eq!(summarize_input(&input, max_chars), summary_by_chars(&input, max_chars));
+        }
+
         #[test]
         fn report_contains_every_result_in_order(
             calls in prop::collection::vec(

@@ -741,4 +741,227 @@ mod tests {
             }
         }
     }
+
+    /// Matching as it was first written, with a table per key and the
+    /// similarity recomputed for every pair: the oracle the fast matching
+    /// must agree with.
+    mod reference {
+        use super::super::*;
+        use std::collections::HashMap;
+
+        pub fn normalise(text: &str) -> String {
+            text.chars()
+                .map(|c| if c.is_alphanumeric() { c.to_lowercase().next().unwrap_or(c) } else { ' ' })
+                .collect::<String>()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+
+        fn bigrams(text: &str) -> HashMap<(char, char), u32> {
+            let chars: Vec<char> = text.chars().collect();
+            let mut counts = HashMap::new();
+            for pair in chars.windows(2) {
+                *counts.entry((pair[0], pair[1])).or_insert(0) += 1;
+            }
+            counts
+        }
+
+        pub fn similarity(a: &str, b: &str) -> f64 {
+            let (a, b) = (normalise(a), normalise(b));
+            if a == b {
+                return 1.0;
+            }
+            let (ga, gb) = (bigrams(&a), bigrams(&b));
+            let total: u32 = ga.values().sum::<u32>() + gb.values().sum::<u32>();
+            if total == 0 {
+                return 0.0;
+            }
+            let shared: u32 = ga.iter().map(|(k, n)| (*n).min(*gb.get(k).unwrap_or(&0))).sum();
+            f64::from(2 * shared) / f64::from(total)
+        }
+
+        pub fn matches(
+            previous: &[Item],
+            retired: &FxHashMap<String, Item>,
+            proposed: &[ProposedItem],
+        ) -> Result<(Vec<Option<usize>>, Vec<bool>), String> {
+            let position: HashMap<&str, usize> = previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)).collect();
+            let mut matches: Vec<Option<usize>> = vec![None; proposed.len()];
+            let mut claimed = vec![false; previous.len()];
+            for (i, item) in proposed.iter().enumerate() {
+                if let Some(id) = item.id {
+                    match position.get(id) {
+                        Some(&j) => {
+                            matches[i] = Some(j);
+                            claimed[j] = true;
+                        }
+                        None if retired.contains_key(id) => {}
+                        None => return Err(format!("todos[{i}].id")),
+                    }
+                }
+            }
+            let unmatched = |matches: &[Option<usize>]| -> Vec<usize> {
+                (0..proposed.len()).filter(|&i| matches[i].is_none() && proposed[i].id.is_none()).collect()
+            };
+            let keys: [fn(&str) -> String; 2] = [str::to_string, normalise];
+            for key in keys {
+                let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+                for (j, item) in previous.iter().enumerate().rev() {
+                    if !claimed[j] {
+                        by_key.entry(key(&item.content)).or_default().push(j);
+                    }
+                }
+                for i in unmatched(&matches) {
+                    if let Some(j) = by_key.get_mut(&key(proposed[i].content)).and_then(Vec::pop) {
+                        matches[i] = Some(j);
+                        claimed[j] = true;
+                    }
+                }
+            }
+            let open_new = unmatched(&matches);
+            let open_old: Vec<usize> = (0..previous.len()).filter(|&j| !claimed[j]).collect();
+            if open_new.is_empty() || open_old.is_empty() || open_new.len() * open_old.len() > MAX_SIMILARITY_PAIRS {
+                return Ok((matches, claimed));
+            }
+            let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
+            for &i in &open_new {
+                for &j in &open_old {
+                    let score = similarity(proposed[i].content, &previous[j].content);
+                    if score >= SIMILARITY_THRESHOLD {
+                        pairs.push((score, i, j));
+                    }
+                }
+            }
+            pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            for (_, i, j) in pairs {
+                if matches[i].is_none() && !claimed[j] {
+                    matches[i] = Some(j);
+                    claimed[j] = true;
+                }
+            }
+            Ok((matches, claimed))
+        }
+    }
+
+    const CONTENTS: [&str; 12] = [
+        "Fix the parser bug",
+        "fix the PARSER bug!",
+        "Fix the parser bugs",
+        "Write tests for the tokenizer",
+        "write tests for the tokeniser",
+        "Read config.el",
+        "Deploy",
+        "a",
+        "a",
+        "b",
+        "  ",
+        "İstanbul ünïcode — Ⅻ",
+    ];
+
+    /// A previous list (ids t1.. in some order, a few ids repeated or not
+    /// of the t form), retired items, and a proposed list naming some ids.
+    fn arb_case() -> impl Strategy<Value = (Vec<Item>, FxHashMap<String, Item>, Vec<(Option<String>, &'static str, Status)>)> {
+        let previous = prop::collection::vec((0..CONTENTS.len(), arb_status(), 0u8..20), 0..14).prop_map(|specs| {
+            specs
+                .into_iter()
+                .enumerate()
+                .map(|(n, (c, status, id_kind))| {
+                    let id = match id_kind {
+                        0 => "t1".to_string(),
+                        1 => format!("x{n}"),
+                        2 => format!("t{}", 40 - n),
+                        _ => format!("t{}", n + 1),
+                    };
+                    Item::new(id, CONTENTS[c].to_string(), None, status, 1.0)
+                })
+                .collect::<Vec<_>>()
+        });
+        (previous, prop::collection::vec((0u8..30, 0..CONTENTS.len(), arb_status()), 0..14)).prop_map(|(previous, wanted)| {
+            let mut retired = FxHashMap::default();
+            retired.insert("t90".to_string(), Item::new("t90".into(), "Retired".into(), None, Status::Pending, 0.0));
+            let proposed = wanted
+                .into_iter()
+                .enumerate()
+                .map(|(n, (id_kind, c, status))| {
+                    let id = match id_kind {
+                        0..=5 => previous.get(n).map(|it| it.id.clone()),
+                        6..=8 if !previous.is_empty() => Some(previous[usize::from(id_kind) % previous.len()].id.clone()),
+                        9 => Some("t90".to_string()),
+                        10 => Some("t77".to_string()),
+                        _ => None,
+                    };
+                    (id, CONTENTS[c], status)
+                })
+                .collect();
+            (previous, retired, proposed)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn fast_matching_agrees_with_the_first_one((previous, retired, wanted) in arb_case()) {
+            let proposed: Vec<ProposedItem> =
+                wanted.iter().map(|(id, content, status)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status }).collect();
+            let expected = reference::matches(&previous, &retired, &proposed);
+            for small_list in [0, SMALL_LIST, usize::MAX] {
+                let got = match_items_with(&previous, &retired, &proposed, small_list)
+                    .map(|m| (m.matches, m.claimed))
+                    .map_err(|e| e.path);
+                prop_assert_eq!(&got, &expected, "small_list {}", small_list);
+            }
+        }
+
+        #[test]
+        fn undo_data_from_matching_is_what_comparing_the_lists_gives((previous, retired, wanted) in arb_case()) {
+            let proposed: Vec<ProposedItem> = wanted
+                .iter()
+                .enumerate()
+                .map(|(n, (id, content, status))| ProposedItem {
+                    id: id.as_deref(),
+                    content,
+                    active_form: (n % 3 == 0).then_some("Doing it"),
+                    status: *status,
+                })
+                .collect();
+            // Validation rejects a list that repeats an id before reconcile sees it.
+            let mut named = HashSet::new();
+            prop_assume!(proposed.iter().filter_map(|p| p.id).all(|id| named.insert(id)));
+            let Ok(matching) = match_items(&previous, &retired, &proposed) else { return Ok(()) };
+            let (mut retired_fast, mut ids) = (retired.clone(), IdCounter::default());
+            ids.raise_to(100);
+            let fast = apply(matching, previous.clone(), &mut retired_fast, &mut ids, &proposed, 2.0);
+            prop_assert_eq!(fast.undo.clone(), UndoData::between(previous.clone(), &fast.items, Vec::new()));
+            prop_assert_eq!(fast.moved, reordered(&previous, &fast.items));
+            // The same write through the copying entry point.
+            let (mut retired_copy, mut ids) = (retired.clone(), IdCounter::default());
+            ids.raise_to(100);
+            let copied = reconcile(&previous, &mut retired_copy, &mut ids, &proposed, 2.0).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&copied.items, &fast.items);
+            prop_assert_eq!(&copied.diff, &fast.diff);
+            prop_assert_eq!(&retired_copy, &retired_fast);
+        }
+
+        #[test]
+        fn normalise_and_similarity_agree_with_the_first_ones(a in "(?s).{0,24}", b in "[a-cA-C .!-]{0,12}") {
+            prop_assert_eq!(normalise(&a), reference::normalise(&a));
+            prop_assert_eq!(normalise(&b), reference::normalise(&b));
+            prop_assert_eq!(similarity(&a, &b).to_bits(), reference::similarity(&a, &b).to_bits());
+            for (x, y) in CONTENTS.iter().zip(CONTENTS.iter().rev()) {
+                prop_assert_eq!(similarity(x, y).to_bits(), reference::similarity(x, y).to_bits());
+            }
+        }
+    }
+
+    #[test]
+    fn ids_are_known_unique_by_rising_numbers_or_by_a_table() {
+        let list = |ids: &[&str]| ids.iter().map(|id| Item::new(id.to_string(), "c".into(), None, Status::Pending, 0.0)).collect::<Vec<_>>();
+        assert!(ids_are_unique(&list(&["t1", "t2", "t10"])));
+        assert!(ids_are_unique(&list(&["t2", "t1", "x"])));
+        assert!(!ids_are_unique(&list(&["t2", "t1", "t2"])));
+        assert!(ids_are_unique(&list(&["t1", "t+1"])), "distinct strings, equal numbers: the table decides");
+        assert!(!ids_are_unique(&list(&["x", "x"])));
+    }
 }

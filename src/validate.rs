@@ -496,6 +496,44 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_id_names_the_first_item_that_had_it_in_long_lists_too() {
+        for ids in [
+            vec!["t1", "t2", "t3", "t2", "t1"],
+            vec!["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10", "t11", "t4", "t1"],
+            vec!["x", "t9", "t3", "t4", "t5", "t6", "t7", "t8", "t2", "t10", "t11", "t12", "t8", "x"],
+        ] {
+            let todos: Vec<Json> = ids.iter().map(|id| json!({"id": id, "content": "c", "status": "pending"})).collect();
+            let repeat = ids.iter().enumerate().position(|(i, id)| ids[..i].contains(id)).unwrap();
+            let first = ids.iter().position(|id| *id == ids[repeat]).unwrap();
+            assert_eq!(
+                error_of(&json!({ "todos": todos }).to_string()),
+                format!("todos[{repeat}].id: {:?} is also the id of todos[{first}]; every item needs its own id", ids[repeat])
+            );
+        }
+        let rising: Vec<Json> = (1..30).map(|n| json!({"id": format!("t{n}"), "content": "c", "status": "pending"})).collect();
+        assert_eq!(parse(&json!({ "todos": rising }).to_string()).unwrap().len(), 29);
+    }
+
+    #[test]
+    fn the_first_key_of_a_name_counts_and_null_is_absent() {
+        let item = |pairs: Vec<(&str, Input)>| {
+            let todo = Input::Map(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+            let list = Box::leak(Box::new(Input::Array(vec![todo])));
+            parse_write(list, &Limits::default()).map(|mut items| items.remove(0))
+        };
+        let text = |s: &str| Input::Str(s.into());
+        let base = || vec![("content", text("first")), ("status", text("pending"))];
+        let with = |extra: Vec<(&'static str, Input)>| base().into_iter().chain(extra).collect::<Vec<_>>();
+        assert_eq!(item(with(vec![("content", text("second"))])).unwrap().content, "first");
+        assert_eq!(item(with(vec![("active_form", text("Alias"))])).unwrap().active_form, Some("Alias"));
+        assert_eq!(item(with(vec![("activeForm", Input::Null), ("active_form", text("Alias"))])).unwrap().active_form, None);
+        assert_eq!(item(with(vec![("active_form", text("Alias")), ("activeForm", text("Name"))])).unwrap().active_form, Some("Name"));
+        assert_eq!(item(with(vec![("id", Input::Null)])).unwrap().id, None);
+        assert_eq!(item(with(vec![("id", text(" t3 "))])).unwrap().id, Some("t3"));
+        assert_eq!(item(vec![("status", text("pending")), ("content", Input::Null)]).unwrap_err().to_string(), "todos[0].content: is required");
+    }
+
+    #[test]
     fn limits_are_enforced_at_the_boundary() {
         let limits = Limits { max_items: 2, max_content_chars: 5 };
         let item = |c: &str| Input::Map(vec![("content".into(), Input::Str(c.into())), ("status".into(), Input::Str("pending".into()))]);
@@ -617,6 +655,13 @@ mod tests {
                         prop_assert!(error.to_string().chars().count() < 300);
                     }
                 }
+            }
+
+            #[test]
+            fn repeated_ids_are_found_as_by_comparing_every_pair(ids in prop::collection::vec(prop::option::of(prop_oneof!["t[0-9]{1,2}", "[ax]"]), 0..24)) {
+                let items: Vec<ProposedItem> =
+                    ids.iter().map(|id| ProposedItem { id: id.as_deref(), content: "c", active_form: None, status: Status::Pending }).collect();
+                prop_assert_eq!(duplicate_id(&items), duplicate_id_by_scan(&items));
             }
 
             #[test]

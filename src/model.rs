@@ -219,6 +219,32 @@ mod tests {
         assert_eq!(Status::parse(""), None);
     }
 
+    /// The parse as first written: fold the whole text, then compare.
+    fn parse_by_folding(text: &str) -> Option<Status> {
+        let canonical: String = text.trim().chars().map(|c| match c {
+            '-' | ' ' => '_',
+            c => c.to_ascii_lowercase(),
+        }).collect();
+        Status::ALL.into_iter().find(|status| status.wire_name() == canonical)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn status_parse_folds_as_before(text in "[ \t_-]{0,2}(?i:(pending|in[ _-]progress|completed|cancelled|done|x))[ \t\u{a0}_-]{0,2}") {
+            proptest::prop_assert_eq!(Status::parse(&text), parse_by_folding(&text));
+        }
+    }
+
+    #[test]
+    fn rising_t_ids_are_recognised() {
+        assert!(ids_rise(["t1", "t2", "t10"]));
+        assert!(ids_rise([]));
+        assert!(!ids_rise(["t2", "t1"]));
+        assert!(!ids_rise(["t1", "t1"]));
+        assert!(!ids_rise(["t1", "x2"]));
+        assert!(!ids_rise(["t1", "t"]));
+    }
+
     #[test]
     fn timestamps_follow_status_changes() {
         let mut item = Item::new("t1".into(), "Do it".into(), None, Status::Pending, 1.0);

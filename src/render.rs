@@ -308,6 +308,38 @@ mod tests {
     }
 
     #[test]
+    fn numbers_and_progress_read_as_formatted() {
+        for n in [0, 7, 10, 99, 1000, 123_456_789, usize::MAX] {
+            let mut out = String::from("x");
+            push_number(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        let counts = Counts { total: 1000, pending: 0, in_progress: 1, completed: 990, cancelled: 9 };
+        assert_eq!(progress(&counts), "990/1000 done, 1 in progress, 9 cancelled");
+        assert_eq!(progress(&Counts::default()), "0/0 done");
+    }
+
+    #[test]
+    fn changes_line_joins_every_group_in_order() {
+        let mut items = list(&[Status::Pending, Status::Completed]);
+        let dropped = items.remove(0);
+        let diff = Diff {
+            added: vec!["t4".into(), "t5".into()],
+            paused: vec!["t6".into()],
+            restored: vec!["t7".into()],
+            removed: vec![items[0].clone()],
+            dropped: vec![dropped],
+            ..Diff::default()
+        };
+        let mut line = String::new();
+        changes_line(&mut line, &diff);
+        assert_eq!(line, "added t4, t5; back to pending t6; restored t7; removed finished t2; dropped t1");
+        line.clear();
+        changes_line(&mut line, &Diff::default());
+        assert_eq!(line, "none: this list is the same as the previous one");
+    }
+
+    #[test]
     fn next_step_covers_every_state() {
         assert!(next_step(&[]).contains("empty"));
         assert!(next_step(&list(&[Status::Pending])).starts_with("set t1 to in_progress"));

@@ -861,7 +861,9 @@ mod tests {
 
     /// A previous list (ids t1.. in some order, a few ids repeated or not
     /// of the t form), retired items, and a proposed list naming some ids.
-    fn arb_case() -> impl Strategy<Value = (Vec<Item>, FxHashMap<String, Item>, Vec<(Option<String>, &'static str, Status)>)> {
+    type Case = (Vec<Item>, FxHashMap<String, Item>, Vec<(Option<String>, &'static str, Status)>);
+
+    fn arb_case() -> impl Strategy<Value = Case> {
         let previous = prop::collection::vec((0..CONTENTS.len(), arb_status(), 0u8..20), 0..14).prop_map(|specs| {
             specs
                 .into_iter()

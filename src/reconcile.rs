@@ -439,8 +439,9 @@ fn ids_are_unique(items: &[Item]) -> bool {
 }
 
 /// Builds the new list from PREVIOUS (taken over, so that unchanged items
-/// are moved rather than copied) as MATCHING says.  Items leaving the list
-/// go to RETIRED; retired items a proposed id names come back.  Cannot fail.
+/// are moved rather than copied) as MATCHING, made by `match_items` for
+/// these same lists, says.  Items leaving the list go to RETIRED; retired
+/// items a proposed id names come back.  Cannot fail.
 pub fn apply(
     matching: Matching,
     previous: Vec<Item>,
@@ -499,8 +500,8 @@ pub fn apply(
     let mut items = Vec::with_capacity(proposed.len());
     for (i, wanted) in proposed.iter().enumerate() {
         let (status, demoted) = status_of(wanted);
-        let existing = match (matches[i], wanted.id) {
-            (Some(j), _) => slots[j].take().map(|item| (Some(j), item)),
+        let existing = match (matches.get(i).copied().flatten(), wanted.id) {
+            (Some(j), _) => slots.get_mut(j).and_then(Option::take).map(|item| (Some(j), item)),
             (None, Some(id)) => retired.remove(id).map(|item| {
                 diff.restored.push(item.id.clone());
                 (None, item)

@@ -67,10 +67,11 @@ fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
     out.push('\n');
 }
 
-/// Every item, or for a list longer than `full_up_to`, every open or changed
-/// one with the unchanged finished ones counted: a long list would otherwise
-/// cost the model thousands of tokens on every write.  CHANGED is asked
-/// for only when the list is that long.
+/// Every item, or for a list longer than `full_up_to`: every changed item,
+/// the running one and the next `full_up_to` pending ones, with the rest
+/// counted.  A long list would otherwise cost the model thousands of tokens
+/// on every write, for items it sent itself and whose ids it was shown when
+/// they were added.  CHANGED is asked for only when the list is that long.
 fn item_lines<'a>(
     out: &mut String,
     items: &[Item],
@@ -85,13 +86,18 @@ fn item_lines<'a>(
         return;
     }
     let changed = changed();
-    let (mut hidden_completed, mut hidden_cancelled) = (0, 0);
+    let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending) = (0, 0, 0);
+    let mut pending_shown = 0;
     for item in items {
-        let hide = !item.status.is_open() && !changed.contains(item.id.as_str());
-        match (hide, item.status) {
-            (true, Status::Completed) => hidden_completed += 1,
-            (true, _) => hidden_cancelled += 1,
-            (false, _) => item_line(out, item, auto_tools),
+        let unchanged = !changed.contains(item.id.as_str());
+        match item.status {
+            Status::Completed if unchanged => hidden_completed += 1,
+            Status::Cancelled if unchanged => hidden_cancelled += 1,
+            Status::Pending if unchanged && pending_shown == full_up_to => hidden_pending += 1,
+            status => {
+                pending_shown += usize::from(unchanged && status == Status::Pending);
+                item_line(out, item, auto_tools);
+            }
         }
     }
     if hidden_completed + hidden_cancelled > 0 {
@@ -99,6 +105,12 @@ fn item_lines<'a>(
             out,
             "  ... and {} unchanged finished items not shown ({hidden_completed} completed, {hidden_cancelled} cancelled); keep sending them with their ids",
             hidden_completed + hidden_cancelled
+        );
+    }
+    if hidden_pending > 0 {
+        let _ = writeln!(
+            out,
+            "  ... and {hidden_pending} more unchanged pending items not shown; keep sending them with their ids"
         );
     }
 }
@@ -205,8 +217,9 @@ fn write_next_step(out: &mut String, items: &[Item]) {
 /// (empty when auto-completion is off); such items are marked.
 pub fn write_result(items: &[Item], diff: &Diff, full_up_to: usize, auto_tools: &[&str]) -> String {
     let counts = Counts::of(items);
-    // Room for every line, so that a long list is not copied while it grows.
-    let lines: usize = items.iter().map(|i| i.id.len() + i.content.len() + 16).sum();
+    // Room for the lines a list shows in full, so that the text is not
+    // copied while it grows.
+    let lines: usize = items.iter().take(2 * full_up_to + 8).map(|i| i.id.len() + i.content.len() + 16).sum();
     let mut out = String::with_capacity(512 + lines);
     out.push_str("[TODO list updated: ");
     write_progress(&mut out, &counts);
@@ -294,6 +307,22 @@ mod tests {
         assert!(text.contains("... and 29 unchanged finished items not shown (28 completed, 1 cancelled)"), "{text}");
         assert!(text.contains("t2 [completed]") && text.contains("t30 [pending]"));
         assert!(!text.contains("t1 [completed]"));
+    }
+
+    #[test]
+    fn long_lists_show_only_the_next_pending_items() {
+        let mut statuses = vec![Status::Completed, Status::InProgress];
+        statuses.extend(vec![Status::Pending; 98]);
+        let items = list(&statuses);
+        let diff = Diff { completed: vec!["t1".into()], started: vec!["t2".into()], added: vec!["t100".into()], ..Diff::default() };
+        let text = write_result(&items, &diff, 30, &[]);
+        assert!(text.contains("  t1 [completed] Step 0\n  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"), "{text}");
+        assert!(text.contains("  t32 [pending] Step 31\n  t100 [pending] Step 99\n"), "{text}");
+        assert!(!text.contains("t33 [pending]"), "{text}");
+        assert!(text.contains("  ... and 67 more unchanged pending items not shown; keep sending them with their ids\n"), "{text}");
+        // At the threshold nothing is hidden.
+        let items = list(&[Status::Pending; 30]);
+        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("not shown"));
     }
 
     #[test]

@@ -268,22 +268,34 @@ pub fn summarize_input(input: &Input, max_chars: usize) -> String {
 }
 
 fn entry_header(out: &mut String, number: usize, entry: &Entry) {
-    let _ = write!(out, "--- {number}. {}", entry.tool);
+    // Written piece by piece: a report has one of these per tool call.
+    let _ = write!(out, "--- {number}. ");
+    out.push_str(&entry.tool);
     if !entry.input.is_empty() {
-        let _ = write!(out, " {}", entry.input);
+        out.push(' ');
+        out.push_str(&entry.input);
     }
-    let mut notes = Vec::new();
+    let seconds = entry.duration.filter(|d| d.is_finite() && *d >= 0.0);
+    let mut notes = 0;
+    let mut note = |out: &mut String| {
+        out.push_str(if notes == 0 { " (" } else { ", " });
+        notes += 1;
+    };
     if let Some(todo) = &entry.todo {
-        notes.push(format!("during {todo}"));
+        note(out);
+        out.push_str("during ");
+        out.push_str(todo);
     }
     if entry.error {
-        notes.push("error".into());
+        note(out);
+        out.push_str("error");
     }
-    if let Some(seconds) = entry.duration.filter(|d| d.is_finite() && *d >= 0.0) {
-        notes.push(format!("{seconds:.2}s"));
+    if let Some(seconds) = seconds {
+        note(out);
+        let _ = write!(out, "{seconds:.2}s");
     }
-    if !notes.is_empty() {
-        let _ = write!(out, " ({})", notes.join(", "));
+    if notes > 0 {
+        out.push(')');
     }
     out.push_str(" ---\n");
 }

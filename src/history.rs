@@ -5,8 +5,9 @@
 //! of the items it touched and, when it moved or removed items, the earlier
 //! order), so keeping hundreds of changes costs little even for long lists.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Item, Status, Timestamp};
@@ -151,8 +152,8 @@ impl ChangedIds {
     /// What changed from BEFORE to AFTER, for changes that reconcile did not
     /// describe (user edits, Efrit's compatibility calls, undo).
     pub fn between(before: &[Item], after: &[Item]) -> ChangedIds {
-        let old: HashMap<&str, &Item> = before.iter().map(|i| (i.id.as_str(), i)).collect();
-        let new_ids: HashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
+        let old: FxHashMap<&str, &Item> = before.iter().map(|i| (i.id.as_str(), i)).collect();
+        let new_ids: FxHashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
         let mut changed = ChangedIds::default();
         for item in after {
             let Some(was) = old.get(item.id.as_str()) else {
@@ -203,27 +204,37 @@ impl ChangedIds {
 
     /// "added t4; completed t2, t3; reordered", or "no item changed".
     pub fn summary(&self) -> String {
-        let mut parts: Vec<String> = self
-            .groups()
-            .iter()
-            .filter(|(_, ids)| !ids.is_empty())
-            .map(|(name, ids)| format!("{name} {}", ids.join(", ")))
-            .collect();
+        let mut out = String::new();
+        for (name, ids) in self.groups() {
+            if ids.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str(name);
+            for (n, id) in ids.iter().enumerate() {
+                out.push_str(if n == 0 { " " } else { ", " });
+                out.push_str(id);
+            }
+        }
         if self.moved {
-            parts.push("reordered".into());
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str("reordered");
         }
-        if parts.is_empty() {
-            "no item changed".into()
-        } else {
-            parts.join("; ")
+        if out.is_empty() {
+            out.push_str("no item changed");
         }
+        out
     }
 }
 
 /// Whether the items in both lists stand in a different order in AFTER.
 pub fn reordered(before: &[Item], after: &[Item]) -> bool {
-    let old_ids: HashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
-    let new_ids: HashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
+    let old_ids: FxHashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
+    let new_ids: FxHashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
     let kept_old = before.iter().map(|i| i.id.as_str()).filter(|id| new_ids.contains(id));
     let kept_new = after.iter().map(|i| i.id.as_str()).filter(|id| old_ids.contains(id));
     !kept_old.eq(kept_new)
@@ -244,12 +255,17 @@ pub struct UndoData {
 }
 
 impl UndoData {
+    /// Earlier item values this data holds, the measure of `MAX_UNDO_ITEMS`.
+    fn held_items(&self) -> usize {
+        self.before.len() + self.retired_before.len()
+    }
+
     /// The data to go back from AFTER to BEFORE.  None when nothing changed.
     pub fn between(before: Vec<Item>, after: &[Item], retired_before: Vec<Item>) -> Option<UndoData> {
         if before.as_slice() == after {
             return None;
         }
-        let old_ids: HashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
+        let old_ids: FxHashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
         let added: Vec<String> = after.iter().filter(|i| !old_ids.contains(i.id.as_str())).map(|i| i.id.clone()).collect();
         let survivors: Vec<&str> = after.iter().map(|i| i.id.as_str()).filter(|id| old_ids.contains(id)).collect();
         let order = if survivors.len() == before.len() && survivors.iter().zip(&before).all(|(a, b)| *a == b.id) {
@@ -257,7 +273,7 @@ impl UndoData {
         } else {
             Some(before.iter().map(|i| i.id.clone()).collect())
         };
-        let current: HashMap<&str, &Item> = after.iter().map(|i| (i.id.as_str(), i)).collect();
+        let current: FxHashMap<&str, &Item> = after.iter().map(|i| (i.id.as_str(), i)).collect();
         let before = before.into_iter().filter(|i| current.get(i.id.as_str()) != Some(&i)).collect();
         Some(UndoData { order, added, before, retired_before })
     }
@@ -266,17 +282,17 @@ impl UndoData {
     /// never lost: whatever leaves the list goes to RETIRED.  An id the data
     /// names but the session no longer has (it cannot happen through this
     /// module) is skipped rather than invented.
-    pub fn apply(&self, items: &mut Vec<Item>, retired: &mut HashMap<String, Item>) {
+    pub fn apply(&self, items: &mut Vec<Item>, retired: &mut FxHashMap<String, Item>) {
         let after = std::mem::take(items);
         let order: Vec<String> = match &self.order {
             Some(order) => order.clone(),
             None => {
-                let added: HashSet<&str> = self.added.iter().map(String::as_str).collect();
+                let added: FxHashSet<&str> = self.added.iter().map(String::as_str).collect();
                 after.iter().map(|i| i.id.clone()).filter(|id| !added.contains(id.as_str())).collect()
             }
         };
-        let mut current: HashMap<String, Item> = after.into_iter().map(|i| (i.id.clone(), i)).collect();
-        let earlier: HashMap<&str, &Item> = self.before.iter().map(|i| (i.id.as_str(), i)).collect();
+        let mut current: FxHashMap<String, Item> = after.into_iter().map(|i| (i.id.clone(), i)).collect();
+        let earlier: FxHashMap<&str, &Item> = self.before.iter().map(|i| (i.id.as_str(), i)).collect();
         for id in &order {
             let now = current.remove(id);
             let gone = if now.is_none() { retired.remove(id) } else { None };
@@ -311,10 +327,55 @@ pub struct Change {
     pub undo: Option<UndoData>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct History {
     changes: VecDeque<Change>,
     last_seq: u64,
+    /// Kept in step with `changes` so that `push` need not walk them.
+    undoable: Undoable,
+}
+
+/// Two histories are equal when their changes are: the bookkeeping follows
+/// from those.
+impl PartialEq for History {
+    fn eq(&self, other: &History) -> bool {
+        self.changes == other.changes && self.last_seq == other.last_seq
+    }
+}
+
+/// The changes that hold undo data: how many, how many items their data
+/// holds in all, and an index into the changes before which none does.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Undoable {
+    changes: usize,
+    items: usize,
+    from: usize,
+}
+
+impl Undoable {
+    fn of(changes: &VecDeque<Change>) -> Undoable {
+        let mut undoable = Undoable::default();
+        for undo in changes.iter().filter_map(|c| c.undo.as_ref()) {
+            undoable.add(undo);
+        }
+        undoable
+    }
+
+    fn add(&mut self, undo: &UndoData) {
+        self.changes += 1;
+        self.items += undo.held_items();
+    }
+
+    fn remove(&mut self, undo: &UndoData) {
+        self.changes -= 1;
+        self.items -= undo.held_items();
+    }
+
+    /// Whether the oldest undo data must go.  The newest change stays
+    /// undoable whatever its size.
+    fn over_limits(&self) -> bool {
+        self.changes > 1 && (self.changes > MAX_UNDOABLE || self.items > MAX_UNDO_ITEMS)
+    }
 }
 
 impl Change {
@@ -328,7 +389,8 @@ impl History {
     /// change, so sequence numbers are never reused.
     pub fn from_parts(changes: Vec<Change>, last_seq: u64) -> History {
         let newest = changes.iter().map(|c| c.seq).max().unwrap_or(0);
-        History { changes: changes.into(), last_seq: last_seq.max(newest) }
+        let changes = changes.into();
+        History { undoable: Undoable::of(&changes), changes, last_seq: last_seq.max(newest) }
     }
 
     pub fn changes(&self) -> impl Iterator<Item = &Change> {
@@ -352,20 +414,32 @@ impl History {
         self.last_seq += 1;
         let seq = self.last_seq;
         change.seq = seq;
+        if let Some(undo) = &change.undo {
+            self.undoable.add(undo);
+        }
         self.changes.push_back(change);
         while self.changes.len() > MAX_CHANGES {
-            self.changes.pop_front();
-        }
-        let (mut kept, mut items) = (0, 0);
-        for change in self.changes.iter_mut().rev() {
-            let Some(undo) = &change.undo else { continue };
-            kept += 1;
-            items += undo.before.len() + undo.retired_before.len();
-            // The newest change stays undoable whatever its size.
-            if kept > 1 && (kept > MAX_UNDOABLE || items > MAX_UNDO_ITEMS) {
-                change.undo = None;
+            if let Some(undo) = self.changes.pop_front().and_then(|old| old.undo) {
+                self.undoable.remove(&undo);
             }
+            self.undoable.from = self.undoable.from.saturating_sub(1);
         }
+        // Counted from the newest change back, the changes holding undo data
+        // and the items they hold only grow, so the ones over the limits are
+        // always the oldest: drop those until the rest fit.
+        while self.undoable.over_limits() {
+            let Some(index) = (self.undoable.from..self.changes.len()).find(|&i| self.changes[i].undo.is_some()) else {
+                break;
+            };
+            if let Some(undo) = self.changes[index].undo.take() {
+                self.undoable.remove(&undo);
+            }
+            self.undoable.from = index + 1;
+        }
+        debug_assert_eq!((self.undoable.changes, self.undoable.items), {
+            let fresh = Undoable::of(&self.changes);
+            (fresh.changes, fresh.items)
+        });
         seq
     }
 
@@ -394,6 +468,7 @@ mod tests {
     use crate::validate::Input;
     use proptest::prelude::*;
     use serde_json::json;
+    use std::collections::HashSet;
 
     fn write(s: &mut Session, todos: serde_json::Value) {
         s.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();
@@ -453,6 +528,49 @@ mod tests {
         }
         assert_eq!(s.undo(), None);
         assert_eq!(s.history.last_seq(), (MAX_CHANGES + 10 + MAX_UNDOABLE) as u64);
+    }
+
+    /// `push` as first written: a walk over every change from the newest.
+    fn push_by_walking(changes: &mut VecDeque<Change>, change: Change) {
+        changes.push_back(change);
+        while changes.len() > MAX_CHANGES {
+            changes.pop_front();
+        }
+        let (mut kept, mut items) = (0, 0);
+        for change in changes.iter_mut().rev() {
+            let Some(undo) = &change.undo else { continue };
+            kept += 1;
+            items += undo.before.len() + undo.retired_before.len();
+            if kept > 1 && (kept > MAX_UNDOABLE || items > MAX_UNDO_ITEMS) {
+                change.undo = None;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn push_keeps_the_undo_data_walking_would_keep(
+            sizes in prop::collection::vec(prop_oneof![3 => Just(None), 6 => (0usize..40).prop_map(Some), 1 => (0usize..2000).prop_map(Some)], 1..300),
+            loaded in 0usize..3,
+        ) {
+            let item = Item::new("t1".into(), "c".into(), None, Status::Pending, 0.0);
+            let change = |size: Option<usize>| Change {
+                undo: size.map(|n| UndoData { before: vec![item.clone(); n], ..UndoData::default() }),
+                ..Change::new(Actor::Model, ChangeKind::Write, 0.0, String::new(), ChangedIds::default())
+            };
+            // Some histories start from a file, which may hold more undo data than the limits allow.
+            let start: Vec<Change> = (0..loaded * 60).map(|n| Change { seq: n as u64 + 1, ..change(Some(n % 7 * 40)) }).collect();
+            let mut history = History::from_parts(start.clone(), start.len() as u64);
+            let mut walked: VecDeque<Change> = start.into();
+            for size in sizes {
+                let seq = history.push(change(size));
+                push_by_walking(&mut walked, Change { seq, ..change(size) });
+                let kept = |c: &Change| (c.seq, c.undo.as_ref().map(|u| u.before.len()));
+                prop_assert!(history.changes().map(kept).eq(walked.iter().map(kept)));
+            }
+            prop_assert!(history.changes().eq(walked.iter()));
+        }
     }
 
     #[test]

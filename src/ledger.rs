@@ -150,30 +150,52 @@ impl Budgeted {
         }
     }
 
-    fn push_str(&mut self, text: &str) {
-        for c in text.chars() {
-            if self.over() {
-                return;
+    /// Characters that still fit: pushing stops once one more than the
+    /// limit went in, which is how a cut is noticed.
+    fn room(&self) -> usize {
+        (self.limit + 1).saturating_sub(self.chars)
+    }
+
+    /// The longest start of TEXT that fits and has no character ESCAPED
+    /// says must be escaped, pushed at once; returns the rest.
+    fn push_run<'t>(&mut self, text: &'t str, escaped: impl Fn(char) -> bool) -> &'t str {
+        let room = self.room();
+        let (mut end, mut count) = (0, 0);
+        for (at, c) in text.char_indices() {
+            if count == room || escaped(c) {
+                break;
             }
-            self.push(c);
+            end = at + c.len_utf8();
+            count += 1;
         }
+        self.out.push_str(&text[..end]);
+        self.chars += count;
+        &text[end..]
+    }
+
+    fn push_str(&mut self, text: &str) {
+        self.push_run(text, |_| false);
     }
 
     fn string(&mut self, text: &str) {
+        let escaped = |c: char| matches!(c, '"' | '\\') || c.is_control();
         self.push('"');
-        for c in text.chars() {
+        let mut rest = text;
+        while !rest.is_empty() {
+            rest = self.push_run(rest, escaped);
             if self.over() {
                 return;
             }
+            let Some(c) = rest.chars().next() else { break };
             match c {
                 '"' => self.push_str("\\\""),
                 '\\' => self.push_str("\\\\"),
                 '\n' => self.push_str("\\n"),
                 '\r' => self.push_str("\\r"),
                 '\t' => self.push_str("\\t"),
-                c if c.is_control() => self.push_str(&format!("\\u{:04x}", c as u32)),
-                c => self.push(c),
+                c => self.push_str(&format!("\\u{:04x}", c as u32)),
             }
+            rest = &rest[c.len_utf8()..];
         }
         self.push('"');
     }
@@ -233,7 +255,7 @@ impl Budgeted {
 /// The input as compact JSON (Lisp objects with no JSON meaning as `#<...>`),
 /// at most MAX_CHARS characters, ending in "..." when cut.
 pub fn summarize_input(input: &Input, max_chars: usize) -> String {
-    let mut budget = Budgeted { out: String::new(), chars: 0, limit: max_chars };
+    let mut budget = Budgeted { out: String::with_capacity(max_chars.min(64)), chars: 0, limit: max_chars };
     budget.input(input);
     if !budget.over() {
         return budget.out;
@@ -246,22 +268,34 @@ pub fn summarize_input(input: &Input, max_chars: usize) -> String {
 }
 
 fn entry_header(out: &mut String, number: usize, entry: &Entry) {
-    let _ = write!(out, "--- {number}. {}", entry.tool);
+    // Written piece by piece: a report has one of these per tool call.
+    let _ = write!(out, "--- {number}. ");
+    out.push_str(&entry.tool);
     if !entry.input.is_empty() {
-        let _ = write!(out, " {}", entry.input);
+        out.push(' ');
+        out.push_str(&entry.input);
     }
-    let mut notes = Vec::new();
+    let seconds = entry.duration.filter(|d| d.is_finite() && *d >= 0.0);
+    let mut notes = 0;
+    let mut note = |out: &mut String| {
+        out.push_str(if notes == 0 { " (" } else { ", " });
+        notes += 1;
+    };
     if let Some(todo) = &entry.todo {
-        notes.push(format!("during {todo}"));
+        note(out);
+        out.push_str("during ");
+        out.push_str(todo);
     }
     if entry.error {
-        notes.push("error".into());
+        note(out);
+        out.push_str("error");
     }
-    if let Some(seconds) = entry.duration.filter(|d| d.is_finite() && *d >= 0.0) {
-        notes.push(format!("{seconds:.2}s"));
+    if let Some(seconds) = seconds {
+        note(out);
+        let _ = write!(out, "{seconds:.2}s");
     }
-    if !notes.is_empty() {
-        let _ = write!(out, " ({})", notes.join(", "));
+    if notes > 0 {
+        out.push(')');
     }
     out.push_str(" ---\n");
 }
@@ -562,7 +596,117 @@ mod tests {
         assert!(done.text.ends_with("Built and tested.\n"));
     }
 
+    /// The input summary as first written, one character at a time: the
+    /// oracle for the one that pushes runs.
+    fn summary_by_chars(input: &Input, max_chars: usize) -> String {
+        struct Chars {
+            out: String,
+            chars: usize,
+            limit: usize,
+        }
+        impl Chars {
+            fn over(&self) -> bool {
+                self.chars > self.limit
+            }
+            fn push(&mut self, c: char) {
+                if !self.over() {
+                    self.out.push(c);
+                    self.chars += 1;
+                }
+            }
+            fn push_str(&mut self, text: &str) {
+                text.chars().for_each(|c| self.push(c));
+            }
+            fn string(&mut self, text: &str) {
+                self.push('"');
+                for c in text.chars() {
+                    match c {
+                        '"' => self.push_str("\\\""),
+                        '\\' => self.push_str("\\\\"),
+                        '\n' => self.push_str("\\n"),
+                        '\r' => self.push_str("\\r"),
+                        '\t' => self.push_str("\\t"),
+                        c if c.is_control() => self.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => self.push(c),
+                    }
+                }
+                self.push('"');
+            }
+            fn input(&mut self, input: &Input) {
+                match input {
+                    Input::Null => self.push_str("null"),
+                    Input::Bool(b) => self.push_str(if *b { "true" } else { "false" }),
+                    Input::Int(n) => self.push_str(&n.to_string()),
+                    Input::Float(x) => self.push_str(&x.to_string()),
+                    Input::Str(s) => self.string(s),
+                    Input::Array(items) => {
+                        self.push('[');
+                        for (i, item) in items.iter().enumerate() {
+                            if i > 0 {
+                                self.push(',');
+                            }
+                            self.input(item);
+                        }
+                        self.push(']');
+                    }
+                    Input::Map(pairs) => {
+                        self.push('{');
+                        for (i, (key, value)) in pairs.iter().enumerate() {
+                            if i > 0 {
+                                self.push(',');
+                            }
+                            self.string(key);
+                            self.push(':');
+                            self.input(value);
+                        }
+                        self.push('}');
+                    }
+                    Input::Unsupported(what) => {
+                        self.push_str("#<");
+                        self.push_str(what);
+                        self.push('>');
+                    }
+                    Input::Invalid(why) => {
+                        self.push_str("#<invalid: ");
+                        self.push_str(why);
+                        self.push('>');
+                    }
+                }
+            }
+        }
+        let mut all = Chars { out: String::new(), chars: 0, limit: max_chars };
+        all.input(input);
+        if !all.over() {
+            return all.out;
+        }
+        let ellipsis = if max_chars >= 3 { "..." } else { "" };
+        let mut out: String = all.out.chars().take(max_chars - ellipsis.len()).collect();
+        out.push_str(ellipsis);
+        out
+    }
+
+    fn arb_summarized() -> impl Strategy<Value = Input> {
+        let leaf = prop_oneof![
+            Just(Input::Null),
+            any::<i64>().prop_map(Input::Int),
+            any::<f64>().prop_map(Input::Float),
+            r#"(?s)[a"\\\n\t\r\x01\x7fé🙂 ]{0,30}"#.prop_map(Input::Str),
+            "[a-z]{0,8}".prop_map(Input::Unsupported),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Input::Array),
+                prop::collection::vec((r#"(?s)[a"\\\n🙂]{0,4}"#, inner), 0..4).prop_map(Input::Map),
+            ]
+        })
+    }
+
     proptest! {
+        #[test]
+        fn input_summary_is_the_one_built_char_by_char(input in arb_summarized(), max_chars in 0usize..80) {
+            prop_assert_eq!(summarize_input(&input, max_chars), summary_by_chars(&input, max_chars));
+        }
+
         #[test]
         fn report_contains_every_result_in_order(
             calls in prop::collection::vec(

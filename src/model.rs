@@ -42,17 +42,19 @@ impl Status {
     /// that writes "In Progress" meant in_progress, one that writes "done" did not
     /// say which of completed or cancelled it meant.
     pub fn parse(text: &str) -> Option<Status> {
-        let canonical: String = text
-            .trim()
-            .chars()
-            .map(|c| match c {
+        // The spelling the model is told to use needs no folding.
+        if let Some(status) = Status::ALL.into_iter().find(|status| status.wire_name() == text) {
+            return Some(status);
+        }
+        let canonical = || {
+            text.trim().chars().map(|c| match c {
                 '-' | ' ' => '_',
                 c => c.to_ascii_lowercase(),
             })
-            .collect();
+        };
         Status::ALL
             .into_iter()
-            .find(|status| status.wire_name() == canonical)
+            .find(|status| canonical().eq(status.wire_name().chars()))
     }
 
     /// Finished items need no more work.
@@ -146,6 +148,21 @@ impl IdCounter {
     }
 }
 
+/// Whether IDS are all of the form `t<number>` with numbers that keep
+/// rising.  The ids a session hands out are, and lists mostly keep them in
+/// that order; such ids are distinct (equal ids would give equal numbers),
+/// which this shows without a table.
+pub fn ids_rise<'a>(ids: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut last = None;
+    ids.into_iter().all(|id| match id.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) if last.is_none_or(|last| n > last) => {
+            last = Some(n);
+            true
+        }
+        _ => false,
+    })
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub total: usize,
@@ -200,6 +217,32 @@ mod tests {
         assert_eq!(Status::parse("inprogress"), None);
         assert_eq!(Status::parse("canceled"), None);
         assert_eq!(Status::parse(""), None);
+    }
+
+    /// The parse as first written: fold the whole text, then compare.
+    fn parse_by_folding(text: &str) -> Option<Status> {
+        let canonical: String = text.trim().chars().map(|c| match c {
+            '-' | ' ' => '_',
+            c => c.to_ascii_lowercase(),
+        }).collect();
+        Status::ALL.into_iter().find(|status| status.wire_name() == canonical)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn status_parse_folds_as_before(text in "[ \t_-]{0,2}(?i:(pending|in[ _-]progress|completed|cancelled|done|x))[ \t\u{a0}_-]{0,2}") {
+            proptest::prop_assert_eq!(Status::parse(&text), parse_by_folding(&text));
+        }
+    }
+
+    #[test]
+    fn rising_t_ids_are_recognised() {
+        assert!(ids_rise(["t1", "t2", "t10"]));
+        assert!(ids_rise([]));
+        assert!(!ids_rise(["t2", "t1"]));
+        assert!(!ids_rise(["t1", "t1"]));
+        assert!(!ids_rise(["t1", "x2"]));
+        assert!(!ids_rise(["t1", "t"]));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The text the model reads: todo_write results and system prompt guidance.
 
-use std::collections::HashSet;
 use std::fmt::Write;
+
+use rustc_hash::FxHashSet;
 
 use crate::guide::named_tool;
 use crate::model::{Counts, Item, Status};
@@ -10,23 +11,58 @@ use crate::validate::quote;
 
 /// "2/5 done, 1 in progress, 2 pending", leaving out what is zero.
 pub fn progress(counts: &Counts) -> String {
-    let mut parts = vec![format!("{}/{} done", counts.completed, counts.total)];
-    for (n, label) in [
-        (counts.in_progress, "in progress"),
-        (counts.pending, "pending"),
-        (counts.cancelled, "cancelled"),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {label}"));
+    let mut out = String::new();
+    write_progress(&mut out, counts);
+    out
+}
+
+/// N in decimal, without the formatting machinery (a few of these go into
+/// every todo_write result).
+fn push_number(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
     }
-    parts.join(", ")
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+}
+
+fn write_progress(out: &mut String, counts: &Counts) {
+    push_number(out, counts.completed);
+    out.push('/');
+    push_number(out, counts.total);
+    out.push_str(" done");
+    for (n, label) in [
+        (counts.in_progress, " in progress"),
+        (counts.pending, " pending"),
+        (counts.cancelled, " cancelled"),
+    ] {
+        if n > 0 {
+            out.push_str(", ");
+            push_number(out, n);
+            out.push_str(label);
+        }
+    }
 }
 
 fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
-    let _ = write!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
+    // Pieces pushed one by one: a long list has a thousand of these lines,
+    // and the formatting machinery costs more than the copying.
+    out.push_str("  ");
+    out.push_str(&item.id);
+    out.push_str(" [");
+    out.push_str(item.status.wire_name());
+    out.push_str("] ");
+    out.push_str(&item.content);
     if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
-        let _ = write!(out, " (completes when {tool} succeeds)");
+        out.push_str(" (completes when ");
+        out.push_str(tool);
+        out.push_str(" succeeds)");
     }
     out.push('\n');
 }
@@ -35,13 +71,25 @@ fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
 /// the running one and the next `full_up_to` pending ones, with the rest
 /// counted.  A long list would otherwise cost the model thousands of tokens
 /// on every write, for items it sent itself and whose ids it was shown when
-/// they were added.
-fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up_to: usize, auto_tools: &[&str]) {
-    let summarise = items.len() > full_up_to;
+/// they were added.  CHANGED is asked for only when the list is that long.
+fn item_lines<'a>(
+    out: &mut String,
+    items: &[Item],
+    changed: impl FnOnce() -> FxHashSet<&'a str>,
+    full_up_to: usize,
+    auto_tools: &[&str],
+) {
+    if items.len() <= full_up_to {
+        for item in items {
+            item_line(out, item, auto_tools);
+        }
+        return;
+    }
+    let changed = changed();
     let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending) = (0, 0, 0);
     let mut pending_shown = 0;
     for item in items {
-        let unchanged = summarise && !changed.contains(item.id.as_str());
+        let unchanged = !changed.contains(item.id.as_str());
         match item.status {
             Status::Completed if unchanged => hidden_completed += 1,
             Status::Cancelled if unchanged => hidden_cancelled += 1,
@@ -67,8 +115,24 @@ fn item_lines(out: &mut String, items: &[Item], changed: &HashSet<&str>, full_up
     }
 }
 
-fn changes_line(diff: &Diff) -> String {
-    let mut parts = Vec::new();
+fn joined<'a>(out: &mut String, ids: impl Iterator<Item = &'a str>) {
+    for (n, id) in ids.enumerate() {
+        if n > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(id);
+    }
+}
+
+fn changes_line(out: &mut String, diff: &Diff) {
+    let start = out.len();
+    let part = |out: &mut String, label: &str| {
+        if out.len() > start {
+            out.push_str("; ");
+        }
+        out.push_str(label);
+        out.push(' ');
+    };
     for (label, ids) in [
         ("added", &diff.added),
         ("started", &diff.started),
@@ -80,21 +144,18 @@ fn changes_line(diff: &Diff) -> String {
         ("restored", &diff.restored),
     ] {
         if !ids.is_empty() {
-            parts.push(format!("{label} {}", ids.join(", ")));
+            part(out, label);
+            joined(out, ids.iter().map(String::as_str));
         }
     }
-    if !diff.removed.is_empty() {
-        let ids: Vec<&str> = diff.removed.iter().map(|i| i.id.as_str()).collect();
-        parts.push(format!("removed finished {}", ids.join(", ")));
+    for (label, items) in [("removed finished", &diff.removed), ("dropped", &diff.dropped)] {
+        if !items.is_empty() {
+            part(out, label);
+            joined(out, items.iter().map(|i| i.id.as_str()));
+        }
     }
-    if !diff.dropped.is_empty() {
-        let ids: Vec<&str> = diff.dropped.iter().map(|i| i.id.as_str()).collect();
-        parts.push(format!("dropped {}", ids.join(", ")));
-    }
-    if parts.is_empty() {
-        "none: this list is the same as the previous one".into()
-    } else {
-        parts.join("; ")
+    if out.len() == start {
+        out.push_str("none: this list is the same as the previous one");
     }
 }
 
@@ -124,17 +185,30 @@ fn warnings(items: &[Item], diff: &Diff) -> Vec<String> {
 
 /// What to do now, so that the model never has to guess.
 pub fn next_step(items: &[Item]) -> String {
+    let mut out = String::new();
+    write_next_step(&mut out, items);
+    out
+}
+
+fn write_next_step(out: &mut String, items: &[Item]) {
     if let Some(item) = items.iter().find(|i| i.status == Status::InProgress) {
-        format!(
-            "work on {} ({}); mark it completed as soon as it is done and start the next item.",
-            item.id, item.active_form
-        )
+        for piece in [
+            "work on ",
+            &item.id,
+            " (",
+            &item.active_form,
+            "); mark it completed as soon as it is done and start the next item.",
+        ] {
+            out.push_str(piece);
+        }
     } else if let Some(item) = items.iter().find(|i| i.status == Status::Pending) {
-        format!("set {} to in_progress and start it ({}).", item.id, item.content)
+        for piece in ["set ", &item.id, " to in_progress and start it (", &item.content, ")."] {
+            out.push_str(piece);
+        }
     } else if items.is_empty() {
-        "the list is empty; write a plan when the task needs three or more steps.".into()
+        out.push_str("the list is empty; write a plan when the task needs three or more steps.");
     } else {
-        "every item is finished; give the user the result.".into()
+        out.push_str("every item is finished; give the user the result.");
     }
 }
 
@@ -143,9 +217,17 @@ pub fn next_step(items: &[Item]) -> String {
 /// (empty when auto-completion is off); such items are marked.
 pub fn write_result(items: &[Item], diff: &Diff, full_up_to: usize, auto_tools: &[&str]) -> String {
     let counts = Counts::of(items);
-    let mut out = format!("[TODO list updated: {}]\n", progress(&counts));
-    item_lines(&mut out, items, &diff.changed_ids(), full_up_to, auto_tools);
-    let _ = writeln!(out, "Changes: {}", changes_line(diff));
+    // Room for the lines a list shows in full, so that the text is not
+    // copied while it grows.
+    let lines: usize = items.iter().take(2 * full_up_to + 8).map(|i| i.id.len() + i.content.len() + 16).sum();
+    let mut out = String::with_capacity(512 + lines);
+    out.push_str("[TODO list updated: ");
+    write_progress(&mut out, &counts);
+    out.push_str("]\n");
+    item_lines(&mut out, items, || diff.changed_id_set(), full_up_to, auto_tools);
+    out.push_str("Changes: ");
+    changes_line(&mut out, diff);
+    out.push('\n');
     let warnings = warnings(items, diff);
     if !warnings.is_empty() {
         out.push_str("Warnings:\n");
@@ -153,11 +235,9 @@ pub fn write_result(items: &[Item], diff: &Diff, full_up_to: usize, auto_tools: 
             let _ = writeln!(out, "- {warning}");
         }
     }
-    let _ = write!(
-        out,
-        "Next: {} Send the full list with these ids on every todo_write.",
-        next_step(items)
-    );
+    out.push_str("Next: ");
+    write_next_step(&mut out, items);
+    out.push_str(" Send the full list with these ids on every todo_write.");
     out
 }
 
@@ -167,7 +247,7 @@ pub fn prompt_guidance(items: &[Item], notes: &[String], full_up_to: usize) -> S
         return "TODO LIST: empty. For a request with three or more steps, call todo_write first with the whole plan (first item in_progress); the result gives each item an id.".into();
     }
     let mut out = format!("TODO LIST ({}):\n", progress(&Counts::of(items)));
-    item_lines(&mut out, items, &HashSet::new(), full_up_to, &[]);
+    item_lines(&mut out, items, FxHashSet::default, full_up_to, &[]);
     for note in notes {
         let _ = writeln!(out, "Note: {note}");
     }
@@ -186,7 +266,7 @@ mod tests {
     use crate::model::IdCounter;
     use crate::reconcile::reconcile;
     use crate::validate::ProposedItem;
-    use std::collections::HashMap;
+    use rustc_hash::FxHashMap;
 
 
     #[test]
@@ -203,9 +283,9 @@ mod tests {
 
     #[test]
     fn dropped_and_demoted_items_are_warned_about() {
-        let mut retired = HashMap::new();
+        let mut retired = FxHashMap::default();
         let mut ids = IdCounter::default();
-        let p = |c: &str, s| ProposedItem { id: None, content: c.into(), active_form: None, status: s };
+        let p = |content: &'static str, status| ProposedItem { id: None, content, active_form: None, status };
         let first = reconcile(&[], &mut retired, &mut ids, &[p("Keep me", Status::Pending), p("Lose me", Status::Pending)], 0.0).unwrap();
         let second = reconcile(&first.items, &mut retired, &mut ids, &[p("Keep me", Status::InProgress), p("Other", Status::InProgress)], 0.0).unwrap();
         let text = write_result(&second.items, &second.diff, 30, &[]);
@@ -254,6 +334,38 @@ mod tests {
         assert!(text.contains("t1 [in_progress] Run the suite with run_tests (completes when run_tests succeeds)\n"));
         assert!(text.contains("t2 [completed] Check run_tests\n"));
         assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("completes when"));
+    }
+
+    #[test]
+    fn numbers_and_progress_read_as_formatted() {
+        for n in [0, 7, 10, 99, 1000, 123_456_789, usize::MAX] {
+            let mut out = String::from("x");
+            push_number(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        let counts = Counts { total: 1000, pending: 0, in_progress: 1, completed: 990, cancelled: 9 };
+        assert_eq!(progress(&counts), "990/1000 done, 1 in progress, 9 cancelled");
+        assert_eq!(progress(&Counts::default()), "0/0 done");
+    }
+
+    #[test]
+    fn changes_line_joins_every_group_in_order() {
+        let mut items = list(&[Status::Pending, Status::Completed]);
+        let dropped = items.remove(0);
+        let diff = Diff {
+            added: vec!["t4".into(), "t5".into()],
+            paused: vec!["t6".into()],
+            restored: vec!["t7".into()],
+            removed: vec![items[0].clone()],
+            dropped: vec![dropped],
+            ..Diff::default()
+        };
+        let mut line = String::new();
+        changes_line(&mut line, &diff);
+        assert_eq!(line, "added t4, t5; back to pending t6; restored t7; removed finished t2; dropped t1");
+        line.clear();
+        changes_line(&mut line, &Diff::default());
+        assert_eq!(line, "none: this list is the same as the previous one");
     }
 
     #[test]

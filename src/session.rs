@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::Lazy;
+use rustc_hash::FxHashMap;
 
 use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, Guide, GuideOptions};
-use crate::history::{reordered, Change, ChangeKind, ChangedIds, History, UndoData};
+use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
-use crate::reconcile::{reconcile, Diff};
+use crate::reconcile::{apply, match_items, Diff};
 use crate::render;
 use crate::validate::{checked_text, non_blank, parse_write, quote, Input, InvalidInput, Limits};
 
@@ -52,7 +53,7 @@ struct WriteEffect {
 pub struct Session {
     pub items: Vec<Item>,
     /// Items that left the list, by id, so an id keeps its meaning.
-    pub retired: HashMap<String, Item>,
+    pub retired: FxHashMap<String, Item>,
     pub ids: IdCounter,
     pub created: Timestamp,
     pub writes: u64,
@@ -190,25 +191,36 @@ impl Session {
     ) -> Result<WriteOutcome, InvalidInput> {
         let proposed = parse_write(input, &options.limits)?;
         // Retired items an id brings back, as they were, for undo.
-        let retired_before: Vec<Item> =
-            proposed.iter().filter_map(|p| p.id.as_ref().and_then(|id| self.retired.get(id))).cloned().collect();
-        // reconcile fails only before it touches retired items or ids.
-        let reconciled = reconcile(&self.items, &mut self.retired, &mut self.ids, &proposed, now())?;
+        let retired_before: Vec<Item> = if self.retired.is_empty() {
+            Vec::new()
+        } else {
+            proposed.iter().filter_map(|p| p.id.and_then(|id| self.retired.get(id))).cloned().collect()
+        };
+        // Matching is the only step that can fail; from here on the write
+        // commits, and the previous list is taken over rather than copied.
+        let matching = match_items(&self.items, &self.retired, &proposed)?;
+        let previous = std::mem::take(&mut self.items);
+        let reconciled = apply(matching, previous, &mut self.retired, &mut self.ids, &proposed, now());
+        self.items = reconciled.items;
+        let diff = reconciled.diff;
         self.known_tools = known_tools;
         let auto_tools = if auto_complete { self.tool_names(None) } else { Vec::new() };
-        let text = render::write_result(&reconciled.items, &reconciled.diff, options.full_list_up_to, &auto_tools);
-        let before = std::mem::replace(&mut self.items, reconciled.items);
-        let mut ids = ChangedIds::from_diff(&reconciled.diff);
-        ids.moved = reordered(&before, &self.items);
-        self.record(Actor::Model, ChangeKind::Write, before, retired_before, Some(ids), None);
+        let text = render::write_result(&self.items, &diff, options.full_list_up_to, &auto_tools);
+        if let Some(mut undo) = reconciled.undo {
+            undo.retired_before = retired_before;
+            let mut ids = ChangedIds::from_diff(&diff);
+            ids.moved = reconciled.moved;
+            let summary = ids.summary();
+            self.history.push(Change { undo: Some(undo), ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids) });
+        }
         self.writes += 1;
         self.changed(Actor::Model, None);
-        let completed_any = !reconciled.diff.completed.is_empty();
+        let completed_any = !diff.completed.is_empty();
         if completed_any {
             self.guide.note_progress();
         }
-        self.last_write = Some(WriteEffect { completed_any, changed_nothing: reconciled.diff.is_empty() });
-        Ok(WriteOutcome { text, diff: reconciled.diff })
+        self.last_write = Some(WriteEffect { completed_any, changed_nothing: diff.is_empty() });
+        Ok(WriteOutcome { text, diff })
     }
 
     /// Completes the running item when its content names TOOL, which just
@@ -249,8 +261,10 @@ impl Session {
         duration: Option<f64>,
         options: &LoopOptions,
     ) -> String {
-        let running = self.current().map(|i| i.id.clone());
-        let entry = self.ledger.record(tool, input, result, flagged_error, running.as_deref(), now(), duration).clone();
+        let running = in_progress(&self.items).map(|i| i.id.as_str());
+        let entry = self.ledger.record(tool, input, result, flagged_error, running, now(), duration);
+        // The ledger keeps its entry; the caller gets its own copy of the result.
+        let (error, mut text) = (entry.error, entry.result.clone());
         let mut notices = Vec::new();
         let (mut progress, mut changed_nothing) = (false, false);
         if tool == "todo_write" {
@@ -259,7 +273,7 @@ impl Session {
                 changed_nothing = effect.changed_nothing;
             }
         }
-        if options.auto_complete && !entry.error {
+        if options.auto_complete && !error {
             if let Some(notice) = self.auto_complete(tool) {
                 progress = true;
                 self.guide.note_progress();
@@ -269,7 +283,7 @@ impl Session {
         let call = Call {
             tool,
             fingerprint: fingerprint(tool, input),
-            error: entry.error.then_some(entry.result.as_str()),
+            error: error.then_some(text.as_str()),
             progress,
             unchanged_write: changed_nothing,
         };
@@ -277,12 +291,11 @@ impl Session {
             Verdict::Go => {}
             Verdict::Warn(text) | Verdict::Trip(text) => notices.push(text),
         }
-        if !entry.error {
+        if !error {
             if let Some(reminder) = self.guide.after_call(tool, true, in_progress(&self.items), &options.guide) {
                 notices.push(reminder);
             }
         }
-        let mut text = entry.result;
         for notice in notices {
             text.push_str("\n\n");
             text.push_str(&notice);

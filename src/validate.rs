@@ -1,10 +1,13 @@
 //! Input checking and the tool schemas, both driven by one table of fields so
 //! that what the model is told is exactly what is enforced.
 
+use std::collections::hash_map::Entry;
+
+use rustc_hash::FxHashMap;
 use serde_json::{json, Value as Json};
 use thiserror::Error;
 
-use crate::model::Status;
+use crate::model::{ids_rise, Status};
 
 /// A value that arrived from Lisp or JSON, already taken apart.  Conversion
 /// never fails: what cannot be represented becomes `Unsupported` or `Invalid`,
@@ -178,19 +181,35 @@ Rules:
 
 The result lists every item with its id and tells you what to work on next.";
 
-/// One item as the model proposed it, checked but not yet reconciled.
+/// One item as the model proposed it, checked but not yet reconciled.  It
+/// borrows its texts from the input: most of them equal what the list
+/// already holds, and reconcile copies only the ones that are new.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProposedItem {
-    pub id: Option<String>,
-    pub content: String,
-    pub active_form: Option<String>,
+pub struct ProposedItem<'a> {
+    pub id: Option<&'a str>,
+    pub content: &'a str,
+    pub active_form: Option<&'a str>,
     pub status: Status,
 }
 
-fn field<'a>(map: &'a Input, spec: &Field) -> Option<&'a Input> {
-    map.get(spec.name)
-        .or_else(|| spec.aliases.iter().find_map(|alias| map.get(alias)))
-        .filter(|value| !matches!(value, Input::Null))
+/// The value of each of SPECS in MAP: the first pair with its name, else
+/// the first with one of its aliases, null counting as absent.  One pass
+/// over the pairs finds all the names.
+fn fields<'a, const N: usize>(map: &'a Input, specs: &[Field; N]) -> [Option<&'a Input>; N] {
+    let mut found: [Option<&Input>; N] = [None; N];
+    if let Input::Map(pairs) = map {
+        for (key, value) in pairs {
+            if let Some(n) = specs.iter().position(|spec| key.as_str() == spec.name) {
+                found[n].get_or_insert(value);
+            }
+        }
+    }
+    for (slot, spec) in found.iter_mut().zip(specs) {
+        if slot.is_none() {
+            *slot = spec.aliases.iter().find_map(|alias| map.get(alias));
+        }
+    }
+    found.map(|value| value.filter(|value| !matches!(value, Input::Null)))
 }
 
 /// Checks a string for what would break the buffer, the prompt or the JSON
@@ -202,6 +221,10 @@ pub fn checked_text(value: &Input, path: &str, max_chars: usize) -> Result<Strin
 /// `checked_text` with the path built only for an error: a write of 1000
 /// items should not format 4000 paths it never shows.
 fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<String, InvalidInput> {
+    checked_str_at(value, path, max_chars).map(str::to_string)
+}
+
+fn checked_str_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<&str, InvalidInput> {
     let text = match value {
         Input::Str(s) => s,
         other => return Err(InvalidInput::new(path(), format!("expected a string, got {}", other.describe()))),
@@ -216,7 +239,7 @@ fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -
             return Err(InvalidInput::new(path(), format!("is {chars} characters long; the limit is {max_chars}")));
         }
     }
-    Ok(text.clone())
+    Ok(text)
 }
 
 pub fn non_blank(text: String, path: &str) -> Result<String, InvalidInput> {
@@ -247,7 +270,7 @@ fn parse_status_at(value: &Input, path: impl Fn() -> String) -> Result<Status, I
     Err(InvalidInput::new(path(), format!("expected {}, got {got}", status_choices())))
 }
 
-fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedItem, InvalidInput> {
+fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<ProposedItem<'a>, InvalidInput> {
     if !matches!(value, Input::Map(_)) {
         return Err(InvalidInput::new(
             format!("todos[{index}]"),
@@ -255,33 +278,35 @@ fn parse_item(value: &Input, index: usize, limits: &Limits) -> Result<ProposedIt
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let text_of = |spec: &Field| -> Result<Option<String>, InvalidInput> {
-        match field(value, spec) {
+    let [id_value, content_value, status_value, active_form_value] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM]);
+    let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
+        match found {
             None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
             None => Ok(None),
-            Some(v) => checked_text_at(v, || at(spec), limits.max_content_chars).map(Some),
+            Some(v) => checked_str_at(v, || at(spec), limits.max_content_chars).map(Some),
         }
     };
-    let blank = |text: &str| text.trim().is_empty();
-    let id = match text_of(&ID)? {
-        Some(id) if blank(&id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
-        Some(id) => Some(id.trim().to_string()),
+    // What trim() would leave empty, found without trimming.
+    let blank = |text: &str| text.chars().all(char::is_whitespace);
+    let id = match text_of(&ID, id_value)? {
+        Some(id) if blank(id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
+        Some(id) => Some(id.trim()),
         None => None,
     };
-    let content = text_of(&CONTENT)?.unwrap_or_default();
-    if blank(&content) {
+    let content = text_of(&CONTENT, content_value)?.unwrap_or_default();
+    if blank(content) {
         return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
     }
-    let status = match field(value, &STATUS) {
+    let status = match status_value {
         None => return Err(InvalidInput::new(at(&STATUS), format!("is required: one of {}", status_choices()))),
         Some(v) => parse_status_at(v, || at(&STATUS))?,
     };
-    let active_form = text_of(&ACTIVE_FORM)?.filter(|s| !blank(s));
+    let active_form = text_of(&ACTIVE_FORM, active_form_value)?.filter(|s| !blank(s));
     Ok(ProposedItem { id, content, active_form, status })
 }
 
 /// Checks a whole todo_write input before anything changes.
-pub fn parse_write(input: &Input, limits: &Limits) -> Result<Vec<ProposedItem>, InvalidInput> {
+pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<ProposedItem<'a>>, InvalidInput> {
     let todos = match input {
         Input::Map(_) => input.get("todos").ok_or_else(|| {
             InvalidInput::new("todos", "is required: the complete list of items")
@@ -311,22 +336,48 @@ pub fn parse_write(input: &Input, limits: &Limits) -> Result<Vec<ProposedItem>, 
             format!("has {} items; the limit is {}", items.len(), limits.max_items),
         ));
     }
-    let parsed = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| parse_item(item, i, limits))
-        .collect::<Result<Vec<_>, _>>()?;
-    for (i, item) in parsed.iter().enumerate() {
-        if let Some(id) = &item.id {
-            if let Some(first) = parsed[..i].iter().position(|p| p.id.as_deref() == Some(id)) {
-                return Err(InvalidInput::new(
-                    format!("todos[{i}].id"),
-                    format!("{} is also the id of todos[{first}]; every item needs its own id", quote(id)),
-                ));
+    let mut parsed = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        parsed.push(parse_item(item, i, limits)?);
+    }
+    if let Some((i, first)) = duplicate_id(&parsed) {
+        let id = parsed[i].id.unwrap_or_default();
+        return Err(InvalidInput::new(
+            format!("todos[{i}].id"),
+            format!("{} is also the id of todos[{first}]; every item needs its own id", quote(id)),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// The first item whose id an earlier item has, with that earlier item.
+fn duplicate_id(items: &[ProposedItem]) -> Option<(usize, usize)> {
+    if ids_rise(items.iter().filter_map(|item| item.id)) {
+        return None;
+    }
+    // A few items are compared directly: cheaper than a table.
+    if items.len() <= 8 {
+        return duplicate_id_by_scan(items);
+    }
+    let mut first_with: FxHashMap<&str, usize> = FxHashMap::default();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(id) = item.id {
+            match first_with.entry(id) {
+                Entry::Vacant(slot) => {
+                    slot.insert(i);
+                }
+                Entry::Occupied(first) => return Some((i, *first.get())),
             }
         }
     }
-    Ok(parsed)
+    None
+}
+
+fn duplicate_id_by_scan(items: &[ProposedItem]) -> Option<(usize, usize)> {
+    items.iter().enumerate().find_map(|(i, item)| {
+        let id = item.id?;
+        items[..i].iter().position(|p| p.id == Some(id)).map(|first| (i, first))
+    })
 }
 
 fn field_schema(spec: &Field) -> Json {
@@ -395,9 +446,10 @@ pub fn tool_schemas() -> Vec<Json> {
 mod tests {
     use super::*;
 
-    fn parse(json: &str) -> Result<Vec<ProposedItem>, InvalidInput> {
+    fn parse(json: &str) -> Result<Vec<ProposedItem<'static>>, InvalidInput> {
         let value: Json = serde_json::from_str(json).expect("test JSON");
-        parse_write(&Input::from_json(&value), &Limits::default())
+        // Leaked so the parsed items can borrow it; a few bytes per test.
+        parse_write(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
     }
 
     fn error_of(json: &str) -> String {
@@ -412,8 +464,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(items[0].status, Status::InProgress);
-        assert_eq!(items[0].active_form.as_deref(), Some("Reading it"));
-        assert_eq!(items[1].id.as_deref(), Some("t4"));
+        assert_eq!(items[0].active_form, Some("Reading it"));
+        assert_eq!(items[1].id, Some("t4"));
         assert_eq!(items[1].active_form, None);
     }
 
@@ -441,6 +493,44 @@ mod tests {
             error_of(r#"{"todos":[{"id":"t1","content":"a","status":"pending"},{"id":"t1","content":"b","status":"pending"}]}"#),
             "todos[1].id: \"t1\" is also the id of todos[0]; every item needs its own id"
         );
+    }
+
+    #[test]
+    fn a_repeated_id_names_the_first_item_that_had_it_in_long_lists_too() {
+        for ids in [
+            vec!["t1", "t2", "t3", "t2", "t1"],
+            vec!["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10", "t11", "t4", "t1"],
+            vec!["x", "t9", "t3", "t4", "t5", "t6", "t7", "t8", "t2", "t10", "t11", "t12", "t8", "x"],
+        ] {
+            let todos: Vec<Json> = ids.iter().map(|id| json!({"id": id, "content": "c", "status": "pending"})).collect();
+            let repeat = ids.iter().enumerate().position(|(i, id)| ids[..i].contains(id)).unwrap();
+            let first = ids.iter().position(|id| *id == ids[repeat]).unwrap();
+            assert_eq!(
+                error_of(&json!({ "todos": todos }).to_string()),
+                format!("todos[{repeat}].id: {:?} is also the id of todos[{first}]; every item needs its own id", ids[repeat])
+            );
+        }
+        let rising: Vec<Json> = (1..30).map(|n| json!({"id": format!("t{n}"), "content": "c", "status": "pending"})).collect();
+        assert_eq!(parse(&json!({ "todos": rising }).to_string()).unwrap().len(), 29);
+    }
+
+    #[test]
+    fn the_first_key_of_a_name_counts_and_null_is_absent() {
+        let item = |pairs: Vec<(&str, Input)>| {
+            let todo = Input::Map(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+            let list = Box::leak(Box::new(Input::Array(vec![todo])));
+            parse_write(list, &Limits::default()).map(|mut items| items.remove(0))
+        };
+        let text = |s: &str| Input::Str(s.into());
+        let base = || vec![("content", text("first")), ("status", text("pending"))];
+        let with = |extra: Vec<(&'static str, Input)>| base().into_iter().chain(extra).collect::<Vec<_>>();
+        assert_eq!(item(with(vec![("content", text("second"))])).unwrap().content, "first");
+        assert_eq!(item(with(vec![("active_form", text("Alias"))])).unwrap().active_form, Some("Alias"));
+        assert_eq!(item(with(vec![("activeForm", Input::Null), ("active_form", text("Alias"))])).unwrap().active_form, None);
+        assert_eq!(item(with(vec![("active_form", text("Alias")), ("activeForm", text("Name"))])).unwrap().active_form, Some("Name"));
+        assert_eq!(item(with(vec![("id", Input::Null)])).unwrap().id, None);
+        assert_eq!(item(with(vec![("id", text(" t3 "))])).unwrap().id, Some("t3"));
+        assert_eq!(item(vec![("status", text("pending")), ("content", Input::Null)]).unwrap_err().to_string(), "todos[0].content: is required");
     }
 
     #[test]
@@ -555,7 +645,7 @@ mod tests {
                             prop_assert!(!item.content.contains('\0'));
                             prop_assert!(item.content.chars().count() <= max_chars);
                             if let Some(id) = &item.id {
-                                prop_assert!(!id.is_empty() && ids.insert(id.clone()));
+                                prop_assert!(!id.is_empty() && ids.insert(*id));
                             }
                         }
                     }
@@ -565,6 +655,13 @@ mod tests {
                         prop_assert!(error.to_string().chars().count() < 300);
                     }
                 }
+            }
+
+            #[test]
+            fn repeated_ids_are_found_as_by_comparing_every_pair(ids in prop::collection::vec(prop::option::of(prop_oneof!["t[0-9]{1,2}", "[ax]"]), 0..24)) {
+                let items: Vec<ProposedItem> =
+                    ids.iter().map(|id| ProposedItem { id: id.as_deref(), content: "c", active_form: None, status: Status::Pending }).collect();
+                prop_assert_eq!(duplicate_id(&items), duplicate_id_by_scan(&items));
             }
 
             #[test]

@@ -1073,8 +1073,7 @@ fn panic_for_test(message: String) -> Result<()> {
 /// [without-progress same-tool identical error-warn error-trip oscillation
 ///  churn hard-cap max-continuations reminder-after reminders auto-complete
 ///  max-result-chars].
-fn loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
-    let vector = options.value();
+fn loop_options(env: &Env, vector: Value) -> Result<LoopOptions> {
     let cached = LOOP_OPTIONS.with(|cache| match &*cache.borrow() {
         Some((seen, read)) if *seen == vector => Some(*read),
         _ => None,
@@ -1082,7 +1081,8 @@ fn loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
     if let Some(read) = cached {
         return Ok(read);
     }
-    let read = read_loop_options(env, options)?;
+    // Only a vector not seen before is checked and read.
+    let read = read_loop_options(env, vector.into_rust()?)?;
     let previous = LOOP_OPTIONS.with(|cache| cache.borrow_mut().replace((vector.make_global_ref(), read)));
     if let Some((seen, _)) = previous {
         seen.free(env)?;
@@ -1202,7 +1202,7 @@ fn after_tool<'e>(
     result: Value<'e>,
     error: Value<'e>,
     duration: Value<'e>,
-    options: Vector<'e>,
+    options: Value<'e>,
 ) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
@@ -1231,7 +1231,7 @@ fn after_tool<'e>(
 }
 
 #[defun]
-fn turn_end<'e>(env: &'e Env, session: Value<'e>, had_tool_calls: Value<'e>, options: Vector<'e>) -> Result<Option<String>> {
+fn turn_end<'e>(env: &'e Env, session: Value<'e>, had_tool_calls: Value<'e>, options: Value<'e>) -> Result<Option<String>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let mut registry = registry();
@@ -1247,7 +1247,7 @@ fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Valu
 }
 
 #[defun]
-fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: Vector<'e>) -> Result<Value<'e>> {
+fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let message = if message.is_not_nil() {
@@ -1264,7 +1264,7 @@ fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: V
 }
 
 #[defun]
-fn report<'e>(env: &'e Env, session: Value<'e>, options: Vector<'e>) -> Result<String> {
+fn report<'e>(env: &'e Env, session: Value<'e>, options: Value<'e>) -> Result<String> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let registry = registry();

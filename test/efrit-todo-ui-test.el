@@ -63,6 +63,25 @@ off, and everything is put back afterwards."
     (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
       (and bounds (buffer-substring-no-properties (car bounds) (cdr bounds))))))
 
+(defun efrit-todo-ui-test--show-two-sessions (session)
+  "Write the sample list to SESSION and one item to another; show both.
+Return the name of the other session."
+  (let ((other (concat session "-other")))
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-ui-test--write other '("Other work" "pending"))
+    (efrit-todo-show)
+    other))
+
+(defun efrit-todo-ui-test--mark-sections (&rest sessions)
+  "Append the text MARK to the heading of each of SESSIONS in the buffer.
+A section redrawn since loses its mark."
+  (with-current-buffer efrit-todo-buffer-name
+    (let ((inhibit-read-only t))
+      (dolist (name sessions)
+        (goto-char (car (efrit-todo--section-bounds (efrit-todo--key name))))
+        (end-of-line)
+        (insert-and-inherit " MARK")))))
+
 (defun efrit-todo-ui-test--goto-item (session id)
   "Move point in *efrit-todos* to the line of item ID of SESSION."
   (with-current-buffer efrit-todo-buffer-name
@@ -215,16 +234,8 @@ press RET."
 (ert-deftest efrit-todo-ui-test-redraws-only-changed-session ()
   "A change redraws its own session's section and leaves the others."
   (efrit-todo-ui-test-with-buffer session
-    (let ((other (concat session "-other")))
-      (efrit-todo-ui-test--sample session)
-      (efrit-todo-ui-test--write other '("Other work" "pending"))
-      (efrit-todo-show)
-      (with-current-buffer efrit-todo-buffer-name
-        (let ((inhibit-read-only t))
-          (dolist (name (list session other))
-            (goto-char (car (efrit-todo--section-bounds (efrit-todo--key name))))
-            (end-of-line)
-            (insert-and-inherit " MARK"))))
+    (let ((other (efrit-todo-ui-test--show-two-sessions session)))
+      (efrit-todo-ui-test--mark-sections session other)
       (efrit-todo-user-set-status "t3" 'cancelled session)
       (should (string-match-p "✗ t3" (efrit-todo-ui-test--section session)))
       (should-not (string-match-p "MARK" (efrit-todo-ui-test--section session)))
@@ -342,15 +353,8 @@ press RET."
 (ert-deftest efrit-todo-ui-test-tool-calls-redraw-their-session ()
   "A recorded tool call redraws the session that made it, and only that one."
   (efrit-todo-ui-test-with-buffer session
-    (let ((other (concat session "-other")))
-      (efrit-todo-ui-test--sample session)
-      (efrit-todo-ui-test--write other '("Other work" "pending"))
-      (efrit-todo-show)
-      (with-current-buffer efrit-todo-buffer-name
-        (let ((inhibit-read-only t))
-          (goto-char (car (efrit-todo--section-bounds (efrit-todo--key other))))
-          (end-of-line)
-          (insert-and-inherit " MARK")))
+    (let ((other (efrit-todo-ui-test--show-two-sessions session)))
+      (efrit-todo-ui-test--mark-sections other)
       (should-not (string-match-p "1 call" (efrit-todo-ui-test--section session)))
       (efrit-todo-after-tool "read_file" "config.el" "(setq x 1)" nil session 0.1)
       (should (string-match-p "◐ t2  Renaming parse-config  running [0-9]+s  ▸ 1 call$"
@@ -489,10 +493,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-refresh-and-session ()
   "g redraws from the module; s selects a session and moves to it."
   (efrit-todo-ui-test-with-buffer session
-    (let ((other (concat session "-other")))
-      (efrit-todo-ui-test--sample session)
-      (efrit-todo-ui-test--write other '("Other work" "pending"))
-      (efrit-todo-show)
+    (let ((other (efrit-todo-ui-test--show-two-sessions session)))
       (with-current-buffer efrit-todo-buffer-name
         (let ((inhibit-read-only t))
           (erase-buffer)))

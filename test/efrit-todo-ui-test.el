@@ -493,20 +493,20 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-refresh-and-session ()
   "g redraws from the module; s selects a session and moves to it."
   (efrit-todo-ui-test-with-buffer session
-    (let ((other (efrit-todo-ui-test--show-two-sessions session)))
-      (with-current-buffer efrit-todo-buffer-name
-        (let ((inhibit-read-only t))
-          (erase-buffer)))
-      (efrit-todo-ui-test--press "g")
-      (should (string-match-p "○ t3  Update the callers" (efrit-todo-ui-test--section session)))
-      (efrit-todo-ui-test--press "s" session)
-      (with-current-buffer efrit-todo-buffer-name
-        (should (equal (get-text-property (point) 'efrit-todo-session) session))
-        (should (eq (get-text-property (point) 'efrit-todo-line) 'heading))
-        (should (string-prefix-p (concat session ": 1/4 done") (efrit-todo--header-line))))
-      (efrit-todo-ui-test--press "a" "Added from the heading")
-      (should (equal (plist-get (car (last (efrit-todo-list session))) :content)
-                     "Added from the heading")))))
+    (efrit-todo-ui-test--show-two-sessions session)
+    (with-current-buffer efrit-todo-buffer-name
+      (let ((inhibit-read-only t))
+        (erase-buffer)))
+    (efrit-todo-ui-test--press "g")
+    (should (string-match-p "○ t3  Update the callers" (efrit-todo-ui-test--section session)))
+    (efrit-todo-ui-test--press "s" session)
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (point) 'efrit-todo-session) session))
+      (should (eq (get-text-property (point) 'efrit-todo-line) 'heading))
+      (should (string-prefix-p (concat session ": 1/4 done") (efrit-todo--header-line))))
+    (efrit-todo-ui-test--press "a" "Added from the heading")
+    (should (equal (plist-get (car (last (efrit-todo-list session))) :content)
+                   "Added from the heading"))))
 
 (ert-deftest efrit-todo-ui-test-key-help ()
   "? lists every key with what its command does."

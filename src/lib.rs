@@ -361,7 +361,7 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     // Types in the order they are met: strings and tables (Efrit's JSON)
     // first, as each test is a module call.
     if is(env, ty, ty_hash_table) {
-        return table_to_input(env, value, depth, true);
+        return table_to_input(env, value, depth);
     }
     if is(env, ty, ty_integer) {
         return Ok(match value.into_rust::<i64>() {
@@ -405,18 +405,16 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
 }
 
-/// Reads a hash table, through the keys of a todo item first when
-/// TRY_KNOWN (see `known_fields').
-fn table_to_input(env: &Env, table: Value, depth: usize, try_known: bool) -> Result<Input> {
+/// Reads a hash table, through the keys of a todo item first (see
+/// `known_fields').
+fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
     let count: i64 = env.call(fn_hash_table_count, (table,))?.into_rust()?;
     let count = usize::try_from(count).unwrap_or(0);
     if count > MAX_ELEMENTS {
         return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
     }
-    if try_known {
-        if let Some(pairs) = known_fields(env, table, count, depth)? {
-            return Ok(Input::Map(pairs));
-        }
+    if let Some(pairs) = known_fields(env, table, count, depth)? {
+        return Ok(Input::Map(pairs));
     }
     walk_table(env, table, count, depth)
 }
@@ -446,9 +444,10 @@ thread_local! {
 }
 
 /// Reads every entry of TABLE with one `maphash' calling back into this
-/// module: no list of keys, no vector, no `gethash' per key.
-fn walk_table(env: &Env, table: Value, count: usize, depth: usize) -> Result<Input> {
-    let walk = TableWalk { depth, pairs: Vec::with_capacity(count), bad_key: false, too_many: false };
+/// module: no list of keys, no vector, no `gethash' per key.  CAPACITY is
+/// the number of entries expected.
+fn walk_table(env: &Env, table: Value, capacity: usize, depth: usize) -> Result<Input> {
+    let walk = TableWalk { depth, pairs: Vec::with_capacity(capacity), bad_key: false, too_many: false };
     TABLE_WALKS.with(|walks| walks.borrow_mut().push(walk));
     let walked = env.call(fn_maphash, (fn_table_entry.bind(env), table));
     let walk = TABLE_WALKS.with(|walks| walks.borrow_mut().pop());

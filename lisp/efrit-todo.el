@@ -219,13 +219,16 @@ Values from a model or a caller may be nested too deep to print whole."
               (list (format "session: expected a string, got %s" (efrit-todo--describe name)))))
     name))
 
+(defun efrit-todo--report-change-error (function err)
+  "Report ERR, which change hook FUNCTION signaled, without stopping."
+  (message "Efrit-todo: error in %S: %s" function (error-message-string err)))
+
 (defun efrit-todo--call-change-function (function session)
   "Call FUNCTION with SESSION, reporting an error instead of signaling it.
 Return nil, so that `run-hook-wrapped' goes on to the next function."
   (condition-case err
       (funcall function session)
-    (error (message "Efrit-todo: error in %S: %s"
-                    function (error-message-string err))))
+    (error (efrit-todo--report-change-error function err)))
   nil)
 
 (defun efrit-todo--run-change-hook (session)
@@ -244,8 +247,7 @@ Return nil, so that `run-hook-wrapped' goes on to the next function."
               (while functions
                 (setq function (pop functions))
                 (funcall function session))
-            (error (message "Efrit-todo: error in %S: %s"
-                            function (error-message-string err)))))))))
+            (error (efrit-todo--report-change-error function err))))))))
 
 (defvar efrit-todo--mirroring nil
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")

@@ -218,30 +218,50 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 
 /// SESSION as the module reads it: a string naming the session.
 fn session_name(env: &Env, name: Value) -> Result<String> {
-    let known = LAST_SESSION.with(|last| match &*last.borrow() {
-        Some((seen, text)) if *seen == name => Some(text.clone()),
-        _ => None,
-    });
-    if let Some(text) = known {
+    if let Some(text) = LAST_SESSION.with(|last| last.get(name)) {
         return Ok(text);
     }
     let text = match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
         Ok(text) => text,
         Err(error) => return invalid(env, error),
     };
-    let previous = LAST_SESSION.with(|last| last.borrow_mut().replace((name.make_global_ref(), text.clone())));
-    if let Some((seen, _)) = previous {
-        seen.free(env)?;
-    }
+    LAST_SESSION.with(|last| last.remember(env, name, text.clone()))?;
     Ok(text)
 }
 
+/// The last Lisp object read in some place, and what it read as, so that
+/// the same object (`eq') need not be read again.  Only for objects nobody
+/// alters in place.
+struct LastRead<T>(std::cell::RefCell<Option<(emacs::GlobalRef, T)>>);
+
+impl<T: Clone> LastRead<T> {
+    const fn new() -> Self {
+        LastRead(std::cell::RefCell::new(None))
+    }
+
+    /// What VALUE read as, if it is the object read last.
+    fn get(&self, value: Value) -> Option<T> {
+        match &*self.0.borrow() {
+            Some((seen, read)) if *seen == value => Some(read.clone()),
+            _ => None,
+        }
+    }
+
+    /// Remembers that VALUE read as READ, letting go of the previous object.
+    fn remember(&self, env: &Env, value: Value, read: T) -> Result<()> {
+        let previous = self.0.borrow_mut().replace((value.make_global_ref(), read));
+        match previous {
+            Some((seen, _)) => seen.free(env),
+            None => Ok(()),
+        }
+    }
+}
+
 thread_local! {
-    /// The session string read last and its text.  Efrit passes the same
-    /// string object on every call of a session (its session id), so an
-    /// `eq' test replaces reading and checking it again.  Nobody alters a
-    /// session id string in place.
-    static LAST_SESSION: std::cell::RefCell<Option<(emacs::GlobalRef, String)>> = const { std::cell::RefCell::new(None) };
+    /// The session string read last.  Efrit passes the same string object
+    /// on every call of a session (its session id), so an `eq' test
+    /// replaces reading and checking it again.
+    static LAST_SESSION: LastRead<String> = const { LastRead::new() };
 }
 
 fn options(max_items: i64, max_content_chars: i64, full_list_up_to: i64) -> Options {
@@ -1073,28 +1093,21 @@ fn panic_for_test(message: String) -> Result<()> {
 ///  churn hard-cap max-continuations reminder-after reminders auto-complete
 ///  max-result-chars].
 fn loop_options(env: &Env, vector: Value) -> Result<LoopOptions> {
-    let cached = LOOP_OPTIONS.with(|cache| match &*cache.borrow() {
-        Some((seen, read)) if *seen == vector => Some(*read),
-        _ => None,
-    });
-    if let Some(read) = cached {
+    if let Some(read) = LOOP_OPTIONS.with(|last| last.get(vector)) {
         return Ok(read);
     }
     // Only a vector not seen before is checked and read.
     let read = read_loop_options(env, vector.into_rust()?)?;
-    let previous = LOOP_OPTIONS.with(|cache| cache.borrow_mut().replace((vector.make_global_ref(), read)));
-    if let Some((seen, _)) = previous {
-        seen.free(env)?;
-    }
+    LOOP_OPTIONS.with(|last| last.remember(env, vector, read))?;
     Ok(read)
 }
 
 thread_local! {
-    /// The options vector read last and what it said.  `efrit-todo--loop-options'
-    /// hands the same vector back while no option changes, and never alters
-    /// one it made, so a vector seen before need not be read again: that is
-    /// 26 module calls saved on every tool call.
-    static LOOP_OPTIONS: std::cell::RefCell<Option<(emacs::GlobalRef, LoopOptions)>> = const { std::cell::RefCell::new(None) };
+    /// The options vector read last.  `efrit-todo--loop-options' hands the
+    /// same vector back while no option changes, and never alters one it
+    /// made, so a vector seen before need not be read again: that is 26
+    /// module calls saved on every tool call.
+    static LOOP_OPTIONS: LastRead<LoopOptions> = const { LastRead::new() };
 }
 
 fn read_loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {

@@ -166,6 +166,11 @@ other change redraws through `efrit-todo-change-functions'."
 (defconst efrit-todo-buffer-name "*efrit-todos*"
   "Name of the buffer that shows the todo lists.")
 
+(defvar efrit-todo--list-buffer nil
+  "The buffer named `efrit-todo-buffer-name' that was last put in its mode.
+Kept so that the change hook, run on every tool call, need not look
+the buffer up by name.")
+
 (defun efrit-todo--one-line (text)
   "Return TEXT, which may come from the model, on one line."
   (let ((text (or text "")))
@@ -670,6 +675,8 @@ next turn (\"the user marked t3 cancelled\").
 
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui
+  (when (equal (buffer-name) efrit-todo-buffer-name)
+    (setq efrit-todo--list-buffer (current-buffer)))
   (setq-local efrit-todo--keys (make-hash-table :test 'equal))
   (setq-local efrit-todo--unfolded (make-hash-table :test 'equal))
   (setq-local efrit-todo--folded-sessions (make-hash-table :test 'equal))
@@ -889,10 +896,9 @@ An unfolded item shows its tool calls; a folded session hides its items."
   "Sessions for which `efrit-todo-auto-show' has already shown the buffer.")
 
 (defun efrit-todo--maybe-auto-show (session)
-  "Show the buffer if SESSION has its first list and the user wants that."
-  (when (and efrit-todo-auto-show
-             (not noninteractive)
-             (not (gethash session efrit-todo--auto-shown))
+  "Show the buffer if SESSION has its first list.
+The caller checks that the user wants that: `efrit-todo-auto-show'."
+  (when (and (not (gethash session efrit-todo--auto-shown))
              (> (plist-get (efrit-todo-counts session) :total) 0))
     (puthash session t efrit-todo--auto-shown)
     (let ((buffer (efrit-todo--buffer)))
@@ -1016,14 +1022,18 @@ whole list in its help-echo and opens *efrit-todos* on a click."
 ;;;; Following the changes
 
 (defun efrit-todo--on-change (session)
-  "Update the buffer and indicator for SESSION, which just changed."
+  "Update the buffer and indicator for SESSION, which just changed.
+This runs on every tool call: what it does when nothing is shown is
+only variable tests."
   (when efrit-todo-mode-line-mode
     (efrit-todo--mode-line-follow session))
-  (let ((buffer (get-buffer efrit-todo-buffer-name)))
-    (when (and buffer (with-current-buffer buffer (derived-mode-p 'efrit-todo-list-mode)))
+  (let ((buffer efrit-todo--list-buffer))
+    (when (and buffer (buffer-live-p buffer)
+               (with-current-buffer buffer (derived-mode-p 'efrit-todo-list-mode)))
       (with-current-buffer buffer
         (efrit-todo--session-changed session))))
-  (efrit-todo--maybe-auto-show session))
+  (when (and efrit-todo-auto-show (not noninteractive))
+    (efrit-todo--maybe-auto-show session)))
 
 (add-hook 'efrit-todo-change-functions #'efrit-todo--on-change)
 

@@ -211,43 +211,47 @@ Values from a model or a caller may be nested too deep to print whole."
   (let ((print-level 3) (print-length 10))
     (truncate-string-to-width (format "%S" value) 100 nil nil "...")))
 
-(defun efrit-todo--session (session)
+(defun efrit-todo--invalid-session (name)
+  "Signal that NAME, given as a session, is not a string."
+  (signal 'efrit-todo-invalid-input
+          (list (format "session: expected a string, got %s" (efrit-todo--describe name)))))
+
+;; Inline, like the other accessors called on every tool call: a call of
+;; a byte-compiled function costs more than the work these do.
+(defsubst efrit-todo--session (session)
   "Return the name of SESSION, resolving nil to the current session."
   (let ((name (or session efrit-todo-current-session "default")))
-    (unless (stringp name)
-      (signal 'efrit-todo-invalid-input
-              (list (format "session: expected a string, got %s" (efrit-todo--describe name)))))
-    name))
+    (if (stringp name) name (efrit-todo--invalid-session name))))
 
 (defun efrit-todo--report-change-error (function err)
   "Report ERR, which change hook FUNCTION signaled, without stopping."
   (message "Efrit-todo: error in %S: %s" function (error-message-string err)))
 
-(defun efrit-todo--call-change-function (function session)
-  "Call FUNCTION with SESSION, reporting an error instead of signaling it.
-Return nil, so that `run-hook-wrapped' goes on to the next function."
-  (condition-case err
-      (funcall function session)
-    (error (efrit-todo--report-change-error function err)))
-  nil)
+(defsubst efrit-todo--change-functions (value)
+  "Return VALUE, a value of `efrit-todo-change-functions', as a list.
+A single function becomes a list of one, as `run-hooks' reads it."
+  (if (functionp value) (list value) value))
 
 (defun efrit-todo--run-change-hook (session)
-  "Run `efrit-todo-change-functions' with SESSION, reporting errors."
-  (let ((functions efrit-todo-change-functions))
-    (if (or (functionp functions) (local-variable-p 'efrit-todo-change-functions))
-        ;; A single function, or a buffer-local value with t for the
-        ;; global one: leave those forms to `run-hook-wrapped'.
-        (run-hook-wrapped 'efrit-todo-change-functions
-                          #'efrit-todo--call-change-function session)
-      ;; This runs on every tool call: one handler for the whole list,
-      ;; set up again only after a function failed.
-      (while functions
-        (let ((function nil))
-          (condition-case err
-              (while functions
-                (setq function (pop functions))
-                (funcall function session))
-            (error (efrit-todo--report-change-error function err))))))))
+  "Run `efrit-todo-change-functions' with SESSION, reporting errors.
+As in `run-hook-with-args', t in a buffer-local value stands for the
+global functions; unlike there, a function that fails does not stop
+the others."
+  (let ((functions (efrit-todo--change-functions efrit-todo-change-functions)))
+    ;; This runs on every tool call: one handler for the whole list, set
+    ;; up again only after a function failed.
+    (while functions
+      (let ((function nil))
+        (condition-case err
+            (while functions
+              (setq function (pop functions))
+              (if (eq function t)
+                  (setq functions
+                        (append (remq t (efrit-todo--change-functions
+                                         (default-value 'efrit-todo-change-functions)))
+                                functions))
+                (funcall function session)))
+          (error (efrit-todo--report-change-error function err)))))))
 
 (defvar efrit-todo--mirroring nil
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
@@ -462,16 +466,19 @@ Longer results are cut with a marker giving their full length."
 (dolist (variable efrit-todo--loop-option-variables)
   (add-variable-watcher variable #'efrit-todo--loop-option-changed))
 
-(defun efrit-todo--loop-options ()
+(defun efrit-todo--make-loop-options ()
+  "Return a new options vector, and keep it unless an option is buffer-local."
+  (let ((options (apply #'vector (mapcar #'symbol-value efrit-todo--loop-option-variables))))
+    (unless efrit-todo--loop-options-local
+      (setq efrit-todo--loop-options options))
+    options))
+
+(defsubst efrit-todo--loop-options ()
   "Return the options vector for the loop functions of the module.
 The same vector comes back until an option changes (the variable
 watchers say when), and the module reads a vector it has seen before
 without converting it again.  An old vector is never altered."
-  (or efrit-todo--loop-options
-      (let ((options (apply #'vector (mapcar #'symbol-value efrit-todo--loop-option-variables))))
-        (unless efrit-todo--loop-options-local
-          (setq efrit-todo--loop-options options))
-        options)))
+  (or efrit-todo--loop-options (efrit-todo--make-loop-options)))
 
 (defun efrit-todo-before-tool (name _input &optional session)
   "Return nil to let tool NAME run in SESSION, or the refusal text.
@@ -913,17 +920,21 @@ or NAME.json.N.corrupt; never the temporary dot files of a save.")
   "(SETTING DEFAULT-DIRECTORY . EXPANDED) of the last expansion.
 Expanding a file name costs more than scheduling the save itself.")
 
-(defun efrit-todo--state-dir ()
+(defun efrit-todo--expand-state-dir ()
+  "Return `efrit-todo-state-directory' expanded, and remember it."
+  (let ((setting efrit-todo-state-directory))
+    (let ((expanded (file-name-as-directory (expand-file-name setting))))
+      (setq efrit-todo--state-dir-cache (cons setting (cons default-directory expanded)))
+      expanded)))
+
+(defsubst efrit-todo--state-dir ()
   "Return `efrit-todo-state-directory' expanded, or nil for memory only."
   (let ((setting efrit-todo-state-directory)
         (cache efrit-todo--state-dir-cache))
     (cond ((null setting) nil)
           ((and (eq (car cache) setting) (eq (cadr cache) default-directory))
            (cddr cache))
-          (t (let ((expanded (file-name-as-directory (expand-file-name setting))))
-               (setq efrit-todo--state-dir-cache
-                     (cons setting (cons default-directory expanded)))
-               expanded)))))
+          (t (efrit-todo--expand-state-dir)))))
 
 (defun efrit-todo--report-save-failures (failures)
   "Show FAILURES, the messages of failed writes to disk."

@@ -160,13 +160,23 @@ impl Budgeted {
     /// says must be escaped, pushed at once; returns the rest.
     fn push_run<'t>(&mut self, text: &'t str, escaped: impl Fn(char) -> bool) -> &'t str {
         let room = self.room();
-        let (mut end, mut count) = (0, 0);
-        for (at, c) in text.char_indices() {
-            if count == room || escaped(c) {
-                break;
+        let bytes = text.as_bytes();
+        // ASCII first, a byte at a time: tool inputs are mostly ASCII, and
+        // there a byte is a character.
+        let mut end = 0;
+        while end < bytes.len() && end < room && bytes[end].is_ascii() && !escaped(char::from(bytes[end])) {
+            end += 1;
+        }
+        let mut count = end;
+        if end < bytes.len() && count < room && !bytes[end].is_ascii() {
+            let start = end;
+            for (at, c) in text[start..].char_indices() {
+                if count == room || escaped(c) {
+                    break;
+                }
+                end = start + at + c.len_utf8();
+                count += 1;
             }
-            end = at + c.len_utf8();
-            count += 1;
         }
         self.out.push_str(&text[..end]);
         self.chars += count;
@@ -690,7 +700,7 @@ mod tests {
             Just(Input::Null),
             any::<i64>().prop_map(Input::Int),
             any::<f64>().prop_map(Input::Float),
-            r#"(?s)[a"\\\n\t\r\x01\x7fé🙂 ]{0,30}"#.prop_map(Input::Str),
+            r#"(?s)[a"\\\n\t\r\x01\x7f\x{85}é🙂 ]{0,30}"#.prop_map(Input::Str),
             "[a-z]{0,8}".prop_map(Input::Unsupported),
         ];
         leaf.prop_recursive(3, 24, 4, |inner| {

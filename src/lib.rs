@@ -20,7 +20,7 @@ use crate::model::{Item, Status};
 use crate::breaker::BreakerLimits;
 use crate::guide::GuideOptions;
 use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session, UserEdit};
-use crate::validate::{checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
+use crate::validate::{checked_name, checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
 
 emacs::plugin_is_GPL_compatible!();
 
@@ -217,12 +217,14 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 }
 
 /// SESSION as the module reads it: a string naming the session.
-fn session_name(env: &Env, name: Value) -> Result<String> {
+/// Shared rather than a String, because the one read last is handed out
+/// again on every call of that session.
+fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
     if let Some(text) = LAST_SESSION.with(|last| last.get(name)) {
         return Ok(text);
     }
-    let text = match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
-        Ok(text) => text,
+    let text: std::rc::Rc<str> = match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
+        Ok(text) => text.into(),
         Err(error) => return invalid(env, error),
     };
     LAST_SESSION.with(|last| last.remember(env, name, text.clone()))?;
@@ -261,7 +263,7 @@ thread_local! {
     /// The session string read last.  Efrit passes the same string object
     /// on every call of a session (its session id), so an `eq' test
     /// replaces reading and checking it again.
-    static LAST_SESSION: LastRead<String> = const { LastRead::new() };
+    static LAST_SESSION: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
 fn options(max_items: i64, max_content_chars: i64, full_list_up_to: i64) -> Options {
@@ -1177,10 +1179,7 @@ fn tool_name(env: &Env, value: Value) -> Result<std::result::Result<String, Inva
         Some(Ok(name)) => Ok(name),
         _ => string_arg(env, value, "name")?,
     };
-    Ok(name.and_then(|name| {
-        let name = checked_text(&Input::Str(name), "name", usize::MAX)?;
-        non_blank(name, "name")
-    }))
+    Ok(name.and_then(|name| checked_name(name, "name")))
 }
 
 /// DURATION in seconds: nil or a number.
@@ -1226,7 +1225,7 @@ fn after_tool<'e>(
     };
     let input = call_input(env, input)?;
     let result_text = result_text(env, result)?;
-    let text = registry().session(&session).after_tool(
+    let returned = registry().session(&session).after_tool(
         &tool,
         &input,
         result_text.text.as_deref(),
@@ -1234,12 +1233,13 @@ fn after_tool<'e>(
         duration,
         &options,
     );
-    // Usually the text is the result untouched: hand back the same string
-    // rather than make a copy for the garbage collector to find.
-    if result_text.own && result_text.text.as_deref() == Some(text.as_str()) {
-        return Ok(result);
+    match (returned, result_text) {
+        (Some(text), _) => lisp_text(env, &text),
+        // Usually the result goes back untouched: hand back the same string
+        // rather than make a copy for the garbage collector to find.
+        (None, ResultText { own: true, .. }) => Ok(result),
+        (None, ResultText { text, .. }) => lisp_text(env, text.as_deref().unwrap_or_default()),
     }
-    lisp_text(env, &text)
 }
 
 #[defun]
@@ -1457,7 +1457,7 @@ fn store_save<'e>(env: &'e Env, session: Value<'e>, dir: String) -> Result<Value
     let session = session_name(env, session)?;
     match store::save_now(&session, std::path::Path::new(&dir)) {
         Ok(file) => file.map(|f| f.to_string_lossy().into_owned()).into_lisp(env),
-        Err(e) => env.call("error", ("Efrit-todo: could not save session %S in %s: %s", session, dir, e.to_string())),
+        Err(e) => env.call("error", ("Efrit-todo: could not save session %S in %s: %s", session.to_string(), dir, e.to_string())),
     }
 }
 

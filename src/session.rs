@@ -2,7 +2,6 @@
 //! Every operation validates first and commits last, so a failed call leaves
 //! the session exactly as it was.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::Lazy;
@@ -250,8 +249,10 @@ impl Session {
         self.breaker.refusal(tool)
     }
 
-    /// Records a finished call and returns the text to send back to the
-    /// model: the result (never lost, never empty) plus any notices.
+    /// Records a finished call.  Returns the text to send back to the model
+    /// when it is not RESULT as given (no output named, or notices
+    /// appended), and None when RESULT goes back as it is: the usual case,
+    /// which then costs no copy of the result.
     pub fn after_tool(
         &mut self,
         tool: &str,
@@ -260,11 +261,14 @@ impl Session {
         flagged_error: bool,
         duration: Option<f64>,
         options: &LoopOptions,
-    ) -> String {
+    ) -> Option<String> {
         let running = in_progress(&self.items).map(|i| i.id.as_str());
         let entry = self.ledger.record(tool, input, result, flagged_error, running, now(), duration);
-        // The ledger keeps its entry; the caller gets its own copy of the result.
-        let (error, mut text) = (entry.error, entry.result.clone());
+        let error = entry.error;
+        let as_given = result == Some(entry.result.as_str());
+        // Error texts feed the breaker's repeated-error rule; they are rare,
+        // so only they are copied out of the ledger.
+        let error_text = error.then(|| entry.result.clone());
         let mut notices = Vec::new();
         let (mut progress, mut changed_nothing) = (false, false);
         if tool == "todo_write" {
@@ -283,7 +287,7 @@ impl Session {
         let call = Call {
             tool,
             fingerprint: fingerprint(tool, input),
-            error: error.then_some(text.as_str()),
+            error: error_text.as_deref(),
             progress,
             unchanged_write: changed_nothing,
         };
@@ -296,11 +300,16 @@ impl Session {
                 notices.push(reminder);
             }
         }
+        if as_given && notices.is_empty() {
+            return None;
+        }
+        // Only here, with something to add, is the recorded result copied.
+        let mut text = self.ledger.entries().last().map_or_else(String::new, |entry| entry.result.clone());
         for notice in notices {
             text.push_str("\n\n");
             text.push_str(&notice);
         }
-        text
+        Some(text)
     }
 
     /// The aggregated report: every tool result, the list, the message last.
@@ -500,31 +509,42 @@ impl Session {
 
 #[derive(Debug, Default)]
 pub struct Registry {
-    sessions: HashMap<String, Session>,
-    /// Creation order, so listings are stable.
-    order: Vec<String>,
+    /// In creation order, so listings are stable.
+    sessions: Vec<(String, Session)>,
+    /// Where each session is in `sessions`.  Looked up twice on every tool
+    /// call, hence FxHash and no copy of the name to look it up.
+    index: FxHashMap<String, usize>,
 }
 
 impl Registry {
     pub fn get(&self, name: &str) -> Option<&Session> {
-        self.sessions.get(name)
+        self.index.get(name).map(|&at| &self.sessions[at].1)
     }
 
     pub fn session(&mut self, name: &str) -> &mut Session {
-        if !self.sessions.contains_key(name) {
-            self.order.push(name.to_string());
-        }
-        self.sessions.entry(name.to_string()).or_insert_with(Session::started_now)
+        let at = match self.index.get(name) {
+            Some(&at) => at,
+            None => self.add(name, Session::started_now()),
+        };
+        &mut self.sessions[at].1
+    }
+
+    fn add(&mut self, name: &str, session: Session) -> usize {
+        let at = self.sessions.len();
+        self.sessions.push((name.to_string(), session));
+        self.index.insert(name.to_string(), at);
+        at
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.order.clone()
+        self.sessions.iter().map(|(name, _)| name.clone()).collect()
     }
 
     /// Forgets everything about a session except the ids it issued and its
     /// history, where the reset is recorded (and can be undone).
     pub fn reset(&mut self, name: &str) {
-        if let Some(session) = self.sessions.get_mut(name) {
+        if let Some(&at) = self.index.get(name) {
+            let session = &mut self.sessions[at].1;
             let ids = session.ids.clone();
             let history = std::mem::take(&mut session.history);
             let before = std::mem::take(&mut session.items);
@@ -535,10 +555,12 @@ impl Registry {
 
     /// Puts a session read back from disk in place of NAME.
     pub fn install(&mut self, name: &str, session: Session) {
-        if !self.sessions.contains_key(name) {
-            self.order.push(name.to_string());
+        match self.index.get(name) {
+            Some(&at) => self.sessions[at].1 = session,
+            None => {
+                self.add(name, session);
+            }
         }
-        self.sessions.insert(name.to_string(), session);
     }
 }
 
@@ -673,6 +695,22 @@ mod tests {
         assert_eq!(blank.unwrap_err().path, "content");
         assert_eq!(s.user_edit(UserEdit::Add { content: String::new() }, &options).unwrap_err().path, "content");
         assert_eq!((s.items.clone(), s.user_notes.clone(), s.ids.clone()), before);
+    }
+
+    #[test]
+    fn after_tool_returns_text_only_when_it_is_not_the_result_as_given() {
+        let mut s = edit_session();
+        let options = LoopOptions::default();
+        let mut call = |n: i64, result: Option<&str>| {
+            s.after_tool("eval_sexp", &Input::Int(n), result, false, None, &options)
+        };
+        assert_eq!(call(1, Some("42")), None);
+        assert_eq!(call(2, None).as_deref(), Some("eval_sexp returned no output"));
+        assert_eq!(call(3, Some(" \n")).as_deref(), Some("eval_sexp returned no output"));
+        // A second identical call in a row brings the breaker's warning.
+        let reply = call(3, Some("42")).unwrap_or_default();
+        assert!(reply.starts_with("42\n\nWarning: "), "{reply}");
+        assert_eq!(s.entries().last().map(|e| e.result.as_str()), Some("42"));
     }
 
     #[test]

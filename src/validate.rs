@@ -229,9 +229,7 @@ fn checked_str_at(value: &Input, path: impl Fn() -> String, max_chars: usize) ->
         Input::Str(s) => s,
         other => return Err(InvalidInput::new(path(), format!("expected a string, got {}", other.describe()))),
     };
-    if text.contains('\0') {
-        return Err(InvalidInput::new(path(), "contains a NUL character"));
-    }
+    free_of_nul(text, &path)?;
     // Bytes bound characters from above, so short texts skip the count.
     if text.len() > max_chars {
         let chars = text.chars().count();
@@ -240,6 +238,21 @@ fn checked_str_at(value: &Input, path: impl Fn() -> String, max_chars: usize) ->
         }
     }
     Ok(text)
+}
+
+fn free_of_nul(text: &str, path: impl Fn() -> String) -> Result<(), InvalidInput> {
+    if text.contains('\0') {
+        Err(InvalidInput::new(path(), "contains a NUL character"))
+    } else {
+        Ok(())
+    }
+}
+
+/// TEXT as a name: free of NUL and not blank.  Takes the string over rather
+/// than copy it, as `checked_text` does: names are checked on every tool call.
+pub fn checked_name(text: String, path: &str) -> Result<String, InvalidInput> {
+    free_of_nul(&text, || path.to_string())?;
+    non_blank(text, path)
 }
 
 pub fn non_blank(text: String, path: &str) -> Result<String, InvalidInput> {

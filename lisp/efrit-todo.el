@@ -232,7 +232,7 @@ Values from a model or a caller may be nested too deep to print whole."
 A single function becomes a list of one, as `run-hooks' reads it."
   (if (functionp value) (list value) value))
 
-(defun efrit-todo--run-change-hook (session)
+(defsubst efrit-todo--run-change-hook (session)
   "Run `efrit-todo-change-functions' with SESSION, reporting errors.
 As in `run-hook-with-args', t in a buffer-local value stands for the
 global functions; unlike there, a function that fails does not stop
@@ -480,10 +480,32 @@ watchers say when), and the module reads a vector it has seen before
 without converting it again.  An old vector is never altered."
   (or efrit-todo--loop-options (efrit-todo--make-loop-options)))
 
+(defvar efrit-todo--breaker-tripped nil
+  "Non-nil while the breaker of some session is tripped.
+The module sets it when a breaker trips or is reset.")
+
+(defvar efrit-todo--checked-session nil
+  "The session `efrit-todo-before-tool' last had the module check.")
+
+(defvar efrit-todo--checked-tools (make-hash-table :test 'equal)
+  "Tool names `efrit-todo-before-tool' has had the module check.")
+
 (defun efrit-todo-before-tool (name _input &optional session)
   "Return nil to let tool NAME run in SESSION, or the refusal text.
 A tripped breaker refuses every call."
-  (efrit-todo--module-before-tool (efrit-todo--session session) name))
+  (let ((session (efrit-todo--session session)))
+    ;; While no breaker is tripped, the answer for a session and tool the
+    ;; module has checked before is nil: this runs before every tool call.
+    (if (and (not efrit-todo--breaker-tripped)
+             (eq session efrit-todo--checked-session)
+             (gethash name efrit-todo--checked-tools))
+        nil
+      (prog1 (efrit-todo--module-before-tool session name)
+        ;; The module signals for a bad session or name, so both are good.
+        (setq efrit-todo--checked-session session)
+        (unless (or (gethash name efrit-todo--checked-tools)
+                    (>= (hash-table-count efrit-todo--checked-tools) 256))
+          (puthash (copy-sequence name) t efrit-todo--checked-tools))))))
 
 (defun efrit-todo-after-tool (name input result error-p &optional session duration)
   "Record the call of tool NAME with INPUT, RESULT and ERROR-P in SESSION.

@@ -178,6 +178,10 @@ fn within(count: u32, limit: u32, window: u32) -> bool {
 }
 
 impl Breaker {
+    pub fn tripped(&self) -> bool {
+        self.reason.is_some()
+    }
+
     /// The refusal text for a call about to run, or None to let it run.  A
     /// tripped breaker refuses everything.
     pub fn refusal(&self, tool: &str) -> Option<String> {

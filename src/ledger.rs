@@ -188,13 +188,18 @@ impl Budgeted {
     }
 
     fn string(&mut self, text: &str) {
-        let escaped = |c: char| matches!(c, '"' | '\\') || c.is_control();
         self.push('"');
         let mut rest = text;
-        while !rest.is_empty() {
-            rest = self.push_run(rest, escaped);
-            if self.over() {
-                return;
+        while !rest.is_empty() && !self.over() {
+            // Printable ASCII needs no escape and is one character a byte:
+            // runs of it, most of any tool input, are copied at once.
+            let plain = rest.bytes().position(|b| !(b' '..=b'~').contains(&b) || b == b'"' || b == b'\\');
+            let plain = plain.unwrap_or(rest.len()).min(self.room());
+            if plain > 0 {
+                self.out.push_str(&rest[..plain]);
+                self.chars += plain;
+                rest = &rest[plain..];
+                continue;
             }
             let Some(c) = rest.chars().next() else { break };
             match c {
@@ -203,7 +208,8 @@ impl Budgeted {
                 '\n' => self.push_str("\\n"),
                 '\r' => self.push_str("\\r"),
                 '\t' => self.push_str("\\t"),
-                c => self.push_str(&format!("\\u{:04x}", c as u32)),
+                c if c.is_control() => self.push_str(&format!("\\u{:04x}", c as u32)),
+                c => self.push(c),
             }
             rest = &rest[c.len_utf8()..];
         }

@@ -89,6 +89,8 @@ emacs::use_symbols! {
     fn_hash_table_count => "hash-table-count"
     fn_maphash => "maphash"
     fn_table_entry => "efrit-todo--module-table-entry"
+    fn_set => "set"
+    var_breaker_tripped => "efrit-todo--breaker-tripped"
 }
 
 /// VALUE, which should be a string: read at once as one, and walked as
@@ -911,8 +913,12 @@ fn find<'e>(env: &'e Env, session: Value<'e>, id: String) -> Result<Value<'e>> {
 #[defun]
 fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    registry().reset(&session);
-    Ok(())
+    let any_tripped = {
+        let mut registry = registry();
+        registry.reset(&session);
+        registry.any_tripped()
+    };
+    note_breakers(env, any_tripped)
 }
 
 #[defun]
@@ -1225,14 +1231,15 @@ fn after_tool<'e>(
     };
     let input = call_input(env, input)?;
     let result_text = result_text(env, result)?;
-    let returned = registry().session(&session).after_tool(
-        &tool,
-        &input,
-        result_text.text.as_deref(),
-        error.is_not_nil(),
-        duration,
-        &options,
-    );
+    let (returned, tripped) = {
+        let mut registry = registry();
+        let session = registry.session(&session);
+        let returned = session.after_tool(&tool, &input, result_text.text.as_deref(), error.is_not_nil(), duration, &options);
+        (returned, session.breaker.tripped())
+    };
+    if tripped {
+        note_breakers(env, true)?;
+    }
     match (returned, result_text) {
         (Some(text), _) => lisp_text(env, &text),
         // Usually the result goes back untouched: hand back the same string
@@ -1344,15 +1351,32 @@ fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 #[defun]
 fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    registry().session(&session).breaker.reset();
-    Ok(())
+    let any_tripped = {
+        let mut registry = registry();
+        registry.session(&session).breaker.reset();
+        registry.any_tripped()
+    };
+    note_breakers(env, any_tripped)
 }
 
 /// Starts a new turn of SESSION: fresh breaker, ledger and guide, same list.
 #[defun]
 fn begin_turn<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    registry().session(&session).begin_turn();
+    let any_tripped = {
+        let mut registry = registry();
+        registry.session(&session).begin_turn();
+        registry.any_tripped()
+    };
+    note_breakers(env, any_tripped)
+}
+
+/// Sets `efrit-todo--breaker-tripped', which must be non-nil whenever some
+/// session's breaker is tripped: while it is nil, `efrit-todo-before-tool'
+/// lets a call run without asking the module.  Breakers trip only in
+/// `after_tool' and are reset only here and by `reset'.
+fn note_breakers(env: &Env, any_tripped: bool) -> Result<()> {
+    env.call(fn_set, (var_breaker_tripped.bind(env), any_tripped))?;
     Ok(())
 }
 

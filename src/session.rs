@@ -536,6 +536,10 @@ impl Registry {
         at
     }
 
+    pub fn any_tripped(&self) -> bool {
+        self.sessions.iter().any(|(_, session)| session.breaker.tripped())
+    }
+
     pub fn names(&self) -> Vec<String> {
         self.sessions.iter().map(|(name, _)| name.clone()).collect()
     }

@@ -99,6 +99,40 @@
       (should-not (efrit-todo-before-tool "read_file" nil))
       (should-not (plist-get (efrit-todo-breaker) :tripped)))))
 
+(ert-deftest efrit-todo-loop-test-before-tool-refuses-after-a-trip-anywhere ()
+  "Calls let through before are refused once their breaker trips, and
+only until it is reset; other sessions go on; bad names always signal.
+While no breaker is tripped, `efrit-todo-before-tool' answers a session
+and tool it has seen without the module, so this is what keeps that honest."
+  (let ((other (symbol-name (cl-gensym "loop-test-other-")))
+        (trip (lambda (session)
+                (dotimes (_ 3) (efrit-todo-after-tool "read_file" '(:path "a.el") "x" nil session)))))
+    (unwind-protect
+        (efrit-todo-loop-test--in-session
+          (dotimes (_ 2)
+            (should-not (efrit-todo-before-tool "read_file" nil))
+            (should-not (efrit-todo-before-tool "read_file" nil other)))
+          (should-not efrit-todo--breaker-tripped)
+          (funcall trip nil)
+          (should efrit-todo--breaker-tripped)
+          (should (string-prefix-p "Error: read_file was not run" (efrit-todo-before-tool "read_file" nil)))
+          (should-not (efrit-todo-before-tool "read_file" nil other))
+          (funcall trip other)
+          (efrit-todo-breaker-reset)
+          ;; The other session is still tripped.
+          (should efrit-todo--breaker-tripped)
+          (should-not (efrit-todo-before-tool "read_file" nil))
+          (should (efrit-todo-before-tool "read_file" nil other))
+          (efrit-todo-begin-turn other)
+          (should-not efrit-todo--breaker-tripped)
+          (should-not (efrit-todo-before-tool "read_file" nil other))
+          (dolist (bad '("" "  " "a\0b" 42 nil read_file))
+            (should-error (efrit-todo-before-tool bad nil) :type 'efrit-todo-invalid-input))
+          (dolist (bad-session '("" "a\0b"))
+            (should-error (efrit-todo-before-tool "read_file" nil bad-session)
+                          :type 'efrit-todo-invalid-input)))
+      (efrit-todo-reset other))))
+
 (ert-deftest efrit-todo-loop-test-breaker-limits-are-options ()
   "The no-progress budget follows its option, and a warning comes first."
   (efrit-todo-loop-test--in-session

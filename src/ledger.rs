@@ -26,8 +26,7 @@ pub const DEFAULT_MAX_RESULT_CHARS: usize = 4000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub tool: String,
-    /// A compact rendering of the input, at most `INPUT_SUMMARY_CHARS` characters.
-    pub input: String,
+    pub input: KeptInput,
     pub result: String,
     pub error: bool,
     /// The item that was in progress when the call ran.
@@ -36,6 +35,62 @@ pub struct Entry {
     pub time: f64,
     /// Seconds, when the caller measured it.
     pub duration: Option<f64>,
+}
+
+/// Inputs of at most this weight (one per value, plus the bytes of its
+/// text) are kept as they came; heavier ones are summarized at once, so
+/// that a large buffer edit is not kept whole.
+const KEEP_WHOLE_WEIGHT: usize = 1024;
+
+/// A tool input as the ledger keeps it.  Summarizing costs more than the
+/// rest of recording a call, and most summaries are never shown, so small
+/// inputs are summarized only when shown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeptInput {
+    Whole(Input),
+    Summary(String),
+}
+
+impl KeptInput {
+    pub fn of(input: Input) -> KeptInput {
+        let mut budget = KEEP_WHOLE_WEIGHT;
+        if within(&input, &mut budget) {
+            KeptInput::Whole(input)
+        } else {
+            KeptInput::Summary(summarize_input(&input, INPUT_SUMMARY_CHARS))
+        }
+    }
+
+    /// A compact rendering of the input, at most `INPUT_SUMMARY_CHARS` characters.
+    pub fn summary(&self) -> Cow<'_, str> {
+        match self {
+            KeptInput::Whole(input) => Cow::Owned(summarize_input(input, INPUT_SUMMARY_CHARS)),
+            KeptInput::Summary(text) => Cow::Borrowed(text),
+        }
+    }
+}
+
+/// Whether INPUT weighs no more than BUDGET, which it uses up; stops as
+/// soon as the budget is gone, so a huge input costs no more than a small.
+fn within(input: &Input, budget: &mut usize) -> bool {
+    let text = |text: &str| text.len();
+    let own = 1 + match input {
+        Input::Str(s) | Input::Unsupported(s) | Input::Invalid(s) => text(s),
+        _ => 0,
+    };
+    let Some(left) = budget.checked_sub(own) else { return false };
+    *budget = left;
+    match input {
+        Input::Array(items) => items.iter().all(|item| within(item, budget)),
+        Input::Map(pairs) => pairs.iter().all(|(key, value)| {
+            match budget.checked_sub(text(key)) {
+                Some(left) => *budget = left,
+                None => return false,
+            }
+            within(value, budget)
+        }),
+        _ => true,
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -53,7 +108,7 @@ impl Ledger {
     pub fn record(
         &mut self,
         tool: &str,
-        input: &Input,
+        input: Input,
         result: Option<&str>,
         flagged_error: bool,
         todo: Option<&str>,
@@ -70,7 +125,7 @@ impl Ledger {
         }
         self.entries.push(Entry {
             tool: tool.to_string(),
-            input: summarize_input(input, INPUT_SUMMARY_CHARS),
+            input: KeptInput::of(input),
             error: is_error(result, flagged_error),
             result: text,
             todo: todo.map(str::to_string),
@@ -287,9 +342,10 @@ fn entry_header(out: &mut String, number: usize, entry: &Entry) {
     // Written piece by piece: a report has one of these per tool call.
     let _ = write!(out, "--- {number}. ");
     out.push_str(&entry.tool);
-    if !entry.input.is_empty() {
+    let input = entry.input.summary();
+    if !input.is_empty() {
         out.push(' ');
-        out.push_str(&entry.input);
+        out.push_str(&input);
     }
     let seconds = entry.duration.filter(|d| d.is_finite() && *d >= 0.0);
     let mut notes = 0;
@@ -445,7 +501,7 @@ mod tests {
     fn tool_names_are_kept_once_and_cleared_with_the_entries() {
         let mut ledger = Ledger::default();
         for tool in ["shell", "read_file", "shell", "eval_sexp", "shell"] {
-            ledger.record(tool, &Input::Null, Some("ok"), false, None, 0.0, None);
+            ledger.record(tool, Input::Null, Some("ok"), false, None, 0.0, None);
         }
         assert_eq!(ledger.tools().collect::<Vec<_>>(), ["eval_sexp", "read_file", "shell"]);
         ledger.clear();
@@ -455,14 +511,14 @@ mod tests {
     #[test]
     fn nil_and_empty_results_name_the_tool() {
         let mut ledger = Ledger::default();
-        assert_eq!(ledger.record("eval_sexp", &Input::Null, None, false, None, 1.0, None).result, "eval_sexp returned no output");
-        assert_eq!(ledger.record("shell_exec", &cmd("true"), Some(""), false, Some("t1"), 2.0, Some(0.5)).result, "shell_exec returned no output");
-        assert_eq!(ledger.record("x", &Input::Null, Some(" \n"), false, None, 3.0, None).result, "x returned no output");
-        let entry = ledger.record("buffer_create", &Input::Null, Some("ok"), false, None, 4.0, None).clone();
+        assert_eq!(ledger.record("eval_sexp", Input::Null, None, false, None, 1.0, None).result, "eval_sexp returned no output");
+        assert_eq!(ledger.record("shell_exec", cmd("true"), Some(""), false, Some("t1"), 2.0, Some(0.5)).result, "shell_exec returned no output");
+        assert_eq!(ledger.record("x", Input::Null, Some(" \n"), false, None, 3.0, None).result, "x returned no output");
+        let entry = ledger.record("buffer_create", Input::Null, Some("ok"), false, None, 4.0, None).clone();
         assert_eq!(entry.result, "ok");
         assert_eq!(ledger.entries().len(), 4);
         assert_eq!(ledger.entries()[1].todo.as_deref(), Some("t1"));
-        assert_eq!(ledger.entries()[1].input, r#"{"command":"true"}"#);
+        assert_eq!(ledger.entries()[1].input.summary(), r#"{"command":"true"}"#);
         assert_eq!(ledger.entries()[1].duration, Some(0.5));
         assert!(ledger.entries().iter().all(|e| !e.error && !e.result.contains("executed successfully")));
         let text = report(ledger.entries(), &[], None, None, 100);
@@ -482,7 +538,7 @@ mod tests {
         assert!(!is_error(None, false));
         assert!(!is_error(Some(""), false));
         let mut ledger = Ledger::default();
-        assert!(ledger.record("shell_exec", &cmd("false"), Some("Error: exit 1"), false, None, 0.0, None).error);
+        assert!(ledger.record("shell_exec", cmd("false"), Some("Error: exit 1"), false, None, 0.0, None).error);
     }
 
     #[test]
@@ -495,7 +551,7 @@ mod tests {
         assert_eq!(truncate(&text, 4), "é🙂üé\n[... truncated: 30 characters in all]");
         let long = "x".repeat(12345);
         let shown = report(
-            &[Entry { tool: "read".into(), input: String::new(), result: long, error: false, todo: None, time: 0.0, duration: None }],
+            &[Entry { tool: "read".into(), input: KeptInput::Summary(String::new()), result: long, error: false, todo: None, time: 0.0, duration: None }],
             &[],
             None,
             None,
@@ -528,10 +584,27 @@ mod tests {
     }
 
     #[test]
+    fn small_inputs_are_kept_whole_and_large_ones_summarized_at_once() {
+        let small = cmd("make test");
+        assert_eq!(KeptInput::of(small.clone()), KeptInput::Whole(small));
+        let long_text = Input::Map(vec![("content".into(), Input::Str("x".repeat(100_000)))]);
+        let many_values = Input::Array(vec![Input::Int(1); 10_000]);
+        for large in [long_text, many_values] {
+            let summary = summarize_input(&large, INPUT_SUMMARY_CHARS);
+            assert_eq!(KeptInput::of(large), KeptInput::Summary(summary));
+        }
+        // The weight counts every value and every byte of text, keys too.
+        let at_limit = Input::Str("x".repeat(KEEP_WHOLE_WEIGHT - 1));
+        assert!(matches!(KeptInput::of(at_limit), KeptInput::Whole(_)));
+        let over = Input::Map(vec![("k".into(), Input::Str("x".repeat(KEEP_WHOLE_WEIGHT - 2)))]);
+        assert!(matches!(KeptInput::of(over), KeptInput::Summary(_)));
+    }
+
+    #[test]
     fn report_has_results_in_order_then_summary_then_message_last() {
         let mut ledger = Ledger::default();
-        ledger.record("first_tool", &cmd("a"), Some("RESULT ONE"), false, Some("t1"), 1.0, Some(0.25));
-        ledger.record("second_tool", &cmd("b"), Some("Error: RESULT TWO"), false, Some("t2"), 2.0, None);
+        ledger.record("first_tool", cmd("a"), Some("RESULT ONE"), false, Some("t1"), 1.0, Some(0.25));
+        ledger.record("second_tool", cmd("b"), Some("Error: RESULT TWO"), false, Some("t2"), 2.0, None);
         let list = items(&[Status::Completed, Status::Cancelled, Status::Pending]);
         let text = report(ledger.entries(), &list, Some("All done."), Some("need the user's password"), 1000);
         let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from {text}"));
@@ -592,7 +665,7 @@ mod tests {
                 n => Some(format!("output of call {n}")),
             };
             let todo = list[item].id.clone();
-            ledger.record("shell_exec", &cmd(&format!("step {call}")), result.as_deref(), false, Some(&todo), call as f64, Some(0.1));
+            ledger.record("shell_exec", cmd(&format!("step {call}")), result.as_deref(), false, Some(&todo), call as f64, Some(0.1));
             results.push(result);
             if (call + 1) * 5 / 12 != item || call == 11 {
                 list[item].set_status(Status::Completed, call as f64);
@@ -724,6 +797,12 @@ mod tests {
         }
 
         #[test]
+        fn a_kept_input_shows_the_summary_it_would_have_had(input in arb_summarized()) {
+            let kept = KeptInput::of(input.clone());
+            prop_assert_eq!(kept.summary(), summarize_input(&input, INPUT_SUMMARY_CHARS));
+        }
+
+        #[test]
         fn report_contains_every_result_in_order(
             calls in prop::collection::vec(
                 ("[a-z_]{0,8}", prop::option::of("(?s).{0,40}"), any::<bool>()), 0..12),
@@ -731,7 +810,7 @@ mod tests {
         ) {
             let mut ledger = Ledger::default();
             for (tool, result, flagged) in &calls {
-                ledger.record(tool, &Input::Null, result.as_deref(), *flagged, None, 0.0, None);
+                ledger.record(tool, Input::Null, result.as_deref(), *flagged, None, 0.0, None);
             }
             let text = report(ledger.entries(), &[], Some("bye"), None, max);
             let mut from = 0;

@@ -1234,7 +1234,7 @@ fn after_tool<'e>(
     let (returned, tripped) = {
         let mut registry = registry();
         let session = registry.session(&session);
-        let returned = session.after_tool(&tool, &input, result_text.text.as_deref(), error.is_not_nil(), duration, &options);
+        let returned = session.after_tool(&tool, input, result_text.text.as_deref(), error.is_not_nil(), duration, &options);
         (returned, session.breaker.tripped())
     };
     if tripped {
@@ -1304,7 +1304,7 @@ fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
                     kw_tool.bind(env),
                     e.tool.as_str().into_lisp(env)?,
                     kw_input.bind(env),
-                    e.input.as_str().into_lisp(env)?,
+                    e.input.summary().as_ref().into_lisp(env)?,
                     kw_result.bind(env),
                     e.result.as_str().into_lisp(env)?,
                     kw_error.bind(env),

@@ -256,12 +256,14 @@ impl Session {
     pub fn after_tool(
         &mut self,
         tool: &str,
-        input: &Input,
+        input: Input,
         result: Option<&str>,
         flagged_error: bool,
         duration: Option<f64>,
         options: &LoopOptions,
     ) -> Option<String> {
+        // The ledger takes the input over, so its fingerprint is taken first.
+        let fingerprint = fingerprint(tool, &input);
         let running = in_progress(&self.items).map(|i| i.id.as_str());
         let entry = self.ledger.record(tool, input, result, flagged_error, running, now(), duration);
         let error = entry.error;
@@ -286,7 +288,7 @@ impl Session {
         }
         let call = Call {
             tool,
-            fingerprint: fingerprint(tool, input),
+            fingerprint,
             error: error_text.as_deref(),
             progress,
             unchanged_write: changed_nothing,
@@ -706,7 +708,7 @@ mod tests {
         let mut s = edit_session();
         let options = LoopOptions::default();
         let mut call = |n: i64, result: Option<&str>| {
-            s.after_tool("eval_sexp", &Input::Int(n), result, false, None, &options)
+            s.after_tool("eval_sexp", Input::Int(n), result, false, None, &options)
         };
         assert_eq!(call(1, Some("42")), None);
         assert_eq!(call(2, None).as_deref(), Some("eval_sexp returned no output"));
@@ -721,7 +723,7 @@ mod tests {
     fn a_new_turn_keeps_the_list_and_forgets_the_calls() {
         let mut s = edit_session();
         let options = LoopOptions::default();
-        s.after_tool("eval_sexp", &Input::Str("(+ 1 1)".into()), Some("42"), false, None, &options);
+        s.after_tool("eval_sexp", Input::Str("(+ 1 1)".into()), Some("42"), false, None, &options);
         s.begin_turn();
         assert!(s.entries().is_empty());
         assert_eq!(s.items.len(), 3);

@@ -109,14 +109,16 @@ impl Ledger {
         &mut self,
         tool: &str,
         input: Input,
-        result: Option<&str>,
+        result: Option<String>,
         flagged_error: bool,
         todo: Option<&str>,
         time: f64,
         duration: Option<f64>,
     ) -> &Entry {
+        let error = is_error(result.as_deref(), flagged_error);
+        // The result is taken over, not copied: it can be long.
         let text = match result {
-            Some(text) if !text.trim().is_empty() => text.to_string(),
+            Some(text) if has_output(Some(&text)) => text,
             _ => no_output(tool),
         };
         let index = self.entries.len();
@@ -126,7 +128,7 @@ impl Ledger {
         self.entries.push(Entry {
             tool: tool.to_string(),
             input: KeptInput::of(input),
-            error: is_error(result, flagged_error),
+            error,
             result: text,
             todo: todo.map(str::to_string),
             time,
@@ -148,6 +150,11 @@ impl Ledger {
         self.entries.clear();
         self.tools.clear();
     }
+}
+
+/// Whether RESULT is output, rather than nothing or only whitespace.
+pub fn has_output(result: Option<&str>) -> bool {
+    result.is_some_and(|text| !text.trim().is_empty())
 }
 
 /// What a call with no output is recorded as.  Naming the tool tells the model
@@ -501,7 +508,7 @@ mod tests {
     fn tool_names_are_kept_once_and_cleared_with_the_entries() {
         let mut ledger = Ledger::default();
         for tool in ["shell", "read_file", "shell", "eval_sexp", "shell"] {
-            ledger.record(tool, Input::Null, Some("ok"), false, None, 0.0, None);
+            ledger.record(tool, Input::Null, Some("ok".into()), false, None, 0.0, None);
         }
         assert_eq!(ledger.tools().collect::<Vec<_>>(), ["eval_sexp", "read_file", "shell"]);
         ledger.clear();
@@ -512,9 +519,9 @@ mod tests {
     fn nil_and_empty_results_name_the_tool() {
         let mut ledger = Ledger::default();
         assert_eq!(ledger.record("eval_sexp", Input::Null, None, false, None, 1.0, None).result, "eval_sexp returned no output");
-        assert_eq!(ledger.record("shell_exec", cmd("true"), Some(""), false, Some("t1"), 2.0, Some(0.5)).result, "shell_exec returned no output");
-        assert_eq!(ledger.record("x", Input::Null, Some(" \n"), false, None, 3.0, None).result, "x returned no output");
-        let entry = ledger.record("buffer_create", Input::Null, Some("ok"), false, None, 4.0, None).clone();
+        assert_eq!(ledger.record("shell_exec", cmd("true"), Some("".into()), false, Some("t1"), 2.0, Some(0.5)).result, "shell_exec returned no output");
+        assert_eq!(ledger.record("x", Input::Null, Some(" \n".into()), false, None, 3.0, None).result, "x returned no output");
+        let entry = ledger.record("buffer_create", Input::Null, Some("ok".into()), false, None, 4.0, None).clone();
         assert_eq!(entry.result, "ok");
         assert_eq!(ledger.entries().len(), 4);
         assert_eq!(ledger.entries()[1].todo.as_deref(), Some("t1"));
@@ -538,7 +545,7 @@ mod tests {
         assert!(!is_error(None, false));
         assert!(!is_error(Some(""), false));
         let mut ledger = Ledger::default();
-        assert!(ledger.record("shell_exec", cmd("false"), Some("Error: exit 1"), false, None, 0.0, None).error);
+        assert!(ledger.record("shell_exec", cmd("false"), Some("Error: exit 1".into()), false, None, 0.0, None).error);
     }
 
     #[test]
@@ -603,8 +610,8 @@ mod tests {
     #[test]
     fn report_has_results_in_order_then_summary_then_message_last() {
         let mut ledger = Ledger::default();
-        ledger.record("first_tool", cmd("a"), Some("RESULT ONE"), false, Some("t1"), 1.0, Some(0.25));
-        ledger.record("second_tool", cmd("b"), Some("Error: RESULT TWO"), false, Some("t2"), 2.0, None);
+        ledger.record("first_tool", cmd("a"), Some("RESULT ONE".into()), false, Some("t1"), 1.0, Some(0.25));
+        ledger.record("second_tool", cmd("b"), Some("Error: RESULT TWO".into()), false, Some("t2"), 2.0, None);
         let list = items(&[Status::Completed, Status::Cancelled, Status::Pending]);
         let text = report(ledger.entries(), &list, Some("All done."), Some("need the user's password"), 1000);
         let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from {text}"));
@@ -665,7 +672,7 @@ mod tests {
                 n => Some(format!("output of call {n}")),
             };
             let todo = list[item].id.clone();
-            ledger.record("shell_exec", cmd(&format!("step {call}")), result.as_deref(), false, Some(&todo), call as f64, Some(0.1));
+            ledger.record("shell_exec", cmd(&format!("step {call}")), result.clone(), false, Some(&todo), call as f64, Some(0.1));
             results.push(result);
             if (call + 1) * 5 / 12 != item || call == 11 {
                 list[item].set_status(Status::Completed, call as f64);
@@ -810,7 +817,7 @@ mod tests {
         ) {
             let mut ledger = Ledger::default();
             for (tool, result, flagged) in &calls {
-                ledger.record(tool, Input::Null, result.as_deref(), *flagged, None, 0.0, None);
+                ledger.record(tool, Input::Null, result.clone(), *flagged, None, 0.0, None);
             }
             let text = report(ledger.entries(), &[], Some("bye"), None, max);
             let mut from = 0;

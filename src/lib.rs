@@ -1230,22 +1230,25 @@ fn after_tool<'e>(
         Err(error) => return invalid(env, error),
     };
     let input = call_input(env, input)?;
-    let result_text = result_text(env, result)?;
+    let ResultText { text, own } = result_text(env, result)?;
+    // The ledger takes the text over; a text printed from a result that is
+    // not a string is needed again to send back, so it is copied first.
+    let printed = if own { None } else { text.clone() };
     let (returned, tripped) = {
         let mut registry = registry();
         let session = registry.session(&session);
-        let returned = session.after_tool(&tool, input, result_text.text.as_deref(), error.is_not_nil(), duration, &options);
+        let returned = session.after_tool(&tool, input, text, error.is_not_nil(), duration, &options);
         (returned, session.breaker.tripped())
     };
     if tripped {
         note_breakers(env, true)?;
     }
-    match (returned, result_text) {
+    match (returned, printed) {
         (Some(text), _) => lisp_text(env, &text),
+        (None, Some(printed)) => lisp_text(env, &printed),
         // Usually the result goes back untouched: hand back the same string
         // rather than make a copy for the garbage collector to find.
-        (None, ResultText { own: true, .. }) => Ok(result),
-        (None, ResultText { text, .. }) => lisp_text(env, text.as_deref().unwrap_or_default()),
+        (None, None) => Ok(result),
     }
 }
 

@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, Guide, GuideOptions};
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
-use crate::ledger::{report, Completion, CompletionGuard, Entry, Ledger};
+use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::{apply, match_items, Diff};
 use crate::render;
@@ -257,7 +257,7 @@ impl Session {
         &mut self,
         tool: &str,
         input: Input,
-        result: Option<&str>,
+        result: Option<String>,
         flagged_error: bool,
         duration: Option<f64>,
         options: &LoopOptions,
@@ -265,9 +265,9 @@ impl Session {
         // The ledger takes the input over, so its fingerprint is taken first.
         let fingerprint = fingerprint(tool, &input);
         let running = in_progress(&self.items).map(|i| i.id.as_str());
+        let as_given = has_output(result.as_deref());
         let entry = self.ledger.record(tool, input, result, flagged_error, running, now(), duration);
         let error = entry.error;
-        let as_given = result == Some(entry.result.as_str());
         // Error texts feed the breaker's repeated-error rule; they are rare,
         // so only they are copied out of the ledger.
         let error_text = error.then(|| entry.result.clone());
@@ -708,7 +708,7 @@ mod tests {
         let mut s = edit_session();
         let options = LoopOptions::default();
         let mut call = |n: i64, result: Option<&str>| {
-            s.after_tool("eval_sexp", Input::Int(n), result, false, None, &options)
+            s.after_tool("eval_sexp", Input::Int(n), result.map(String::from), false, None, &options)
         };
         assert_eq!(call(1, Some("42")), None);
         assert_eq!(call(2, None).as_deref(), Some("eval_sexp returned no output"));
@@ -723,7 +723,7 @@ mod tests {
     fn a_new_turn_keeps_the_list_and_forgets_the_calls() {
         let mut s = edit_session();
         let options = LoopOptions::default();
-        s.after_tool("eval_sexp", Input::Str("(+ 1 1)".into()), Some("42"), false, None, &options);
+        s.after_tool("eval_sexp", Input::Str("(+ 1 1)".into()), Some("42".into()), false, None, &options);
         s.begin_turn();
         assert!(s.entries().is_empty());
         assert_eq!(s.items.len(), 3);

@@ -1031,7 +1031,7 @@ mod tests {
         write(&mut s, json!([{"content": "Read", "status": "in_progress"}, {"content": "Fix", "status": "pending"}]));
         write(&mut s, json!([{"id": "t1", "content": "Read", "status": "completed"}, {"content": "Test", "status": "in_progress"}]));
         s.user_edit(UserEdit::Add { content: "Ship it".into() }, &Options::default()).unwrap();
-        s.after_tool("eval", Input::Str("(+ 1 2)".into()), Some("3"), false, None, &Default::default());
+        s.after_tool("eval", Input::Str("(+ 1 2)".into()), Some("3".into()), false, None, &Default::default());
         s
     }
 
@@ -1216,7 +1216,7 @@ mod tests {
         let dir = temp_dir("ledger");
         let name = format!("ledger test {}", std::process::id());
         let call = |tool: &str, result: Option<&str>, error: bool| {
-            registry().session(&name).after_tool(tool, Input::Str("x".into()), result, error, None, &Default::default());
+            registry().session(&name).after_tool(tool, Input::Str("x".into()), result.map(String::from), error, None, &Default::default());
         };
         call("eval", Some("1"), false);
         call("shell", None, true);

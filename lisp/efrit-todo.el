@@ -944,10 +944,10 @@ Expanding a file name costs more than scheduling the save itself.")
 
 (defun efrit-todo--expand-state-dir ()
   "Return `efrit-todo-state-directory' expanded, and remember it."
-  (let ((setting efrit-todo-state-directory))
-    (let ((expanded (file-name-as-directory (expand-file-name setting))))
-      (setq efrit-todo--state-dir-cache (cons setting (cons default-directory expanded)))
-      expanded)))
+  (let* ((setting efrit-todo-state-directory)
+         (expanded (file-name-as-directory (expand-file-name setting))))
+    (setq efrit-todo--state-dir-cache (cons setting (cons default-directory expanded)))
+    expanded))
 
 (defsubst efrit-todo--state-dir ()
   "Return `efrit-todo-state-directory' expanded, or nil for memory only."

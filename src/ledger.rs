@@ -218,35 +218,19 @@ impl Budgeted {
         (self.limit + 1).saturating_sub(self.chars)
     }
 
-    /// The longest start of TEXT that fits and has no character ESCAPED
-    /// says must be escaped, pushed at once; returns the rest.
-    fn push_run<'t>(&mut self, text: &'t str, escaped: impl Fn(char) -> bool) -> &'t str {
+    /// Pushes as much of TEXT as fits.
+    fn push_str(&mut self, text: &str) {
         let room = self.room();
-        let bytes = text.as_bytes();
-        // ASCII first, a byte at a time: tool inputs are mostly ASCII, and
-        // there a byte is a character.
-        let mut end = 0;
-        while end < bytes.len() && end < room && bytes[end].is_ascii() && !escaped(char::from(bytes[end])) {
-            end += 1;
-        }
-        let mut count = end;
-        if end < bytes.len() && count < room && !bytes[end].is_ascii() {
-            let start = end;
-            for (at, c) in text[start..].char_indices() {
-                if count == room || escaped(c) {
-                    break;
-                }
-                end = start + at + c.len_utf8();
-                count += 1;
+        let (mut end, mut count) = (0, 0);
+        for (at, c) in text.char_indices() {
+            if count == room {
+                break;
             }
+            end = at + c.len_utf8();
+            count += 1;
         }
         self.out.push_str(&text[..end]);
         self.chars += count;
-        &text[end..]
-    }
-
-    fn push_str(&mut self, text: &str) {
-        self.push_run(text, |_| false);
     }
 
     fn string(&mut self, text: &str) {

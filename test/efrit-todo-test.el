@@ -1286,6 +1286,12 @@ Also defines `efrit-todo-test-bad-call-names'."
         (efrit-todo--run-change-hook efrit-todo-current-session))
       (should (equal (nreverse ran) '(local a b c d)))
       (setq ran nil)
+      ;; Without t, as in `run-hooks', only the local functions run.
+      (with-temp-buffer
+        (setq-local efrit-todo-change-functions (list (funcall succeed 'only-local)))
+        (efrit-todo--run-change-hook efrit-todo-current-session))
+      (should (equal ran '(only-local)))
+      (setq ran nil)
       (let ((efrit-todo-change-functions (funcall succeed 'single)))
         (efrit-todo--run-change-hook efrit-todo-current-session))
       (should (equal ran '(single))))))

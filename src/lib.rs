@@ -1467,9 +1467,27 @@ fn undo(env: &Env, session: Value) -> Result<Option<String>> {
 /// Marks SESSION to be saved into DIR off the caller's path; returns the
 /// failures of earlier background saves.
 #[defun]
-fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: String) -> Result<Value<'e>> {
+fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    strings(env, &store::schedule(&session, std::path::Path::new(&dir)))
+    let dir = match LAST_DIR.with(|last| last.get(dir)) {
+        Some(read) => read,
+        None => {
+            let read: std::rc::Rc<str> = dir.into_rust::<String>()?.into();
+            LAST_DIR.with(|last| last.remember(env, dir, read.clone()))?;
+            read
+        }
+    };
+    let failures = store::schedule(&session, std::path::Path::new(&*dir));
+    if failures.is_empty() {
+        return ().into_lisp(env);
+    }
+    strings(env, &failures)
+}
+
+thread_local! {
+    /// The directory string read last: the Lisp side passes the same
+    /// expanded directory on every change.
+    static LAST_DIR: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
 /// Writes every pending save now; returns the failures not reported yet.

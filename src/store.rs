@@ -958,12 +958,20 @@ fn ensure_thread(queue: &mut Queue) -> bool {
 /// disk itself unless the thread cannot be started.
 pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
     let mut queue = lock(&WRITER.queue);
-    queue.pending.insert(session.to_string(), dir.to_path_buf());
+    // This runs on every change, so a busy session is scheduled once per
+    // save, and the thread is woken (a system call) only from idle: until
+    // it is idle again it takes whatever is pending without waiting.
+    let was_idle = queue.idle();
+    if queue.pending.get(session).is_none_or(|pending| pending != dir) {
+        queue.pending.insert(session.to_string(), dir.to_path_buf());
+    }
     if !ensure_thread(&mut queue) {
         drop(queue);
         return flush();
     }
-    WRITER.wake.notify_one();
+    if was_idle {
+        WRITER.wake.notify_one();
+    }
     std::mem::take(&mut queue.errors)
 }
 
@@ -1209,6 +1217,37 @@ mod tests {
     fn saved_ledger(dir: &Path, name: &str) -> Json {
         let json: Json = serde_json::from_slice(&fs::read(file_path(dir, name)).unwrap()).unwrap();
         json["ledger"].clone()
+    }
+
+    #[test]
+    fn the_writer_takes_saves_scheduled_while_it_is_busy_without_a_flush() {
+        // Only a schedule made while the writer is idle wakes it; those made
+        // while it is busy must still be written without anyone waiting.
+        let dir = temp_dir("busy");
+        let names: Vec<String> = (0..3).map(|n| format!("busy test {} {n}", std::process::id())).collect();
+        let landed = |name: &String, round: usize| {
+            load_file(&file_path(&dir, name)).is_ok_and(|(_, s)| s.items.iter().any(|i| i.content == format!("round {round}")))
+        };
+        let wait_for = |round: usize, names: &[String]| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !names.iter().all(|name| landed(name, round)) {
+                assert!(std::time::Instant::now() < deadline, "saves of round {round} never landed");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        for round in 0..2 {
+            for name in &names {
+                let todos = vec![json!({"content": format!("round {round}"), "status": "pending"})];
+                write(registry().session(name), Json::Array(todos));
+                assert!(schedule(name, &dir).is_empty());
+                assert!(schedule(name, &dir).is_empty());
+            }
+            wait_for(round, &names);
+            // Long enough for the writer to be waiting again, idle.
+            std::thread::sleep(COALESCE * 5);
+        }
+        assert!(flush().is_empty());
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

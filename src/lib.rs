@@ -222,15 +222,27 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 /// Shared rather than a String, because the one read last is handed out
 /// again on every call of that session.
 fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
-    if let Some(text) = LAST_SESSION.with(|last| last.get(name)) {
-        return Ok(text);
+    read_cached(&LAST_SESSION, env, name, || {
+        match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
+            Ok(text) => Ok(text.into()),
+            Err(error) => invalid(env, error),
+        }
+    })
+}
+
+/// VALUE as READ reads it, unless it is the object CACHE read last.
+fn read_cached<T: Clone>(
+    cache: &'static std::thread::LocalKey<LastRead<T>>,
+    env: &Env,
+    value: Value,
+    read: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    if let Some(known) = cache.with(|last| last.get(value)) {
+        return Ok(known);
     }
-    let text: std::rc::Rc<str> = match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
-        Ok(text) => text.into(),
-        Err(error) => return invalid(env, error),
-    };
-    LAST_SESSION.with(|last| last.remember(env, name, text.clone()))?;
-    Ok(text)
+    let read = read()?;
+    cache.with(|last| last.remember(env, value, read.clone()))?;
+    Ok(read)
 }
 
 /// The last Lisp object read in some place, and what it read as, so that
@@ -1101,13 +1113,8 @@ fn panic_for_test(message: String) -> Result<()> {
 ///  churn hard-cap max-continuations reminder-after reminders auto-complete
 ///  max-result-chars].
 fn loop_options(env: &Env, vector: Value) -> Result<LoopOptions> {
-    if let Some(read) = LOOP_OPTIONS.with(|last| last.get(vector)) {
-        return Ok(read);
-    }
     // Only a vector not seen before is checked and read.
-    let read = read_loop_options(env, vector.into_rust()?)?;
-    LOOP_OPTIONS.with(|last| last.remember(env, vector, read))?;
-    Ok(read)
+    read_cached(&LOOP_OPTIONS, env, vector, || read_loop_options(env, vector.into_rust()?))
 }
 
 thread_local! {
@@ -1469,14 +1476,7 @@ fn undo(env: &Env, session: Value) -> Result<Option<String>> {
 #[defun]
 fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let dir = match LAST_DIR.with(|last| last.get(dir)) {
-        Some(read) => read,
-        None => {
-            let read: std::rc::Rc<str> = dir.into_rust::<String>()?.into();
-            LAST_DIR.with(|last| last.remember(env, dir, read.clone()))?;
-            read
-        }
-    };
+    let dir = read_cached(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
     let failures = store::schedule(&session, std::path::Path::new(&*dir));
     if failures.is_empty() {
         return ().into_lisp(env);

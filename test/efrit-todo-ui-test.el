@@ -426,15 +426,19 @@ press RET."
     (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t4" "t3")))
     (should (string-match-p "the user moved t3" (efrit-todo-prompt-guidance session)))))
 
+(defun efrit-todo-ui-test--clear-finished (session)
+  "Cancel t4 of the sample in SESSION, then press d on t3 in the buffer."
+  (efrit-todo-ui-test--sample session)
+  (efrit-todo-user-set-status "t4" 'cancelled session)
+  (efrit-todo-show)
+  (efrit-todo-ui-test--goto-item session "t3")
+  (efrit-todo-ui-test--press "d")
+  (should (equal (efrit-todo-ui-test--ids session) '("t2" "t3"))))
+
 (ert-deftest efrit-todo-ui-test-key-clear-finished ()
   "d removes the completed and cancelled items of the session at point."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-user-set-status "t4" 'cancelled session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t3")
-    (efrit-todo-ui-test--press "d")
-    (should (equal (efrit-todo-ui-test--ids session) '("t2" "t3")))
+    (efrit-todo-ui-test--clear-finished session)
     (should-not (string-match-p "t1\\|t4" (efrit-todo-ui-test--section session)))
     (with-current-buffer efrit-todo-buffer-name
       (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))))
@@ -442,12 +446,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-undo ()
   "u undoes the newest change of the session at point, then the one before."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-user-set-status "t4" 'cancelled session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t3")
-    (efrit-todo-ui-test--press "d")
-    (should (equal (efrit-todo-ui-test--ids session) '("t2" "t3")))
+    (efrit-todo-ui-test--clear-finished session)
     (efrit-todo-ui-test--press "u")
     (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t3" "t4")))
     (should (string-match-p "t4" (efrit-todo-ui-test--section session)))

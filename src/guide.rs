@@ -6,7 +6,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 
-use crate::model::{Item, Status};
+use crate::model::{name_items, push_cut, Item, Status};
 use crate::validate::{InvalidInput, quote};
 
 /// Tools that manage the list itself: they never count as work on an item.
@@ -48,13 +48,12 @@ fn list_fingerprint(items: &[Item]) -> u64 {
     hasher.finish()
 }
 
+/// The open items, at most MAX_NAMED of them named.
 fn open_items(items: &[Item]) -> String {
-    items
-        .iter()
-        .filter(|i| i.status.is_open())
-        .map(|i| format!("{} [{}] {}", i.id, i.status.wire_name(), i.content))
-        .collect::<Vec<_>>()
-        .join("; ")
+    let mut out = String::new();
+    name_items(&mut out, items.iter().filter(|i| i.status.is_open()), "", "; ");
+    out.truncate(out.len().saturating_sub(2));
+    out
 }
 
 impl Guide {
@@ -140,10 +139,13 @@ impl Guide {
             return None;
         }
         self.calls_under_item = 0;
-        Some(format!(
-            "[efrit-todo reminder] {} ({}) is still in_progress after {} tool calls. If it is done, mark it completed with todo_write and start the next item.",
-            item.id, item.content, options.reminder_after
-        ))
+        let mut text = format!("[efrit-todo reminder] {} (", item.id);
+        push_cut(&mut text, &item.content);
+        text.push_str(&format!(
+            ") is still in_progress after {} tool calls. If it is done, mark it completed with todo_write and start the next item.",
+            options.reminder_after
+        ));
+        Some(text)
     }
 }
 

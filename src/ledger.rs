@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::model::{Counts, Item, Status};
+use crate::model::{name_items, Counts, Item, Status};
 use crate::render::progress;
 use crate::validate::Input;
 
@@ -436,7 +436,31 @@ pub struct CompletionGuard {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
     pub allowed: bool,
+    /// For the user: the whole report when allowed, else the refusal.
     pub text: String,
+    /// For the model: a short confirmation when allowed (it has seen every
+    /// result already, and whatever it is sent stays in the conversation),
+    /// else the refusal.
+    pub model_text: String,
+}
+
+/// The confirmation the model gets for an allowed session_complete.
+fn confirmation(entries: &[Entry], items: &[Item]) -> String {
+    let mut out = String::from("[Session complete: ");
+    if !items.is_empty() {
+        out.push_str("todo list ");
+        out.push_str(&progress(&Counts::of(items)));
+        out.push_str("; ");
+    }
+    let errors = entries.iter().filter(|e| e.error).count();
+    let _ = write!(
+        out,
+        "the user was shown the full report of {} tool call{} ({errors} error{}) and your message.]",
+        entries.len(),
+        if entries.len() == 1 { "" } else { "s" },
+        if errors == 1 { "" } else { "s" },
+    );
+    out
 }
 
 impl CompletionGuard {
@@ -444,9 +468,14 @@ impl CompletionGuard {
         let open: Vec<&Item> = items.iter().filter(|i| i.status.is_open()).collect();
         if !open.is_empty() && !self.refused {
             self.refused = true;
-            return Completion { allowed: false, text: refusal(&open) };
+            let text = refusal(&open);
+            return Completion { allowed: false, model_text: text.clone(), text };
         }
-        Completion { allowed: true, text: report(entries, items, Some(message), pause_reason, max_result_chars) }
+        Completion {
+            allowed: true,
+            text: report(entries, items, Some(message), pause_reason, max_result_chars),
+            model_text: confirmation(entries, items),
+        }
     }
 
     /// Whether the one refusal has been spent.
@@ -465,9 +494,7 @@ fn refusal(open: &[&Item]) -> String {
         open.len(),
         if open.len() == 1 { " is" } else { "s are" }
     );
-    for item in open {
-        let _ = writeln!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
-    }
+    name_items(&mut out, open.iter().copied(), "  ", "\n");
     out.push_str(
         "Choose one:\n\
          - finish them, marking each completed with todo_write, then call session_complete;\n\

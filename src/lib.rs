@@ -58,6 +58,7 @@ emacs::use_symbols! {
     kw_churn => ":churn"
     kw_allowed => ":allowed"
     kw_text => ":text"
+    kw_model_text => ":model-text"
     kw_complex => ":complex"
     kw_score => ":score"
     kw_steps => ":steps"
@@ -946,15 +947,13 @@ fn tool_schemas(env: &Env) -> Result<Value<'_>> {
     env.list(&schemas)
 }
 
+/// The system prompt's part for SESSION: the same text on every call, the
+/// list as it stood at the first one.
 #[defun]
 fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: i64) -> Result<String> {
     let session = session_name(env, session)?;
-    let registry = registry();
-    let (items, notes) = registry
-        .get(&session)
-        .map(|s| (s.items.as_slice(), s.user_notes.as_slice()))
-        .unwrap_or_default();
-    Ok(render::prompt_guidance(items, notes, options(0, 0, full_up_to).full_list_up_to))
+    let full_up_to = options(0, 0, full_up_to).full_list_up_to;
+    Ok(registry().session(&session).prompt_guidance(full_up_to).to_string())
 }
 
 /// One edit by the user.  OP is status, edit, add, move or clear-finished;
@@ -1289,7 +1288,14 @@ fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: V
         Err(error) => return invalid(env, error),
     };
     let completion = registry().session(&session).complete(&message, &options);
-    env.list([kw_allowed.bind(env), completion.allowed.into_lisp(env)?, kw_text.bind(env), completion.text.into_lisp(env)?])
+    env.list([
+        kw_allowed.bind(env),
+        completion.allowed.into_lisp(env)?,
+        kw_text.bind(env),
+        completion.text.into_lisp(env)?,
+        kw_model_text.bind(env),
+        completion.model_text.into_lisp(env)?,
+    ])
 }
 
 #[defun]

@@ -191,6 +191,52 @@ impl Counts {
     }
 }
 
+/// Most items any text for the model names; the rest are counted.  Every
+/// text the model reads stays in the conversation it pays for on each
+/// later request, so no text grows with the list.
+pub const MAX_NAMED: usize = 10;
+
+/// Longest piece of an item's text quoted back to the model, which wrote
+/// it and refers to the item by id.
+pub const MAX_QUOTED_CHARS: usize = 80;
+
+/// TEXT cut to MAX_QUOTED_CHARS characters, with "..." when cut.
+pub fn push_cut(out: &mut String, text: &str) {
+    match text.char_indices().nth(MAX_QUOTED_CHARS) {
+        None => out.push_str(text),
+        Some((end, _)) => {
+            out.push_str(&text[..end]);
+            out.push_str("...");
+        }
+    }
+}
+
+/// Names ITEMS as `t3 [pending] Write the docs`, at most MAX_NAMED of them
+/// and then "and N more", each between BEFORE and AFTER.
+pub fn name_items<'a>(out: &mut String, items: impl IntoIterator<Item = &'a Item>, before: &str, after: &str) {
+    let mut more = 0usize;
+    for (n, item) in items.into_iter().enumerate() {
+        if n >= MAX_NAMED {
+            more += 1;
+            continue;
+        }
+        out.push_str(before);
+        out.push_str(&item.id);
+        out.push_str(" [");
+        out.push_str(item.status.wire_name());
+        out.push_str("] ");
+        push_cut(out, &item.content);
+        out.push_str(after);
+    }
+    if more > 0 {
+        out.push_str(before);
+        out.push_str("and ");
+        out.push_str(&more.to_string());
+        out.push_str(" more");
+        out.push_str(after);
+    }
+}
+
 /// Items t1, t2, ... with contents "Step 0", "Step 1", ... in STATUSES, for
 /// the tests of the modules that read lists.
 #[cfg(test)]
@@ -256,6 +302,31 @@ mod tests {
         assert_eq!((item.started, item.completed), (Some(2.0), Some(3.0)));
         item.set_status(Status::Pending, 5.0);
         assert_eq!((item.started, item.completed), (Some(2.0), None));
+    }
+
+    #[test]
+    fn naming_items_stops_at_ten_and_counts_the_rest() {
+        let items = sample_items(&[Status::Pending; 13]);
+        let mut out = String::new();
+        name_items(&mut out, &items, "", "; ");
+        assert!(out.starts_with("t1 [pending] Step 0; t2 [pending] Step 1; "), "{out}");
+        assert!(out.contains("t10 [pending] Step 9; and 3 more; "), "{out}");
+        assert!(!out.contains("t11"), "{out}");
+        let mut out = String::new();
+        name_items(&mut out, &items[..2], "  ", "\n");
+        assert_eq!(out, "  t1 [pending] Step 0\n  t2 [pending] Step 1\n");
+    }
+
+    #[test]
+    fn quoted_text_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_QUOTED_CHARS + 5);
+        let mut out = String::new();
+        push_cut(&mut out, &long);
+        assert_eq!(out.chars().count(), MAX_QUOTED_CHARS + 3);
+        assert!(out.ends_with("é..."));
+        out.clear();
+        push_cut(&mut out, "short");
+        assert_eq!(out, "short");
     }
 
     #[test]

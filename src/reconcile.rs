@@ -388,7 +388,7 @@ fn match_items_with(
 
 /// Brings ITEM to what WANTED says, noting the changes in DIFF; returns the
 /// item as it was when anything about it changed and KEEP_EARLIER is set.
-fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at: Timestamp, diff: &mut Diff, keep_earlier: bool) -> Option<Item> {
+pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at: Timestamp, diff: &mut Diff, keep_earlier: bool) -> Option<Item> {
     let mut earlier_content = None;
     let mut earlier_form = None;
     if item.content != wanted.content {

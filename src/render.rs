@@ -5,9 +5,8 @@ use std::fmt::Write;
 use rustc_hash::FxHashSet;
 
 use crate::guide::named_tool;
-use crate::model::{Counts, Item, Status};
+use crate::model::{name_items, push_cut, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS};
 use crate::reconcile::Diff;
-use crate::validate::quote;
 
 /// "2/5 done, 1 in progress, 2 pending", leaving out what is zero.
 pub fn progress(counts: &Counts) -> String {
@@ -67,11 +66,10 @@ fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
     out.push('\n');
 }
 
-/// Every item, or for a list longer than `full_up_to`: every changed item,
-/// the running one and the next `full_up_to` pending ones, with the rest
-/// counted.  A long list would otherwise cost the model thousands of tokens
-/// on every write, for items it sent itself and whose ids it was shown when
-/// they were added.  CHANGED is asked for only when the list is that long.
+/// Every item, or for a list longer than `full_up_to`: the running item,
+/// up to `full_up_to` changed items and the next `full_up_to` pending ones,
+/// with the rest counted.  CHANGED is asked for only when the list is that
+/// long.
 fn item_lines<'a>(
     out: &mut String,
     items: &[Item],
@@ -86,104 +84,133 @@ fn item_lines<'a>(
         return;
     }
     let changed = changed();
-    let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending) = (0, 0, 0);
-    let mut pending_shown = 0;
+    let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending, mut hidden_changed) = (0, 0, 0, 0);
+    let (mut pending_shown, mut changed_shown) = (0, 0);
     for item in items {
-        let unchanged = !changed.contains(item.id.as_str());
+        let is_changed = changed.contains(item.id.as_str());
+        if is_changed && item.status != Status::InProgress {
+            if changed_shown == full_up_to {
+                hidden_changed += 1;
+            } else {
+                changed_shown += 1;
+                item_line(out, item, auto_tools);
+            }
+            continue;
+        }
         match item.status {
-            Status::Completed if unchanged => hidden_completed += 1,
-            Status::Cancelled if unchanged => hidden_cancelled += 1,
-            Status::Pending if unchanged && pending_shown == full_up_to => hidden_pending += 1,
+            Status::Completed => hidden_completed += 1,
+            Status::Cancelled => hidden_cancelled += 1,
+            Status::Pending if pending_shown == full_up_to => hidden_pending += 1,
             status => {
-                pending_shown += usize::from(unchanged && status == Status::Pending);
+                pending_shown += usize::from(status == Status::Pending);
                 item_line(out, item, auto_tools);
             }
         }
     }
+    if hidden_changed > 0 {
+        let _ = writeln!(out, "  ... and {hidden_changed} more changed items not shown");
+    }
     if hidden_completed + hidden_cancelled > 0 {
         let _ = writeln!(
             out,
-            "  ... and {} unchanged finished items not shown ({hidden_completed} completed, {hidden_cancelled} cancelled); keep sending them with their ids",
+            "  ... and {} unchanged finished items not shown ({hidden_completed} completed, {hidden_cancelled} cancelled)",
             hidden_completed + hidden_cancelled
         );
     }
     if hidden_pending > 0 {
-        let _ = writeln!(
-            out,
-            "  ... and {hidden_pending} more unchanged pending items not shown; keep sending them with their ids"
-        );
+        let _ = writeln!(out, "  ... and {hidden_pending} more pending items not shown");
+    }
+}
+
+/// The number of a backend id, `t12` -> 12.
+fn id_number(id: &str) -> Option<u64> {
+    id.strip_prefix('t')?.parse().ok()
+}
+
+/// When the added items took consecutive ids in the order they stand, one
+/// line says so: a model that sent a long plan can then tell every id
+/// without each being listed.
+fn added_ids_line(out: &mut String, items: &[Item], diff: &Diff) {
+    let (Some(first), Some(last)) = (diff.added.first(), diff.added.last()) else {
+        return;
+    };
+    let (Some(low), Some(high)) = (id_number(first), id_number(last)) else {
+        return;
+    };
+    let consecutive = diff.added.iter().zip(low..).all(|(id, n)| id_number(id) == Some(n));
+    let in_order = items.iter().filter_map(|i| id_number(&i.id)).filter(|n| (low..=high).contains(n)).eq(low..=high);
+    if diff.added.len() > 1 && consecutive && in_order {
+        let _ = writeln!(out, "New ids follow the order you sent: {first} to {last}.");
+    }
+}
+
+/// The changed items, in list order: `t3 completed: Write the docs`, the
+/// running one with its activeForm.  At most MAX_NAMED.
+fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&str]) {
+    let changed = diff.changed_id_set();
+    let mut shown = 0;
+    for item in items.iter().filter(|i| changed.contains(i.id.as_str())) {
+        shown += 1;
+        if shown > MAX_NAMED {
+            continue;
+        }
+        out.push_str(&item.id);
+        out.push(' ');
+        out.push_str(item.status.wire_name());
+        out.push_str(": ");
+        let text = if item.status == Status::InProgress { &item.active_form } else { &item.content };
+        push_cut(out, text);
+        if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
+            out.push_str(" (completes when ");
+            out.push_str(tool);
+            out.push_str(" succeeds)");
+        }
+        out.push('\n');
+    }
+    if shown > MAX_NAMED {
+        let _ = writeln!(out, "... and {} more changed", shown - MAX_NAMED);
     }
 }
 
 fn joined<'a>(out: &mut String, ids: impl Iterator<Item = &'a str>) {
+    let mut more = 0;
     for (n, id) in ids.enumerate() {
+        if n >= MAX_NAMED {
+            more += 1;
+            continue;
+        }
         if n > 0 {
             out.push_str(", ");
         }
         out.push_str(id);
     }
-}
-
-fn changes_line(out: &mut String, diff: &Diff) {
-    let start = out.len();
-    let part = |out: &mut String, label: &str| {
-        if out.len() > start {
-            out.push_str("; ");
-        }
-        out.push_str(label);
-        out.push(' ');
-    };
-    for (label, ids) in [
-        ("added", &diff.added),
-        ("started", &diff.started),
-        ("completed", &diff.completed),
-        ("cancelled", &diff.cancelled),
-        ("reopened", &diff.reopened),
-        ("back to pending", &diff.paused),
-        ("reworded", &diff.reworded),
-        ("restored", &diff.restored),
-    ] {
-        if !ids.is_empty() {
-            part(out, label);
-            joined(out, ids.iter().map(String::as_str));
-        }
-    }
-    for (label, items) in [("removed finished", &diff.removed), ("dropped", &diff.dropped)] {
-        if !items.is_empty() {
-            part(out, label);
-            joined(out, items.iter().map(|i| i.id.as_str()));
-        }
-    }
-    if out.len() == start {
-        out.push_str("none: this list is the same as the previous one");
+    if more > 0 {
+        let _ = write!(out, " and {more} more");
     }
 }
 
-fn warnings(items: &[Item], diff: &Diff) -> Vec<String> {
-    let mut out = Vec::new();
+fn warnings(out: &mut String, items: &[Item], diff: &Diff) {
+    if !diff.removed.is_empty() {
+        out.push_str("Removed finished items: ");
+        joined(out, diff.removed.iter().map(|i| i.id.as_str()));
+        out.push('\n');
+    }
     if !diff.demoted.is_empty() {
-        let kept = items
-            .iter()
-            .find(|i| i.status == Status::InProgress)
-            .map(|i| i.id.as_str())
-            .unwrap_or("none");
-        out.push(format!(
-            "Only one item may be in_progress: {kept} stays in progress, {} set back to pending.",
-            diff.demoted.join(", ")
-        ));
+        let kept = items.iter().find(|i| i.status == Status::InProgress).map_or("none", |i| i.id.as_str());
+        let _ = write!(out, "Warning: only one item may be in_progress: {kept} stays in progress, ");
+        joined(out, diff.demoted.iter().map(String::as_str));
+        out.push_str(" set back to pending.\n");
     }
-    for item in &diff.dropped {
-        out.push(format!(
-            "{} {} (was {}) is missing from this list, so it was dropped. If you meant to abandon it, send it with status cancelled; otherwise send it again with its id.",
-            item.id,
-            quote(&item.content),
-            item.status.wire_name()
-        ));
+    if !diff.dropped.is_empty() {
+        out.push_str("Warning: unfinished items missing from this list were dropped: ");
+        name_items(out, &diff.dropped, "", "; ");
+        out.push_str(
+            "if you meant to abandon them, set them cancelled; otherwise send them again with their ids, or use merge to change items without resending the list.\n",
+        );
     }
-    out
 }
 
-/// What to do now, so that the model never has to guess.
+/// What to do now, in a few words, so that the model never has to guess.
 pub fn next_step(items: &[Item]) -> String {
     let mut out = String::new();
     write_next_step(&mut out, items);
@@ -192,19 +219,15 @@ pub fn next_step(items: &[Item]) -> String {
 
 fn write_next_step(out: &mut String, items: &[Item]) {
     if let Some(item) = items.iter().find(|i| i.status == Status::InProgress) {
-        for piece in [
-            "work on ",
-            &item.id,
-            " (",
-            &item.active_form,
-            "); mark it completed as soon as it is done and start the next item.",
-        ] {
+        for piece in ["work on ", &item.id, "; mark it completed when it is done."] {
             out.push_str(piece);
         }
     } else if let Some(item) = items.iter().find(|i| i.status == Status::Pending) {
-        for piece in ["set ", &item.id, " to in_progress and start it (", &item.content, ")."] {
+        for piece in ["set ", &item.id, " in_progress and start it ("] {
             out.push_str(piece);
         }
+        push_cut(out, &item.content);
+        out.push_str(").");
     } else if items.is_empty() {
         out.push_str("the list is empty; write a plan when the task needs three or more steps.");
     } else {
@@ -213,49 +236,51 @@ fn write_next_step(out: &mut String, items: &[Item]) {
 }
 
 /// The todo_write result.  It always starts with `[TODO list updated`.
-/// AUTO_TOOLS are the tools whose success completes an item naming them
-/// (empty when auto-completion is off); such items are marked.
-pub fn write_result(items: &[Item], diff: &Diff, full_up_to: usize, auto_tools: &[&str]) -> String {
+/// With SHOW_LIST (items were added, restored or dropped, or the list
+/// was reordered: the model's picture of the list may be off) it lists the
+/// list with ids; otherwise only the items that changed.  AUTO_TOOLS are
+/// the tools whose success completes an item naming them (empty when
+/// auto-completion is off); such items are marked.
+pub fn write_result(items: &[Item], diff: &Diff, show_list: bool, full_up_to: usize, auto_tools: &[&str]) -> String {
     let counts = Counts::of(items);
-    // Room for the lines a list shows in full, so that the text is not
-    // copied while it grows.
-    let lines: usize = items.iter().take(2 * full_up_to + 8).map(|i| i.id.len() + i.content.len() + 16).sum();
-    let mut out = String::with_capacity(512 + lines);
+    // Room for the lines shown, so that the text is not copied while it grows.
+    let shown = if show_list { 2 * full_up_to + 8 } else { MAX_NAMED };
+    let lines: usize = items.iter().take(shown).map(|i| i.id.len() + i.content.len().min(4 * MAX_QUOTED_CHARS) + 16).sum();
+    let mut out = String::with_capacity(256 + lines);
     out.push_str("[TODO list updated: ");
     write_progress(&mut out, &counts);
     out.push_str("]\n");
-    item_lines(&mut out, items, || diff.changed_id_set(), full_up_to, auto_tools);
-    out.push_str("Changes: ");
-    changes_line(&mut out, diff);
-    out.push('\n');
-    let warnings = warnings(items, diff);
-    if !warnings.is_empty() {
-        out.push_str("Warnings:\n");
-        for warning in warnings {
-            let _ = writeln!(out, "- {warning}");
-        }
+    if diff.is_empty() {
+        out.push_str("No change: the list is as it was.\n");
+    } else if show_list {
+        item_lines(&mut out, items, || diff.changed_id_set(), full_up_to, auto_tools);
+        added_ids_line(&mut out, items, diff);
+    } else {
+        changed_lines(&mut out, items, diff, auto_tools);
     }
+    warnings(&mut out, items, diff);
     out.push_str("Next: ");
     write_next_step(&mut out, items);
-    out.push_str(" Send the full list with these ids on every todo_write.");
     out
 }
 
-/// The list for the system prompt, so the model sees ids on every request.
-pub fn prompt_guidance(items: &[Item], notes: &[String], full_up_to: usize) -> String {
-    if items.is_empty() && notes.is_empty() {
-        return "TODO LIST: empty. For a request with three or more steps, call todo_write first with the whole plan (first item in_progress); the result gives each item an id.".into();
+/// How to keep the list, for the system prompt.  It never mentions the
+/// live list, so that it stays the same on every request.
+pub const GUIDANCE: &str = "Plan multi-step work with todo_write: for three or more steps, send the whole plan first, first item in_progress; the result gives each item an id. Then record each change by id with merge, sending only what changed: {\"merge\": true, \"todos\": [{\"id\": \"t1\", \"status\": \"completed\"}, {\"id\": \"t2\", \"status\": \"in_progress\"}]}. Keep one item in_progress, mark items completed as soon as they are done, set cancelled rather than leaving items out, and call todo_pause with the reason if you must stop with items open. The current state of the list reaches you in tool results.";
+
+/// The system prompt's part: GUIDANCE, after the list as it stands now,
+/// when it has items.  Callers take it once per session and reuse it, so
+/// that the prompt is the same on every request and stays cached.
+pub fn prompt_guidance(items: &[Item], full_up_to: usize) -> String {
+    if items.is_empty() {
+        return format!("TODO LIST: empty when this session started.\n{GUIDANCE}");
     }
-    let mut out = format!("TODO LIST ({}):\n", progress(&Counts::of(items)));
+    let mut out = format!("TODO LIST when this session started ({}):\n", progress(&Counts::of(items)));
     item_lines(&mut out, items, FxHashSet::default, full_up_to, &[]);
-    for note in notes {
-        let _ = writeln!(out, "Note: {note}");
-    }
-    let _ = write!(
-        out,
-        "Keep it current with todo_write: send the full list with these ids, one item in_progress, mark items completed as soon as they are done, set cancelled rather than dropping an item. Next: {}",
-        next_step(items)
-    );
+    let _ = write!(out, "Next: ");
+    write_next_step(&mut out, items);
+    out.push('\n');
+    out.push_str(GUIDANCE);
     out
 }
 
@@ -268,17 +293,59 @@ mod tests {
     use crate::validate::ProposedItem;
     use rustc_hash::FxHashMap;
 
+    #[test]
+    fn a_shown_list_has_every_item_and_the_next_step() {
+        let items = list(&[Status::InProgress, Status::Pending, Status::Pending]);
+        let diff = Diff { added: vec!["t1".into(), "t2".into(), "t3".into()], ..Diff::default() };
+        let text = write_result(&items, &diff, true, 30, &[]);
+        assert_eq!(
+            text,
+            "[TODO list updated: 0/3 done, 1 in progress, 2 pending]\n  t1 [in_progress] Step 0\n  t2 [pending] Step 1\n  t3 [pending] Step 2\nNew ids follow the order you sent: t1 to t3.\nNext: work on t1; mark it completed when it is done."
+        );
+    }
 
     #[test]
-    fn result_lists_every_item_changes_and_next_step() {
-        let items = list(&[Status::Completed, Status::InProgress, Status::Pending]);
+    fn a_status_change_names_only_the_changed_items() {
+        let mut items = list(&[Status::Completed, Status::InProgress, Status::Pending]);
+        items[1].active_form = "Doing step 1".into();
         let diff = Diff { completed: vec!["t1".into()], started: vec!["t2".into()], ..Diff::default() };
-        let text = write_result(&items, &diff, 30, &[]);
-        assert!(text.starts_with("[TODO list updated: 1/3 done, 1 in progress, 1 pending]\n"));
-        assert!(text.contains("  t1 [completed] Step 0\n  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"));
-        assert!(text.contains("Changes: started t2; completed t1\n"));
-        assert!(text.contains("Next: work on t2 (Step 1)"));
-        assert!(text.ends_with("Send the full list with these ids on every todo_write."));
+        let text = write_result(&items, &diff, false, 30, &[]);
+        assert_eq!(
+            text,
+            "[TODO list updated: 1/3 done, 1 in progress, 1 pending]\nt1 completed: Step 0\nt2 in_progress: Doing step 1\nNext: work on t2; mark it completed when it is done."
+        );
+    }
+
+    #[test]
+    fn a_status_change_in_a_long_list_stays_short() {
+        let mut statuses = vec![Status::Completed; 40];
+        statuses.push(Status::InProgress);
+        statuses.extend(vec![Status::Pending; 959]);
+        let mut items = list(&statuses);
+        for item in &mut items {
+            item.content = format!("Update the docstring of function-{} in its file", item.id);
+        }
+        let diff = Diff { completed: vec!["t40".into()], started: vec!["t41".into()], ..Diff::default() };
+        let text = write_result(&items, &diff, false, 30, &[]);
+        assert!(text.len() < 300, "{} bytes: {text}", text.len());
+        assert!(text.contains("t40 completed: Update the docstring of function-t40"), "{text}");
+        assert!(!text.contains("t42"), "{text}");
+    }
+
+    #[test]
+    fn many_changes_are_named_up_to_ten() {
+        let items = list(&[Status::Completed; 25]);
+        let diff = Diff { completed: items.iter().map(|i| i.id.clone()).collect(), ..Diff::default() };
+        let text = write_result(&items, &diff, false, 30, &[]);
+        assert!(text.contains("t10 completed: Step 9\n... and 15 more changed\n"), "{text}");
+        assert!(!text.contains("t11 "), "{text}");
+    }
+
+    #[test]
+    fn an_unchanged_write_says_so() {
+        let items = list(&[Status::InProgress]);
+        let text = write_result(&items, &Diff::default(), false, 30, &[]);
+        assert!(text.contains("\nNo change: the list is as it was.\n"), "{text}");
     }
 
     #[test]
@@ -288,9 +355,8 @@ mod tests {
         let p = |content: &'static str, status| ProposedItem { id: None, content, active_form: None, status };
         let first = reconcile(&[], &mut retired, &mut ids, &[p("Keep me", Status::Pending), p("Lose me", Status::Pending)], 0.0).unwrap();
         let second = reconcile(&first.items, &mut retired, &mut ids, &[p("Keep me", Status::InProgress), p("Other", Status::InProgress)], 0.0).unwrap();
-        let text = write_result(&second.items, &second.diff, 30, &[]);
-        assert!(text.contains("t2 \"Lose me\" (was pending) is missing from this list"), "{text}");
-        assert!(text.contains("send it with status cancelled"));
+        let text = write_result(&second.items, &second.diff, true, 30, &[]);
+        assert!(text.contains("dropped: t2 [pending] Lose me; if you meant to abandon them, set them cancelled"), "{text}");
         assert!(text.contains("t1 stays in progress, t3 set back to pending"), "{text}");
     }
 
@@ -299,30 +365,33 @@ mod tests {
         let mut statuses = vec![Status::Completed; 29];
         statuses.push(Status::Pending);
         let items = list(&statuses);
-        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("not shown"));
+        let added = Diff { added: vec!["t30".into()], ..Diff::default() };
+        assert!(!write_result(&items, &added, true, 30, &[]).contains("not shown"));
         let mut items = items;
         items.push(Item::new("t31".into(), "Last".into(), None, Status::Cancelled, 0.0));
-        let diff = Diff { completed: vec!["t2".into()], ..Diff::default() };
-        let text = write_result(&items, &diff, 30, &[]);
-        assert!(text.contains("... and 29 unchanged finished items not shown (28 completed, 1 cancelled)"), "{text}");
-        assert!(text.contains("t2 [completed]") && text.contains("t30 [pending]"));
+        let diff = Diff { completed: vec!["t2".into()], added: vec!["t31".into()], ..Diff::default() };
+        let text = write_result(&items, &diff, true, 30, &[]);
+        assert!(text.contains("... and 28 unchanged finished items not shown (28 completed, 0 cancelled)"), "{text}");
+        assert!(text.contains("t2 [completed]") && text.contains("t30 [pending]") && text.contains("t31 [cancelled]"));
         assert!(!text.contains("t1 [completed]"));
     }
 
     #[test]
-    fn long_lists_show_only_the_next_pending_items() {
-        let mut statuses = vec![Status::Completed, Status::InProgress];
-        statuses.extend(vec![Status::Pending; 98]);
-        let items = list(&statuses);
-        let diff = Diff { completed: vec!["t1".into()], started: vec!["t2".into()], added: vec!["t100".into()], ..Diff::default() };
-        let text = write_result(&items, &diff, 30, &[]);
-        assert!(text.contains("  t1 [completed] Step 0\n  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"), "{text}");
-        assert!(text.contains("  t32 [pending] Step 31\n  t100 [pending] Step 99\n"), "{text}");
-        assert!(!text.contains("t33 [pending]"), "{text}");
-        assert!(text.contains("  ... and 67 more unchanged pending items not shown; keep sending them with their ids\n"), "{text}");
-        // At the threshold nothing is hidden.
-        let items = list(&[Status::Pending; 30]);
-        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("not shown"));
+    fn a_long_plan_shows_its_first_items_and_how_the_ids_run() {
+        let items = list(&[Status::Pending; 1000]);
+        let diff = Diff { added: items.iter().map(|i| i.id.clone()).collect(), ..Diff::default() };
+        let text = write_result(&items, &diff, true, 30, &[]);
+        assert!(text.contains("  t30 [pending] Step 29\n  ... and 970 more changed items not shown\n"), "{text}");
+        assert!(text.contains("New ids follow the order you sent: t1 to t1000.\n"), "{text}");
+        assert!(text.len() < 2000, "{} bytes", text.len());
+    }
+
+    #[test]
+    fn added_ids_out_of_order_get_no_shortcut() {
+        let mut items = list(&[Status::Pending; 3]);
+        items.swap(0, 2);
+        let diff = Diff { added: vec!["t1".into(), "t2".into(), "t3".into()], ..Diff::default() };
+        assert!(!write_result(&items, &diff, true, 30, &[]).contains("New ids follow"));
     }
 
     #[test]
@@ -330,10 +399,11 @@ mod tests {
         let mut items = list(&[Status::InProgress, Status::Completed]);
         items[0].content = "Run the suite with run_tests".into();
         items[1].content = "Check run_tests".into();
-        let text = write_result(&items, &Diff::default(), 30, &["run_tests"]);
+        let diff = Diff { added: vec!["t1".into(), "t2".into()], ..Diff::default() };
+        let text = write_result(&items, &diff, true, 30, &["run_tests"]);
         assert!(text.contains("t1 [in_progress] Run the suite with run_tests (completes when run_tests succeeds)\n"));
         assert!(text.contains("t2 [completed] Check run_tests\n"));
-        assert!(!write_result(&items, &Diff::default(), 30, &[]).contains("completes when"));
+        assert!(!write_result(&items, &diff, true, 30, &[]).contains("completes when"));
     }
 
     #[test]
@@ -349,36 +419,18 @@ mod tests {
     }
 
     #[test]
-    fn changes_line_joins_every_group_in_order() {
-        let mut items = list(&[Status::Pending, Status::Completed]);
-        let dropped = items.remove(0);
-        let diff = Diff {
-            added: vec!["t4".into(), "t5".into()],
-            paused: vec!["t6".into()],
-            restored: vec!["t7".into()],
-            removed: vec![items[0].clone()],
-            dropped: vec![dropped],
-            ..Diff::default()
-        };
-        let mut line = String::new();
-        changes_line(&mut line, &diff);
-        assert_eq!(line, "added t4, t5; back to pending t6; restored t7; removed finished t2; dropped t1");
-        line.clear();
-        changes_line(&mut line, &Diff::default());
-        assert_eq!(line, "none: this list is the same as the previous one");
-    }
-
-    #[test]
     fn next_step_covers_every_state() {
         assert!(next_step(&[]).contains("empty"));
-        assert!(next_step(&list(&[Status::Pending])).starts_with("set t1 to in_progress"));
+        assert!(next_step(&list(&[Status::Pending])).starts_with("set t1 in_progress"));
         assert!(next_step(&list(&[Status::Completed, Status::Cancelled])).contains("finished"));
     }
 
     #[test]
-    fn guidance_shows_ids_or_how_to_start() {
-        assert!(prompt_guidance(&[], &[], 30).contains("call todo_write first"));
-        let text = prompt_guidance(&list(&[Status::InProgress]), &["the user marked t3 cancelled".into()], 30);
-        assert!(text.contains("t1 [in_progress] Step 0") && text.contains("Note: the user marked t3 cancelled"));
+    fn guidance_shows_the_list_it_was_given_and_how_to_merge() {
+        let empty = prompt_guidance(&[], 30);
+        assert!(empty.contains("send the whole plan first") && empty.contains("\"merge\": true"));
+        let text = prompt_guidance(&list(&[Status::InProgress]), 30);
+        assert!(text.starts_with("TODO LIST when this session started (0/1 done, 1 in progress):\n  t1 [in_progress] Step 0\n"), "{text}");
+        assert!(text.ends_with(GUIDANCE));
     }
 }

@@ -11,10 +11,12 @@ use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, Guide, GuideOptions};
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledger};
-use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
-use crate::reconcile::{apply, match_items, Diff};
+use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
+use crate::reconcile::{apply, match_items, update, Diff};
 use crate::render;
-use crate::validate::{checked_text, non_blank, parse_write, quote, Input, InvalidInput, Limits};
+use crate::validate::{
+    checked_text, non_blank, parse_request, quote, Input, InvalidInput, Limits, MergeItem, ProposedItem, WriteRequest,
+};
 
 /// Options the Lisp side passes on every call, so customizations take effect
 /// without a separate configuration step.
@@ -68,6 +70,9 @@ pub struct Session {
     pub user_notes: Vec<String>,
     /// Every change of the list, for `efrit-todo-history` and undo.
     pub history: History,
+    /// The system prompt's part, fixed at its first request: a prompt that
+    /// changed between requests would void the prompt cache each time.
+    prompt: Option<String>,
 }
 
 fn in_progress(items: &[Item]) -> Option<&Item> {
@@ -188,30 +193,13 @@ impl Session {
         auto_complete: bool,
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
-        let proposed = parse_write(input, &options.limits)?;
-        // Retired items an id brings back, as they were, for undo.
-        let retired_before: Vec<Item> = if self.retired.is_empty() {
-            Vec::new()
-        } else {
-            proposed.iter().filter_map(|p| p.id.and_then(|id| self.retired.get(id))).cloned().collect()
+        let (diff, show_list) = match parse_request(input, &options.limits)? {
+            WriteRequest::Replace(proposed) => self.replace(&proposed)?,
+            WriteRequest::Merge(changes) => (self.merge(&changes, &options.limits)?, false),
         };
-        // Matching is the only step that can fail; from here on the write
-        // commits, and the previous list is taken over rather than copied.
-        let matching = match_items(&self.items, &self.retired, &proposed)?;
-        let previous = std::mem::take(&mut self.items);
-        let reconciled = apply(matching, previous, &mut self.retired, &mut self.ids, &proposed, now());
-        self.items = reconciled.items;
-        let diff = reconciled.diff;
         self.known_tools = known_tools;
         let auto_tools = if auto_complete { self.tool_names(None) } else { Vec::new() };
-        let text = render::write_result(&self.items, &diff, options.full_list_up_to, &auto_tools);
-        if let Some(mut undo) = reconciled.undo {
-            undo.retired_before = retired_before;
-            let mut ids = ChangedIds::from_diff(&diff);
-            ids.moved = reconciled.moved;
-            let summary = ids.summary();
-            self.history.push(Change { undo: Some(undo), ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids) });
-        }
+        let text = render::write_result(&self.items, &diff, show_list, options.full_list_up_to, &auto_tools);
         self.writes += 1;
         self.changed(Actor::Model, None);
         let completed_any = !diff.completed.is_empty();
@@ -220,6 +208,125 @@ impl Session {
         }
         self.last_write = Some(WriteEffect { completed_any, changed_nothing: diff.is_empty() });
         Ok(WriteOutcome { text, diff })
+    }
+
+    /// A write of the whole list.  Returns what changed, and whether the
+    /// result should show the list: when items came or went or moved, the
+    /// model's picture of the list may differ from this one.
+    fn replace(&mut self, proposed: &[ProposedItem]) -> Result<(Diff, bool), InvalidInput> {
+        // Retired items an id brings back, as they were, for undo.
+        let retired_before: Vec<Item> = if self.retired.is_empty() {
+            Vec::new()
+        } else {
+            proposed.iter().filter_map(|p| p.id.and_then(|id| self.retired.get(id))).cloned().collect()
+        };
+        // Matching is the only step that can fail; from here on the write
+        // commits, and the previous list is taken over rather than copied.
+        let matching = match_items(&self.items, &self.retired, proposed)?;
+        let previous = std::mem::take(&mut self.items);
+        let reconciled = apply(matching, previous, &mut self.retired, &mut self.ids, proposed, now());
+        self.items = reconciled.items;
+        let diff = reconciled.diff;
+        if let Some(mut undo) = reconciled.undo {
+            undo.retired_before = retired_before;
+            let mut ids = ChangedIds::from_diff(&diff);
+            ids.moved = reconciled.moved;
+            let summary = ids.summary();
+            self.history.push(Change { undo: Some(undo), ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids) });
+        }
+        let show_list = reconciled.moved || !diff.added.is_empty() || !diff.restored.is_empty() || !diff.dropped.is_empty();
+        Ok((diff, show_list))
+    }
+
+    /// A merged write: items named by id change only the fields they carry,
+    /// items without an id are added at the end, the rest stay as they are.
+    /// An item this write sets in_progress wins over one already running.
+    fn merge(&mut self, changes: &[MergeItem], limits: &Limits) -> Result<Diff, InvalidInput> {
+        enum Target {
+            Listed(usize),
+            Retired,
+            New,
+        }
+        let mut targets = Vec::with_capacity(changes.len());
+        for (i, change) in changes.iter().enumerate() {
+            targets.push(match change.id {
+                None => Target::New,
+                Some(id) => match self.items.iter().position(|item| item.id == id) {
+                    Some(at) => Target::Listed(at),
+                    None if self.retired.contains_key(id) => Target::Retired,
+                    None => {
+                        return Err(InvalidInput::new(
+                            format!("todos[{i}].id"),
+                            format!("unknown id {}: use an id from an earlier todo_write result, or omit id to add an item", quote(id)),
+                        ))
+                    }
+                },
+            });
+        }
+        let growth = targets.iter().filter(|t| !matches!(t, Target::Listed(_))).count();
+        if self.items.len() + growth > limits.max_items {
+            return Err(InvalidInput::new(
+                "todos",
+                format!("would make the list {} items long; the limit is {}", self.items.len() + growth, limits.max_items),
+            ));
+        }
+        // Checked: from here on the write commits.
+        let before = self.items.clone();
+        let mut retired_before = Vec::new();
+        let mut diff = Diff::default();
+        let mut running: Option<String> = None;
+        let at = now();
+        for (change, target) in changes.iter().zip(targets) {
+            let index = match target {
+                Target::Listed(at) => at,
+                Target::Retired => {
+                    let id = change.id.unwrap_or_default();
+                    let Some(item) = self.retired.remove(id) else { continue };
+                    retired_before.push(item.clone());
+                    diff.restored.push(item.id.clone());
+                    self.items.push(item);
+                    self.items.len() - 1
+                }
+                Target::New => {
+                    let status = change.status.unwrap_or(Status::Pending);
+                    let content = change.content.unwrap_or_default().to_string();
+                    let item = Item::new(self.ids.issue(), content, change.active_form.map(str::to_string), status, at);
+                    diff.added.push(item.id.clone());
+                    if status == Status::InProgress && running.is_none() {
+                        running = Some(item.id.clone());
+                    }
+                    self.items.push(item);
+                    continue;
+                }
+            };
+            let item = &mut self.items[index];
+            let status = change.status.unwrap_or(item.status);
+            let kept_content;
+            let content = match change.content {
+                Some(content) => content,
+                None => {
+                    kept_content = item.content.clone();
+                    &kept_content
+                }
+            };
+            let wanted = ProposedItem { id: change.id, content, active_form: change.active_form, status };
+            update(item, &wanted, status, at, &mut diff, false);
+            if status == Status::InProgress && running.is_none() {
+                running = Some(item.id.clone());
+            }
+        }
+        if let Some(running) = running {
+            for item in self.items.iter_mut().filter(|i| i.status == Status::InProgress && i.id != running) {
+                item.set_status(Status::Pending, at);
+                diff.started.retain(|id| *id != item.id);
+                diff.demoted.push(item.id.clone());
+            }
+        }
+        if !diff.is_empty() {
+            let ids = ChangedIds::from_diff(&diff);
+            self.record(Actor::Model, ChangeKind::Write, before, retired_before, Some(ids), None);
+        }
+        Ok(diff)
     }
 
     /// Completes the running item when its content names TOOL, which just
@@ -301,6 +408,9 @@ impl Session {
             if let Some(reminder) = self.guide.after_call(tool, true, in_progress(&self.items), &options.guide) {
                 notices.push(reminder);
             }
+        }
+        if !self.user_notes.is_empty() {
+            notices.push(self.take_user_notes());
         }
         if as_given && notices.is_empty() {
             return None;
@@ -475,13 +585,33 @@ impl Session {
         Ok(note)
     }
 
-    /// Every change of the list passes here once it is committed.
+    /// Every change of the list passes here once it is committed.  The
+    /// user's edits wait for the next tool result, which tells the model.
     fn changed(&mut self, actor: Actor, user_note: Option<String>) {
-        match actor {
-            // The model has now sent the whole list: it has seen the edits.
-            Actor::Model => self.user_notes.clear(),
-            Actor::User => self.user_notes.extend(user_note),
+        if actor == Actor::User {
+            self.user_notes.extend(user_note);
         }
+    }
+
+    /// The user's edits since the model was last told, as one notice for a
+    /// tool result; they are then forgotten.  The newest MAX_NAMED are named.
+    pub fn take_user_notes(&mut self) -> String {
+        let notes = std::mem::take(&mut self.user_notes);
+        let skipped = notes.len().saturating_sub(MAX_NAMED);
+        let mut text = String::from("[efrit-todo] The user changed the list: ");
+        if skipped > 0 {
+            text.push_str(&format!("{skipped} earlier edits; "));
+        }
+        text.push_str(&notes[skipped..].join("; "));
+        text.push('.');
+        text
+    }
+
+    /// The system prompt's part for this session: the guidance and the list
+    /// as it stood at the first call, the same text on every later call.
+    pub fn prompt_guidance(&mut self, full_up_to: usize) -> &str {
+        let items = &self.items;
+        self.prompt.get_or_insert_with(|| render::prompt_guidance(items, full_up_to))
     }
 
     /// A new turn of a conversation that keeps its list (Efrit's REPL):
@@ -687,7 +817,103 @@ mod tests {
         assert_eq!(s.user_notes.len(), 5);
         let todos = json!({"todos": [{"id": "t1", "content": "A better", "status": "pending"}]});
         s.write(&input(todos), &options, false, vec![]).unwrap();
+        assert_eq!(s.user_notes.len(), 5, "a write alone does not tell the model");
+        let told = s.after_tool("todo_write", Input::Null, Some("ok".into()), false, None, &LoopOptions::default());
+        let told = told.unwrap_or_default();
+        assert!(told.starts_with("ok\n\n[efrit-todo] The user changed the list: the user marked t2 in_progress; "), "{told}");
         assert!(s.user_notes.is_empty());
+        assert_eq!(s.after_tool("eval_sexp", Input::Null, Some("1".into()), false, None, &LoopOptions::default()), None);
+    }
+
+    fn plan(n: usize) -> Session {
+        let mut s = Session::started_now();
+        let todos: Vec<serde_json::Value> = (0..n)
+            .map(|k| json!({"content": format!("Step {k}"), "status": if k == 0 { "in_progress" } else { "pending" }}))
+            .collect();
+        s.write(&input(json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();
+        s
+    }
+
+    fn merge(s: &mut Session, todos: serde_json::Value) -> Result<String, InvalidInput> {
+        s.write(&input(json!({"merge": true, "todos": todos})), &Options::default(), false, vec![]).map(|o| o.text)
+    }
+
+    fn statuses(s: &Session) -> Vec<(&str, Status)> {
+        s.items.iter().map(|i| (i.id.as_str(), i.status)).collect()
+    }
+
+    #[test]
+    fn a_merge_changes_only_what_it_names() {
+        let mut s = plan(4);
+        let text = merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        use Status::*;
+        assert_eq!(statuses(&s), vec![("t1", Completed), ("t2", InProgress), ("t3", Pending), ("t4", Pending)]);
+        assert!(text.contains("t1 completed: Step 0\nt2 in_progress: Step 1\n"), "{text}");
+        assert!(!text.contains("t3"), "unchanged items are not repeated: {text}");
+        merge(&mut s, json!([{"id": "t3", "content": "Step three, reworded"}, {"content": "Step 5"}])).unwrap();
+        assert_eq!(s.find("t3").unwrap().content, "Step three, reworded");
+        assert_eq!(s.find("t3").unwrap().status, Pending);
+        assert_eq!(s.items.last().map(|i| (i.id.as_str(), i.status, i.content.as_str())), Some(("t5", Pending, "Step 5")));
+        assert_eq!(s.items.len(), 5);
+    }
+
+    #[test]
+    fn the_item_a_merge_starts_wins_over_the_running_one() {
+        let mut s = plan(3);
+        let text = merge(&mut s, json!([{"id": "t3", "status": "in_progress"}])).unwrap();
+        assert_eq!(s.current().map(|i| i.id.as_str()), Some("t3"));
+        assert_eq!(s.find("t1").unwrap().status, Status::Pending);
+        assert!(text.contains("t3 stays in progress, t1 set back to pending"), "{text}");
+        // Two started in one merge: the first one named runs.
+        merge(&mut s, json!([{"id": "t2", "status": "in_progress"}, {"id": "t1", "status": "in_progress"}])).unwrap();
+        assert_eq!(s.current().map(|i| i.id.as_str()), Some("t2"));
+        assert_eq!(s.items.iter().filter(|i| i.status == Status::InProgress).count(), 1);
+    }
+
+    #[test]
+    fn a_bad_merge_changes_nothing() {
+        let mut s = plan(3);
+        let before = (s.items.clone(), s.ids.clone(), s.history.len(), s.writes);
+        let unknown = merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t9", "status": "completed"}]));
+        assert_eq!(unknown.unwrap_err().to_string(), "todos[1].id: unknown id \"t9\": use an id from an earlier todo_write result, or omit id to add an item");
+        let limits = Options { limits: Limits { max_items: 3, max_content_chars: 100 }, ..Options::default() };
+        let full = s.write(&input(json!({"merge": true, "todos": [{"content": "one more"}]})), &limits, false, vec![]);
+        assert_eq!(full.err().map(|e| e.path), Some("todos".to_string()));
+        assert_eq!((s.items.clone(), s.ids.clone(), s.history.len(), s.writes), before);
+    }
+
+    #[test]
+    fn a_merge_can_bring_back_a_retired_item_and_be_undone() {
+        let mut s = plan(2);
+        s.write(&input(json!({"todos": [{"id": "t1", "content": "Step 0", "status": "in_progress"}]})), &Options::default(), false, vec![]).unwrap();
+        assert!(s.find("t2").is_none());
+        merge(&mut s, json!([{"id": "t2", "status": "pending"}])).unwrap();
+        assert_eq!(s.find("t2").map(|i| i.content.as_str()), Some("Step 1"));
+        merge(&mut s, json!([{"id": "t1", "status": "completed"}])).unwrap();
+        assert_eq!(s.find("t1").unwrap().status, Status::Completed);
+        assert!(s.undo().is_some());
+        assert_eq!(s.find("t1").unwrap().status, Status::InProgress);
+        assert!(s.undo().is_some());
+        assert!(s.find("t2").is_none(), "undoing the restore retires t2 again");
+    }
+
+    #[test]
+    fn a_merge_that_changes_nothing_counts_as_an_unchanged_write() {
+        let mut s = plan(2);
+        let history = s.history.len();
+        let text = merge(&mut s, json!([{"id": "t1", "status": "in_progress"}])).unwrap();
+        assert!(text.contains("No change"), "{text}");
+        assert_eq!(s.history.len(), history);
+        assert_eq!(s.last_write.map(|w| w.changed_nothing), Some(true));
+    }
+
+    #[test]
+    fn the_prompt_part_is_fixed_at_its_first_call() {
+        let mut s = plan(2);
+        let first = s.prompt_guidance(30).to_string();
+        assert!(first.contains("t1 [in_progress] Step 0"), "{first}");
+        merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        assert_eq!(s.prompt_guidance(30), first);
     }
 
     #[test]

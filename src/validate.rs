@@ -144,21 +144,21 @@ pub const ID: Field = Field {
     aliases: &[],
     kind: FieldKind::Text,
     required: false,
-    description: "The id this item was given in an earlier todo_write result (t1, t2, ...). Omit it only for new items; the backend assigns ids.",
+    description: "The id an earlier todo_write result gave this item (t1, t2, ...). Omit it only for a new item; the backend assigns ids.",
 };
 pub const CONTENT: Field = Field {
     name: "content",
     aliases: &[],
     kind: FieldKind::Text,
     required: true,
-    description: "What to do, in the imperative (\"Fix the parser bug\").",
+    description: "What to do, in the imperative (\"Fix the parser bug\"). Required for a new item; with merge, send it only to reword an item.",
 };
 pub const STATUS: Field = Field {
     name: "status",
     aliases: &[],
     kind: FieldKind::StatusEnum,
     required: true,
-    description: "pending, in_progress (at most one item), completed, or cancelled for work that will not be done.",
+    description: "pending, in_progress (at most one item), completed, or cancelled for work that will not be done. Required unless merge is true.",
 };
 pub const ACTIVE_FORM: Field = Field {
     name: "activeForm",
@@ -170,16 +170,23 @@ pub const ACTIVE_FORM: Field = Field {
 
 pub const TODO_FIELDS: [Field; 4] = [ID, CONTENT, STATUS, ACTIVE_FORM];
 
-pub const TODO_WRITE_DESCRIPTION: &str = "Plan and track multi-step work. Call it first with the whole plan when a request needs three or more steps, then again whenever an item starts or finishes.
+/// The key of a todo_write input that asks for a partial update.
+pub const MERGE: &str = "merge";
+
+const MERGE_DESCRIPTION: &str = "true to send only changes: an item with an id updates just the fields it carries, an item without an id is added at the end, items left out stay as they are. Omit it to send the whole new list.";
+
+pub const TODO_WRITE_DESCRIPTION: &str = "Plan and track multi-step work. Call it first with the whole plan when a request needs three or more steps, first item in_progress; the result gives each item an id.
+
+After that, send only what changed, by id, with merge:
+{\"merge\": true, \"todos\": [{\"id\": \"t1\", \"status\": \"completed\"}, {\"id\": \"t2\", \"status\": \"in_progress\"}]}
 
 Rules:
-- Send the FULL list every time, not just the changed items.
-- Keep the id of every item the last result showed you; omit id only for new items.
 - Exactly one item in_progress while you work; mark it completed as soon as it is done.
-- Never silently drop an item: set status cancelled for work you will not do.
+- Set cancelled for work you will not do; never leave an item out to drop it.
+- Without merge, the list you send replaces the whole list: send every item, with its id.
 - content is imperative (\"Run the tests\"), activeForm is present continuous (\"Running the tests\").
 
-The result lists every item with its id and tells you what to work on next.";
+The result names the items that changed, with their ids, and what to do next.";
 
 /// One item as the model proposed it, checked but not yet reconciled.  It
 /// borrows its texts from the input: most of them equal what the list
@@ -318,11 +325,11 @@ fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<Pro
     Ok(ProposedItem { id, content, active_form, status })
 }
 
-/// Checks a whole todo_write input before anything changes.
-pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<ProposedItem<'a>>, InvalidInput> {
+/// The items of a todo_write input, before any of them is checked.
+fn todo_values<'a>(input: &'a Input, limits: &Limits) -> Result<&'a [Input], InvalidInput> {
     let todos = match input {
         Input::Map(_) => input.get("todos").ok_or_else(|| {
-            InvalidInput::new("todos", "is required: the complete list of items")
+            InvalidInput::new("todos", "is required: the list of items")
         })?,
         // A bare array is what a Lisp caller means by "the list".
         Input::Array(_) => input,
@@ -335,7 +342,8 @@ pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<Proposed
     };
     let items = match todos {
         Input::Array(items) => items.as_slice(),
-        Input::Null => &[],
+        // JSON null is no list at all: taking it as an empty one would
+        // drop every item.
         other => {
             return Err(InvalidInput::new(
                 "todos",
@@ -349,32 +357,123 @@ pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<Proposed
             format!("has {} items; the limit is {}", items.len(), limits.max_items),
         ));
     }
+    Ok(items)
+}
+
+/// Checks a whole todo_write input that replaces the list, before anything
+/// changes.
+pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<ProposedItem<'a>>, InvalidInput> {
+    let items = todo_values(input, limits)?;
     let mut parsed = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         parsed.push(parse_item(item, i, limits)?);
     }
-    if let Some((i, first)) = duplicate_id(&parsed) {
-        let id = parsed[i].id.unwrap_or_default();
-        return Err(InvalidInput::new(
-            format!("todos[{i}].id"),
-            format!("{} is also the id of todos[{first}]; every item needs its own id", quote(id)),
-        ));
-    }
+    check_unique_ids(parsed.len(), |i| parsed[i].id)?;
     Ok(parsed)
 }
 
+/// One item of a merged write: the fields it carries, nothing more.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeItem<'a> {
+    pub id: Option<&'a str>,
+    pub content: Option<&'a str>,
+    pub active_form: Option<&'a str>,
+    pub status: Option<Status>,
+}
+
+/// A checked todo_write input: a whole new list, or changes to merge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteRequest<'a> {
+    Replace(Vec<ProposedItem<'a>>),
+    Merge(Vec<MergeItem<'a>>),
+}
+
+/// Whether INPUT asks for a merged write: `merge` must be a boolean.
+fn merge_flag(input: &Input) -> Result<bool, InvalidInput> {
+    match input.get(MERGE) {
+        None | Some(Input::Null) => Ok(false),
+        Some(Input::Bool(merge)) => Ok(*merge),
+        Some(other) => Err(InvalidInput::new(MERGE, format!("expected true or false, got {}", other.describe()))),
+    }
+}
+
+/// Checks a todo_write input of either kind before anything changes.
+pub fn parse_request<'a>(input: &'a Input, limits: &Limits) -> Result<WriteRequest<'a>, InvalidInput> {
+    if !merge_flag(input)? {
+        return parse_write(input, limits).map(WriteRequest::Replace);
+    }
+    let items = todo_values(input, limits)?;
+    let mut parsed = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        parsed.push(parse_merge_item(item, i, limits)?);
+    }
+    check_unique_ids(parsed.len(), |i| parsed[i].id)?;
+    Ok(WriteRequest::Merge(parsed))
+}
+
+fn parse_merge_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<MergeItem<'a>, InvalidInput> {
+    if !matches!(value, Input::Map(_)) {
+        return Err(InvalidInput::new(
+            format!("todos[{index}]"),
+            format!("expected an object with an id and the fields to change, got {}", value.describe()),
+        ));
+    }
+    let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
+    let [id, content, status, active_form] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM]);
+    let blank = |text: &str| text.chars().all(char::is_whitespace);
+    let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
+        found.map(|v| checked_str_at(v, || at(spec), limits.max_content_chars)).transpose()
+    };
+    let id = match text_of(&ID, id)? {
+        Some(id) if blank(id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
+        id => id.map(str::trim),
+    };
+    let content = text_of(&CONTENT, content)?;
+    if content.is_some_and(blank) {
+        return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
+    }
+    let status = status.map(|v| parse_status_at(v, || at(&STATUS))).transpose()?;
+    let active_form = text_of(&ACTIVE_FORM, active_form)?.filter(|s| !blank(s));
+    match id {
+        None if content.is_none() => Err(InvalidInput::new(at(&CONTENT), "is required for a new item (one without an id)")),
+        Some(id) if content.is_none() && status.is_none() && active_form.is_none() => Err(InvalidInput::new(
+            format!("todos[{index}]"),
+            format!("names {} but changes nothing; give status, content or activeForm", quote(id)),
+        )),
+        _ => Ok(MergeItem { id, content, active_form, status }),
+    }
+}
+
+/// Fails on the first of N items (ID_AT gives each one's id) whose id an
+/// earlier item has, naming both.
+fn check_unique_ids<'a>(n: usize, id_at: impl Fn(usize) -> Option<&'a str>) -> Result<(), InvalidInput> {
+    match duplicate_id(n, &id_at) {
+        None => Ok(()),
+        Some((i, first)) => Err(InvalidInput::new(
+            format!("todos[{i}].id"),
+            format!(
+                "{} is also the id of todos[{first}]; every item needs its own id",
+                quote(id_at(i).unwrap_or_default())
+            ),
+        )),
+    }
+}
+
 /// The first item whose id an earlier item has, with that earlier item.
-fn duplicate_id(items: &[ProposedItem]) -> Option<(usize, usize)> {
-    if ids_rise(items.iter().filter_map(|item| item.id)) {
+fn duplicate_id<'a>(n: usize, id_at: impl Fn(usize) -> Option<&'a str>) -> Option<(usize, usize)> {
+    if ids_rise((0..n).filter_map(&id_at)) {
         return None;
     }
     // A few items are compared directly: cheaper than a table.
-    if items.len() <= 8 {
-        return duplicate_id_by_scan(items);
+    if n <= 8 {
+        return (0..n).find_map(|i| {
+            let id = id_at(i)?;
+            (0..i).find(|&j| id_at(j) == Some(id)).map(|first| (i, first))
+        });
     }
     let mut first_with: FxHashMap<&str, usize> = FxHashMap::default();
-    for (i, item) in items.iter().enumerate() {
-        if let Some(id) = item.id {
+    for i in 0..n {
+        if let Some(id) = id_at(i) {
             match first_with.entry(id) {
                 Entry::Vacant(slot) => {
                     slot.insert(i);
@@ -384,13 +483,6 @@ fn duplicate_id(items: &[ProposedItem]) -> Option<(usize, usize)> {
         }
     }
     None
-}
-
-fn duplicate_id_by_scan(items: &[ProposedItem]) -> Option<(usize, usize)> {
-    items.iter().enumerate().find_map(|(i, item)| {
-        let id = item.id?;
-        items[..i].iter().position(|p| p.id == Some(id)).map(|first| (i, first))
-    })
 }
 
 fn field_schema(spec: &Field) -> Json {
@@ -413,8 +505,14 @@ fn object_schema(fields: &[Field]) -> Json {
     json!({"type": "object", "properties": properties, "required": required})
 }
 
-/// The todo_write tool in the shape the Messages API takes.
+/// The todo_write tool in the shape the Messages API takes.  No item field
+/// is marked required: a merged write carries only what changes, and the
+/// descriptions say when content and status are needed.
 pub fn todo_write_schema() -> Json {
+    let mut item = object_schema(&TODO_FIELDS);
+    if let Some(item) = item.as_object_mut() {
+        item.remove("required");
+    }
     json!({
         "name": "todo_write",
         "description": TODO_WRITE_DESCRIPTION,
@@ -423,9 +521,10 @@ pub fn todo_write_schema() -> Json {
             "properties": {
                 "todos": {
                     "type": "array",
-                    "description": "The complete list, every item, in order.",
-                    "items": object_schema(&TODO_FIELDS),
-                }
+                    "description": "The items, in order: the whole list, or with merge only the changed and new ones.",
+                    "items": item,
+                },
+                MERGE: {"type": "boolean", "description": MERGE_DESCRIPTION},
             },
             "required": ["todos"],
         }
@@ -500,6 +599,51 @@ mod tests {
         assert!(error_of(r#"{"todos":[{"id":5,"content":"a","status":"pending"}]}"#).starts_with("todos[0].id: expected a string"));
     }
 
+    fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
+        let value: Json = serde_json::from_str(json).expect("test JSON");
+        parse_request(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
+    }
+
+    #[test]
+    fn merge_items_carry_only_what_they_name() {
+        let Ok(WriteRequest::Merge(items)) = request(
+            r#"{"merge":true,"todos":[{"id":"t3","status":"completed"},{"content":"New one"},{"id":"t1","content":"Reworded","activeForm":"Rewording"}]}"#,
+        ) else {
+            panic!("a merge request");
+        };
+        assert_eq!(items[0], MergeItem { id: Some("t3"), content: None, active_form: None, status: Some(Status::Completed) });
+        assert_eq!(items[1], MergeItem { id: None, content: Some("New one"), active_form: None, status: None });
+        assert_eq!(items[2].active_form, Some("Rewording"));
+        assert!(matches!(request(r#"{"merge":false,"todos":[{"content":"a","status":"pending"}]}"#), Ok(WriteRequest::Replace(_))));
+        assert!(matches!(request(r#"{"merge":null,"todos":[]}"#), Ok(WriteRequest::Replace(_))));
+    }
+
+    #[test]
+    fn merge_mistakes_name_the_field() {
+        let error = |json: &str| request(json).expect_err("should be rejected").to_string();
+        assert_eq!(error(r#"{"merge":"yes","todos":[]}"#), "merge: expected true or false, got string \"yes\"");
+        assert_eq!(error(r#"{"merge":1,"todos":[]}"#), "merge: expected true or false, got integer 1");
+        assert_eq!(
+            error(r#"{"merge":true,"todos":[{"id":"t1","status":"completed"},{"id":"t2"}]}"#),
+            "todos[1]: names \"t2\" but changes nothing; give status, content or activeForm"
+        );
+        assert_eq!(
+            error(r#"{"merge":true,"todos":[{"status":"pending"}]}"#),
+            "todos[0].content: is required for a new item (one without an id)"
+        );
+        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","status":"done"}]}"#).starts_with("todos[0].status: expected pending"));
+        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","content":" "}]}"#).starts_with("todos[0].content: must not be empty"));
+        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","status":"pending"},{"id":"t1","status":"completed"}]}"#)
+            .starts_with("todos[1].id: \"t1\" is also the id of todos[0]"));
+        assert!(error(r#"{"merge":true,"todos":[7]}"#).starts_with("todos[0]: expected an object"));
+        assert!(error(r#"{"merge":true}"#).starts_with("todos: is required"));
+    }
+
+    #[test]
+    fn null_todos_is_not_an_empty_list() {
+        assert_eq!(error_of(r#"{"todos":null}"#), "todos: expected an array of items, got nil");
+    }
+
     #[test]
     fn duplicate_ids_are_rejected() {
         assert_eq!(
@@ -570,10 +714,13 @@ mod tests {
     fn schema_comes_from_the_same_fields() {
         let schema = todo_write_schema();
         let item = &schema["input_schema"]["properties"]["todos"]["items"];
-        assert_eq!(item["required"], json!(["content", "status"]));
+        // A merged write may carry an id and one field, so the schema
+        // requires no field of an item.
+        assert!(item.get("required").is_none());
         assert_eq!(item["properties"]["status"]["enum"], json!(["pending", "in_progress", "completed", "cancelled"]));
         assert!(item["properties"]["id"].is_object());
-        assert!(TODO_WRITE_DESCRIPTION.contains("FULL list"));
+        assert_eq!(schema["input_schema"]["properties"]["merge"]["type"], "boolean");
+        assert!(TODO_WRITE_DESCRIPTION.contains("\"merge\": true"));
         let pause = todo_pause_schema();
         assert_eq!(pause["input_schema"]["required"], json!(["reason"]));
         assert_eq!(tool_schemas().len(), 2);
@@ -672,9 +819,12 @@ mod tests {
 
             #[test]
             fn repeated_ids_are_found_as_by_comparing_every_pair(ids in prop::collection::vec(prop::option::of(prop_oneof!["t[0-9]{1,2}", "[ax]"]), 0..24)) {
-                let items: Vec<ProposedItem> =
-                    ids.iter().map(|id| ProposedItem { id: id.as_deref(), content: "c", active_form: None, status: Status::Pending }).collect();
-                prop_assert_eq!(duplicate_id(&items), duplicate_id_by_scan(&items));
+                // The reference compares every pair, as the rule is stated.
+                let by_pairs = (0..ids.len()).find_map(|i| {
+                    let id = ids[i].as_deref()?;
+                    ids[..i].iter().position(|other| other.as_deref() == Some(id)).map(|first| (i, first))
+                });
+                prop_assert_eq!(duplicate_id(ids.len(), |i| ids[i].as_deref()), by_pairs);
             }
 
             #[test]

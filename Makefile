@@ -52,6 +52,7 @@ tmux-test: build ## The live demo in emacs -nw under tmux: list and mode line as
 # are timed in a child Emacs and the ratios printed.
 bench: build ## Table of us per call: todo_write, breaker pair, report, growth
 	$(BATCH) -l efrit-todo-bench -f efrit-todo-bench-run
+	$(BATCH) -l efrit-todo-bench-cost -f efrit-todo-bench-cost-run
 
 # Live in Emacs (GUI with a display, else this terminal); without a
 # terminal (CI, a pipe) the batch replay prints what the model reads.

@@ -234,8 +234,9 @@ TOOL-INPUT and INPUT-STR are as Efrit's dispatcher receives them."
 (defun efrit-todo-efrit--session-complete (tool-input)
   "Efrit's session_complete handler, guarded by `efrit-todo-complete'.
 TOOL-INPUT holds the model's message.  When completion is allowed the
-marker Efrit looks for carries the whole report, so that is what the
-user sees."
+marker Efrit looks for carries the short confirmation, which is what
+goes back to the model; the whole report is kept for the places the
+user looks, where the end of the session puts it."
   (let* ((message (or (and (hash-table-p tool-input) (gethash "message" tool-input))
                       "Task completed"))
          (session (efrit-todo--session nil))
@@ -249,7 +250,7 @@ user sees."
           (if (string-prefix-p "Error" text) text (concat "Error from efrit-todo: " text)))
       (let ((report (string-trim-right (plist-get answer :text))))
         (puthash session report efrit-todo-efrit--final-reports)
-        (format "\n[SESSION-COMPLETE: %s]" report)))))
+        (format "\n[SESSION-COMPLETE: %s]" (plist-get answer :model-text))))))
 
 (defun efrit-todo-efrit--tools-schema (schemas)
   "Return Efrit's tool SCHEMAS with efrit-todo's in place of its own.
@@ -268,6 +269,19 @@ A fresh vector: Efrit's constant is never changed."
   "Return \"\" while Efrit's prompt is built, which gets the richer guidance."
   (and efrit-todo-efrit--building-prompt ""))
 
+(defvar efrit-todo-efrit--prompt-suggestions (make-hash-table :test 'equal)
+  "The plan suggestion of each session's prompt, or `none', by session.
+Decided at the session's first request and kept, so that the system
+prompt stays the same on every request and the prompt cache holds.")
+
+(defun efrit-todo-efrit--stable-suggestion (session)
+  "Return the plan suggestion of SESSION's prompt, the same on every call."
+  (let ((known (gethash session efrit-todo-efrit--prompt-suggestions)))
+    (unless known
+      (setq known (or (efrit-todo-efrit--plan-suggestion session) 'none))
+      (puthash session known efrit-todo-efrit--prompt-suggestions))
+    (and (stringp known) known)))
+
 (defun efrit-todo-efrit--plan-suggestion (session)
   "Return the suggestion to plan for SESSION's first request, or nil."
   (when (and efrit-todo-efrit-suggest-plan
@@ -283,14 +297,18 @@ A fresh vector: Efrit's constant is never changed."
 
 (defun efrit-todo-efrit--system-prompt (build &rest args)
   "Call BUILD with ARGS and add the todo guidance to its prompt.
-The fourth of ARGS is Efrit's session id."
+The fourth of ARGS is Efrit's session id.  What is added is the same
+on every request of a session (see `efrit-todo-prompt-guidance'):
+Efrit marks the system prompt as a cache breakpoint, and a prompt
+that changed would make every request pay for the whole
+conversation again."
   (let* ((prompt (let ((efrit-todo-efrit--building-prompt t))
                    (apply build args)))
          (session (or (nth 3 args) (efrit-todo-efrit--running-session)))
          (guidance (condition-case nil
                        (efrit-todo-prompt-guidance session)
                      (error nil)))
-         (suggestion (efrit-todo-efrit--plan-suggestion session)))
+         (suggestion (efrit-todo-efrit--stable-suggestion session)))
     (mapconcat #'identity (delq nil (list prompt guidance suggestion)) "\n\n")))
 
 ;;;; Ending a session
@@ -385,7 +403,12 @@ REPL has already stored the assistant's reply."
         (progn
           (efrit-repl-session-add-user-message session continuation)
           (efrit-repl-loop--continue-iteration session))
-      (funcall finish session stop-reason error-message completion-message))))
+      (funcall finish session stop-reason error-message
+               (if (equal stop-reason "session-complete")
+                   (or (gethash (efrit-todo-efrit--name session)
+                                efrit-todo-efrit--final-reports)
+                       completion-message)
+                 completion-message)))))
 
 (defun efrit-todo-efrit--on-async-complete (session stop-reason)
   "Show the report of efrit-do SESSION, which stopped for STOP-REASON.
@@ -399,7 +422,7 @@ result."
                          (not (efrit-todo-efrit--tripped name)))))
     (setq efrit-do--last-result text)
     (when (fboundp 'efrit-do--capture-context)
-      (efrit-do--capture-context command text))
+      (efrit-do--capture-context command (efrit-todo-efrit--context-text name stop-reason)))
     (when (fboundp 'efrit-do--display-result)
       (efrit-do--display-result command text (not succeeded)))
     (message "Efrit-todo: session %s %s" name
@@ -407,6 +430,43 @@ result."
     (when (and succeeded (fboundp 'efrit-do-queue-pop-command))
       (when-let* ((next (efrit-do-queue-pop-command)))
         (run-at-time 0.1 nil #'efrit-do next)))))
+
+(defcustom efrit-todo-efrit-context-max-chars 2000
+  "Most characters of a session's outcome kept as context for the next command.
+Efrit puts the last result into the system prompt of the next
+command; the whole report of a long session would make each of its
+requests dearer, so the context gets the todo summary and the
+completion message, cut to this length."
+  :type 'natnum
+  :group 'efrit-todo)
+
+(defun efrit-todo-efrit--context-text (name stop-reason)
+  "Return the outcome of session NAME, stopped for STOP-REASON, in brief.
+It names the open items with their ids, at most ten, and ends with
+the model's completion message; see `efrit-todo-efrit-context-max-chars'."
+  (let* ((counts (efrit-todo-counts name))
+         (open (seq-filter (lambda (item) (memq (plist-get item :status) '(pending in-progress)))
+                           (efrit-todo-list name)))
+         (report (gethash name efrit-todo-efrit--final-reports))
+         (message (and report (string-match "^Completion message:\n" report)
+                       (substring report (match-end 0))))
+         (text (concat
+                (format "Session %s (%s). Todo list: %d/%d done."
+                        name (or (efrit-todo-efrit--tripped name) stop-reason)
+                        (plist-get counts :completed) (plist-get counts :total))
+                (when open
+                  (concat " Left open: "
+                          (mapconcat (lambda (item)
+                                       (format "%s [%s] %s" (plist-get item :id)
+                                               (plist-get item :status)
+                                               (truncate-string-to-width
+                                                (plist-get item :content) 80 nil nil "...")))
+                                     (seq-take open 10) "; ")
+                          (and (> (length open) 10)
+                               (format "; and %d more" (- (length open) 10)))
+                          "."))
+                (and message (concat "\n" (string-trim message))))))
+    (truncate-string-to-width text efrit-todo-efrit-context-max-chars nil nil "...")))
 
 ;;;; efrit-execute
 

@@ -63,10 +63,12 @@
   :group 'efrit-todo)
 
 (defcustom efrit-todo-full-list-threshold 30
-  "Longest list whose every item is shown in a `todo_write' result.
-Longer lists show the changed items, the running one and this many
-of the next pending ones, and count the rest, so that a long plan
-does not cost the model thousands of tokens on every write."
+  "Longest list shown whole when a `todo_write' result lists the list.
+A result lists the list only when items were added, restored, dropped
+or reordered; otherwise it names just the changed items.  A longer
+list shows the running item, up to this many changed items and this
+many of the next pending ones, and counts the rest, so that a long
+plan does not cost the model thousands of tokens."
   :type 'natnum
   :group 'efrit-todo)
 
@@ -275,10 +277,19 @@ the others."
 INPUT is the tool input as Efrit parses it: a hash table whose
 \"todos\" is a vector of hash tables with \"content\", \"status\"
 and optionally \"id\" and \"activeForm\".  Alists, plists, a bare
-list or vector of items and a JSON string are accepted too.  The
-whole input is checked before anything changes; a problem signals
-`efrit-todo-invalid-input' naming the field, e.g. todos[2].status.
-SESSION defaults to `efrit-todo-current-session'."
+list or vector of items and a JSON string are accepted too.
+
+Without \"merge\", the items are the whole new list.  With
+\"merge\" true, an item with an id changes only the fields it
+carries, an item without one is added at the end, and items not
+named stay as they are.
+
+The whole input is checked before anything changes; a problem
+signals `efrit-todo-invalid-input' naming the field, e.g.
+todos[2].status.  The result names the items that changed, with
+their ids; it lists the whole list only when items were added,
+restored, dropped or reordered.  SESSION defaults to
+`efrit-todo-current-session'."
   (let* ((session (efrit-todo--session session))
          (text (efrit-todo--module-write session input efrit-todo-max-items
                                          efrit-todo-max-content-length
@@ -320,7 +331,13 @@ They come from the same Rust definitions that validate the input."
   (efrit-todo--module-tool-schemas))
 
 (defun efrit-todo-prompt-guidance (&optional session)
-  "Return text for the system prompt: the list of SESSION with ids."
+  "Return what efrit-todo puts in the system prompt of SESSION.
+It says how to plan and how to record changes by id with merge and,
+when SESSION had items at the first call, lists them with their ids.
+Every later call for SESSION returns the same text, until
+`efrit-todo-reset': a system prompt that changed between requests
+would void the prompt cache of the whole conversation each time.
+The live list reaches the model through `todo_write' results."
   (efrit-todo--module-prompt-guidance (efrit-todo--session session)
                                       efrit-todo-full-list-threshold))
 
@@ -539,8 +556,12 @@ REASON is 1 to 500 characters.  Return the text for the model."
 
 (defun efrit-todo-complete (message &optional session)
   "The session_complete guard for SESSION with the model's MESSAGE.
-Return (:allowed BOOL :text STRING).  With open items the first call
-is refused and TEXT lists them; when allowed, TEXT is the final report."
+Return (:allowed BOOL :text STRING :model-text STRING).  With open
+items the first call is refused and both texts list them.  When
+allowed, TEXT is the final report for the user, with every tool
+result, and MODEL-TEXT a short confirmation to send back to the
+model: it has seen every result already, and whatever it is sent
+stays in the conversation it pays for on each later request."
   (efrit-todo--module-complete (efrit-todo--session session) message
                                (efrit-todo--loop-options)))
 
@@ -834,11 +855,22 @@ SORT-BY is `status' (running first), `priority' (high first),
   (or (efrit-todo-format-list (efrit-todo--mirror)) "No current TODOs"))
 
 (defun efrit-todo-format-for-prompt ()
-  "Return the todo guidance for the system prompt, or \"\" without a list.
-Efrit calls this while building every request, so it never signals."
+  "Return the current list for the system prompt, or \"\" without one.
+Efrit calls this while building every request, so it never signals.
+It shows the live list, as Efrit's own function does; with
+`efrit-todo-efrit-mode' on, the prompt gets the fixed text of
+`efrit-todo-prompt-guidance' instead, which keeps the prompt cache."
   (condition-case err
-      (if (efrit-todo-list)
-          (concat "\n\n" (efrit-todo-prompt-guidance) "\n")
+      (if-let* ((items (efrit-todo-list)))
+          (concat (let ((counts (efrit-todo-counts)))
+                    (format "\n\nTODO LIST (%d/%d done):\n"
+                            (plist-get counts :completed) (plist-get counts :total)))
+                  (mapconcat (lambda (item)
+                               (format "  %s [%s] %s" (plist-get item :id)
+                                       (string-replace "-" "_" (symbol-name (plist-get item :status)))
+                                       (plist-get item :content)))
+                             items "\n")
+                  "\n")
         "")
     (error (message "Efrit-todo: %s" (error-message-string err))
            "")))

@@ -446,7 +446,7 @@ pub struct Completion {
 
 /// The confirmation the model gets for an allowed session_complete.
 fn confirmation(entries: &[Entry], items: &[Item]) -> String {
-    let mut out = String::from("[Session complete: ");
+    let mut out = String::from("Session complete: ");
     if !items.is_empty() {
         out.push_str("todo list ");
         out.push_str(&progress(&Counts::of(items)));
@@ -455,7 +455,7 @@ fn confirmation(entries: &[Entry], items: &[Item]) -> String {
     let errors = entries.iter().filter(|e| e.error).count();
     let _ = write!(
         out,
-        "the user was shown the full report of {} tool call{} ({errors} error{}) and your message.]",
+        "the user was shown the full report of {} tool call{} ({errors} error{}) and your message.",
         entries.len(),
         if entries.len() == 1 { "" } else { "s" },
         if errors == 1 { "" } else { "s" },

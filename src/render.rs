@@ -49,6 +49,20 @@ fn write_progress(out: &mut String, counts: &Counts) {
     }
 }
 
+/// "2/5 done" and the cancelled count: a result names the running item
+/// itself, and what is open follows from these.
+fn write_brief_progress(out: &mut String, counts: &Counts) {
+    push_number(out, counts.completed);
+    out.push('/');
+    push_number(out, counts.total);
+    out.push_str(" done");
+    if counts.cancelled > 0 {
+        out.push_str(", ");
+        push_number(out, counts.cancelled);
+        out.push_str(" cancelled");
+    }
+}
+
 fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
     // Pieces pushed one by one: a long list has a thousand of these lines,
     // and the formatting machinery costs more than the copying.
@@ -218,10 +232,16 @@ pub fn next_step(items: &[Item]) -> String {
 }
 
 fn write_next_step(out: &mut String, items: &[Item]) {
+    write_next_step_briefly(out, items, false);
+}
+
+/// `write_next_step`, in fewer words when BRIEF: the result has just
+/// named the running item.
+fn write_next_step_briefly(out: &mut String, items: &[Item], brief: bool) {
     if let Some(item) = items.iter().find(|i| i.status == Status::InProgress) {
-        for piece in ["work on ", &item.id, "; mark it completed when it is done."] {
-            out.push_str(piece);
-        }
+        out.push_str("work on ");
+        out.push_str(&item.id);
+        out.push_str(if brief { "." } else { "; mark it completed when it is done." });
     } else if let Some(item) = items.iter().find(|i| i.status == Status::Pending) {
         for piece in ["set ", &item.id, " in_progress and start it ("] {
             out.push_str(piece);
@@ -248,19 +268,28 @@ pub fn write_result(items: &[Item], diff: &Diff, show_list: bool, full_up_to: us
     let lines: usize = items.iter().take(shown).map(|i| i.id.len() + i.content.len().min(4 * MAX_QUOTED_CHARS) + 16).sum();
     let mut out = String::with_capacity(256 + lines);
     out.push_str("[TODO list updated: ");
-    write_progress(&mut out, &counts);
+    write_brief_progress(&mut out, &counts);
     out.push_str("]\n");
     if diff.is_empty() {
         out.push_str("No change: the list is as it was.\n");
     } else if show_list {
         item_lines(&mut out, items, || diff.changed_id_set(), full_up_to, auto_tools);
-        added_ids_line(&mut out, items, diff);
+        // Needed only when not every new item was shown with its id.
+        if items.len() > full_up_to && diff.added.len() > full_up_to {
+            added_ids_line(&mut out, items, diff);
+        }
     } else {
         changed_lines(&mut out, items, diff, auto_tools);
     }
     warnings(&mut out, items, diff);
-    out.push_str("Next: ");
-    write_next_step(&mut out, items);
+    // A result whose changes start an item needs no next step: that line
+    // is it.  A shown list shows the running item, so a few words do.
+    let started_line = !show_list && items.iter().any(|i| i.status == Status::InProgress && diff.started.contains(&i.id));
+    if !started_line {
+        out.push_str("Next: ");
+        write_next_step_briefly(&mut out, items, show_list);
+    }
+    out.truncate(out.trim_end().len());
     out
 }
 
@@ -300,7 +329,7 @@ mod tests {
         let text = write_result(&items, &diff, true, 30, &[]);
         assert_eq!(
             text,
-            "[TODO list updated: 0/3 done, 1 in progress, 2 pending]\n  t1 [in_progress] Step 0\n  t2 [pending] Step 1\n  t3 [pending] Step 2\nNew ids follow the order you sent: t1 to t3.\nNext: work on t1; mark it completed when it is done."
+            "[TODO list updated: 0/3 done]\n  t1 [in_progress] Step 0\n  t2 [pending] Step 1\n  t3 [pending] Step 2\nNext: work on t1."
         );
     }
 
@@ -312,7 +341,7 @@ mod tests {
         let text = write_result(&items, &diff, false, 30, &[]);
         assert_eq!(
             text,
-            "[TODO list updated: 1/3 done, 1 in progress, 1 pending]\nt1 completed: Step 0\nt2 in_progress: Doing step 1\nNext: work on t2; mark it completed when it is done."
+            "[TODO list updated: 1/3 done]\nt1 completed: Step 0\nt2 in_progress: Doing step 1"
         );
     }
 
@@ -391,7 +420,10 @@ mod tests {
         let mut items = list(&[Status::Pending; 3]);
         items.swap(0, 2);
         let diff = Diff { added: vec!["t1".into(), "t2".into(), "t3".into()], ..Diff::default() };
-        assert!(!write_result(&items, &diff, true, 30, &[]).contains("New ids follow"));
+        assert!(!write_result(&items, &diff, true, 2, &[]).contains("New ids follow"));
+        items.swap(0, 2);
+        assert!(write_result(&items, &diff, true, 2, &[]).contains("New ids follow the order you sent: t1 to t3."));
+        assert!(!write_result(&items, &diff, true, 3, &[]).contains("New ids follow"), "all shown");
     }
 
     #[test]

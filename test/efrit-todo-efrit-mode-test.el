@@ -77,7 +77,8 @@
     (should (null (efrit-todo-list)))))
 
 (ert-deftest efrit-todo-efrit-mode-test-session-complete-is-guarded ()
-  "session_complete is refused once with open items, then gives the report."
+  "session_complete is refused once with open items, then allowed.
+The model gets a short confirmation; the report is kept for the user."
   (let ((efrit-todo-current-session (format "mode-%s" (random)))
         (input (make-hash-table :test 'equal)))
     (efrit-todo-write "{\"todos\": [{\"content\": \"Fix it\", \"status\": \"in_progress\"}]}")
@@ -87,9 +88,13 @@
           (second (efrit-todo-efrit--session-complete input)))
       (should (string-prefix-p "Error" first))
       (should (string-match-p "Fix it" first))
-      (should (string-match-p "\\`\n\\[SESSION-COMPLETE: \\[Session report" second))
-      (should (string-match-p "42" second))
-      (should (string-match-p "done\\]\\'" second)))))
+      (should (string-match-p "\\`\n\\[SESSION-COMPLETE: Session complete: todo list 0/1 done" second))
+      (should (string-match-p "full report of 1 tool call (0 errors)" second))
+      (should-not (string-match-p "42" second))
+      (let ((report (gethash efrit-todo-current-session efrit-todo-efrit--final-reports)))
+        (should (string-prefix-p "[Session report" report))
+        (should (string-match-p "42" report))
+        (should (string-match-p "done\\'" report))))))
 
 (ert-deftest efrit-todo-efrit-mode-test-unique-session-ids ()
   "A session id already in use gets a suffix, and becomes current."

@@ -129,6 +129,20 @@ refusal does not start with \"Error\", so it goes back as a success."
   "Evaluate EXPRESSION, as eval_sexp does."
   (format "\n[Executed: %s]\n[Result: %S]" expression (eval (read expression) t)))
 
+(defun efrit-todo-fake--todo-summary ()
+  "Return the stand-in's todo_write result: counts and the running item.
+As long as Efrit's own, so that byte counts through this loop compare
+with Efrit's, and, like Efrit's, without ids."
+  (let* ((todos efrit-todo--current-todos)
+         (count (lambda (status)
+                  (seq-count (lambda (todo) (eq (efrit-todo-item-status todo) status)) todos)))
+         (running (seq-find (lambda (todo) (eq (efrit-todo-item-status todo) 'in-progress))
+                            todos)))
+    (format "\n[Stored the todo list: %d items (%d to do, %d running, %d done)%s]"
+            (length todos) (funcall count 'todo) (funcall count 'in-progress)
+            (funcall count 'completed)
+            (if running (format "\nWorking on: %s" (efrit-todo-item-content running)) ""))))
+
 (defun efrit-do--handle-todo-write (input)
   "Store INPUT's todos as they come, numbering ids afresh, as Efrit does."
   (let ((n 0))
@@ -142,7 +156,7 @@ refusal does not start with \"Error\", so it goes back as a success."
                                  (intern (string-replace "_" "-" status))))
                      :priority 'medium))
                   (and (hash-table-p input) (gethash "todos" input))))
-    (format "TODOs updated: %d items" n)))
+    (efrit-todo-fake--todo-summary)))
 
 (defun efrit-do--handle-session-complete (input)
   "Return the marker that ends the session, with INPUT's message."

@@ -387,6 +387,57 @@ its next input after the tool results of a finished turn."
                  (efrit-todo-scenarios--tool "session_complete" '(("message" . "done")))
                  (efrit-todo-scenarios--tool "session_complete" '(("message" . "done anyway"))))))))
 
+;;;; Long plans, written in full or merged by id
+
+(defun efrit-todo-scenarios--step (k)
+  "Return the content of step K of a long plan."
+  (format "Update the docstring of function-%d in file-%d.el" k k))
+
+(defun efrit-todo-scenarios--plan (n)
+  "Return a todo_write response planning N steps, the first in progress."
+  (efrit-todo-scenarios--tool
+   "todo_write"
+   `(("todos" . ,(vconcat (mapcar (lambda (k)
+                                    `(("content" . ,(efrit-todo-scenarios--step k))
+                                      ("status" . ,(if (= k 1) "in_progress" "pending"))))
+                                  (number-sequence 1 n)))))))
+
+(defun efrit-todo-scenarios--merge (&rest changes)
+  "Return a merged todo_write response for CHANGES, each (ID STATUS)."
+  (efrit-todo-scenarios--tool
+   "todo_write"
+   `(("merge" . t)
+     ("todos" . ,(vconcat (mapcar (lambda (change)
+                                    `(("id" . ,(car change)) ("status" . ,(cadr change))))
+                                  changes))))))
+
+(defun efrit-todo-scenarios--advance (k)
+  "Return the merged write that completes step K and starts the next."
+  (efrit-todo-scenarios--merge (list (format "t%d" k) "completed")
+                               (list (format "t%d" (1+ k)) "in_progress")))
+
+(defun efrit-todo-scenarios--long-plan-script (n)
+  "Return a script over an N-step plan that meets every text the model reads.
+Two steps are done by merged writes, the model then stops with items
+open (a continuation), calls session_complete (refused, items open)
+and calls it again (allowed)."
+  (list (efrit-todo-scenarios--plan n)
+        (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)")))
+        (efrit-todo-scenarios--advance 1)
+        (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 2 1)")))
+        (efrit-todo-scenarios--advance 2)
+        (efrit-todo-scenarios--text "I will stop here.")
+        (efrit-todo-scenarios--tool "session_complete" '(("message" . "partly done")))
+        (efrit-todo-scenarios--tool "session_complete" '(("message" . "partly done, really")))))
+
+(defun efrit-todo-scenarios--named-ids (text)
+  "Return the item ids TEXT names, each once."
+  (let ((ids nil) (start 0))
+    (while (string-match "\\_<t[0-9]+\\_>" text start)
+      (cl-pushnew (match-string 0 text) ids :test #'equal)
+      (setq start (match-end 0)))
+    ids))
+
 (defconst efrit-todo-scenarios-names
   '(results-survive nil-result identical-forever ids-survive continuation guarded-completion
                     paused)
@@ -564,8 +615,114 @@ That is the agent buffer, *efrit-do* and the last result."
                                (and (equal (efrit-todo-scenarios--get tool "name") "todo_write")
                                     (efrit-todo-scenarios--get tool "description")))
                              (efrit-todo-scenarios--get (car requests) "tools"))))
-    (should (string-match-p "t1 .*Read the code"
-                            (efrit-todo-scenarios--system-text (nth 1 requests))))))
+    (should (string-match-p "^  t1 \\[in_progress\\] Read the code$"
+                            (car (car (efrit-todo-scenarios-tool-results outcome)))))
+    (should (string-match-p "\"merge\": true"
+                            (efrit-todo-scenarios--system-text (car requests))))))
+
+(ert-deftest efrit-todo-scenarios-system-prompt-is-the-same-on-every-request ()
+  "What efrit-todo adds to the system prompt does not change within a session.
+The list changes on every write and is in the tool results; a prompt
+that changed would void the prompt cache of the whole conversation."
+  (dolist (name '(ids-survive planned guarded-completion))
+    (let* ((outcome (efrit-todo-scenarios-play name))
+           (systems (mapcar #'efrit-todo-scenarios--system-text (plist-get outcome :requests))))
+      (should (> (length systems) 0))
+      (should (string-match-p "todo_write" (car systems)))
+      (should (equal (seq-uniq systems) (list (car systems))))))
+  (let* ((outcome (efrit-todo-scenarios-run "Do twelve steps"
+                                            (efrit-todo-scenarios--long-plan-script 12)))
+         (systems (mapcar #'efrit-todo-scenarios--system-text (plist-get outcome :requests))))
+    (should (= (length systems) 8))
+    (should (= (length (seq-uniq systems)) 1))))
+
+(ert-deftest efrit-todo-scenarios-texts-stay-small-on-long-lists ()
+  "A status change, a continuation and a refusal stay short at any list size."
+  (dolist (n '(12 100 1000))
+    (let* ((outcome (efrit-todo-scenarios-run (format "Do %d steps" n)
+                                              (efrit-todo-scenarios--long-plan-script n)))
+           (results (mapcar #'car (efrit-todo-scenarios-tool-results outcome)))
+           (change (nth 2 results))
+           (continuation (car (efrit-todo-scenarios-continuations outcome)))
+           (refusal (nth 5 results))
+           (session (plist-get outcome :session)))
+      (ert-info ((format "%d items" n))
+        (should (equal (plist-get outcome :stop) "session-complete"))
+        ;; The status change names the two changed items and nothing else.
+        (should (string-prefix-p "[TODO list updated: 1/" change))
+        (should (< (string-bytes change) 300))
+        (should (string-match-p "^t1 completed: Update the docstring of function-1 " change))
+        (should (string-match-p "^t2 in_progress: " change))
+        (should (equal (sort (efrit-todo-scenarios--named-ids change) #'string<) '("t1" "t2")))
+        (should (< (string-bytes (nth 4 results)) 300))
+        ;; The continuation and the refusal name at most ten open items.
+        (should (string-match-p "t3" continuation))
+        (should (<= (length (efrit-todo-scenarios--named-ids continuation)) 11))
+        (should (< (string-bytes continuation) 1500))
+        (should (string-match-p "session_complete refused" refusal))
+        (should (<= (length (efrit-todo-scenarios--named-ids refusal)) 10))
+        (should (< (string-bytes refusal) 1800))
+        (when (> n 12)
+          (should (string-match-p (format "and %d more" (- n 12)) refusal)))
+        (should (equal (mapcar (lambda (i) (plist-get i :status)) (seq-take (efrit-todo-list session) 4))
+                       '(completed completed in-progress pending)))
+        (should (= (length (efrit-todo-list session)) n))))))
+
+(ert-deftest efrit-todo-scenarios-merged-writes-finish-a-plan ()
+  "A plan finished by merged writes keeps its ids; a bad merge is an error result."
+  (let* ((script (append (list (efrit-todo-scenarios--plan 3)
+                               (efrit-todo-scenarios--merge '("t9" "completed"))
+                               (efrit-todo-scenarios--tool
+                                "todo_write" '(("merge" . "yes") ("todos" . [])))
+                               (efrit-todo-scenarios--advance 1)
+                               (efrit-todo-scenarios--advance 2)
+                               (efrit-todo-scenarios--merge '("t3" "completed")))
+                         (list (efrit-todo-scenarios--tool "session_complete"
+                                                           '(("message" . "all three"))))))
+         (outcome (efrit-todo-scenarios-run "Do three steps" script))
+         (results (efrit-todo-scenarios-tool-results outcome))
+         (session (plist-get outcome :session)))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (cdr (nth 1 results)))
+    (should (string-match-p "todos\\[0\\]\\.id: unknown id \"t9\"" (car (nth 1 results))))
+    (should (cdr (nth 2 results)))
+    (should (string-match-p "merge: expected true or false" (car (nth 2 results))))
+    (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status)))
+                           (efrit-todo-list session))
+                   '(("t1" completed) ("t2" completed) ("t3" completed))))
+    (should (string-match-p "\\`\\[TODO list updated: 3/3 done\\]\nt3 completed: "
+                            (car (nth 5 results))))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-model-gets-a-short-completion ()
+  "session_complete sends the model a confirmation; the user gets the report.
+In the REPL the conversation goes on, so the tool result of
+session_complete is in the next turn's request."
+  (let* ((outcomes
+          (efrit-todo-scenarios-run-repl
+           (list (list "Compute"
+                       (list (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(* 6 7)")))
+                             (efrit-todo-scenarios--tool "session_complete"
+                                                         '(("message" . "the answer is 42")))))
+                 (list "Thanks"
+                       (list (efrit-todo-scenarios--text "You are welcome."))))))
+         (session (plist-get (car outcomes) :session))
+         (request (car (plist-get (nth 1 outcomes) :requests)))
+         (sent (efrit-todo-scenarios--block-text
+                (car (last (seq-filter
+                            (lambda (block)
+                              (equal (efrit-todo-scenarios--get block "type") "tool_result"))
+                            (seq-mapcat #'efrit-todo-scenarios--blocks
+                                        (efrit-todo-scenarios--get request "messages"))))))))
+    (should (equal (mapcar (lambda (o) (plist-get o :stop)) outcomes)
+                   '("session-complete" "end_turn")))
+    (should (string-match-p "\\[SESSION-COMPLETE: Session complete: the user was shown the full report of 1 tool call" sent))
+    (should-not (string-match-p "Session report" sent))
+    (should (< (string-bytes sent) 200))
+    ;; The report of the first turn is what the REPL was given to show.
+    (let ((report (gethash session efrit-todo-efrit--final-reports)))
+      (should (string-match-p "\\[Result: 42\\]" report))
+      (should (string-match-p "the answer is 42" report)))))
 
 (ert-deftest efrit-todo-scenarios-complex-request-gets-a-plan-suggestion ()
   "A complex first request with no list brings the suggestion to plan."

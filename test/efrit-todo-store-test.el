@@ -380,7 +380,8 @@ Return its file name."
             (remove-hook 'efrit-todo-change-functions hook)))
         (should (equal calls (list session)))
         (should (equal (efrit-todo-list session) first))
-        (should (string-match-p "the user undid change 2" (efrit-todo-prompt-guidance session)))
+        (should (string-match-p "the user undid change 2"
+                                (efrit-todo-after-tool "eval_sexp" "(+ 1 1)" "2" nil session)))
         (efrit-todo-save)
         (let ((json (efrit-todo-store-test-read-json (efrit-todo-state-file session))))
           (should (equal (mapcar (lambda (i) (alist-get 'content i)) (alist-get 'items json)) '("One")))

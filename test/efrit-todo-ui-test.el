@@ -57,6 +57,11 @@ off, and everything is put back afterwards."
        (let ((ignore-window-parameters t))
          (delete-other-windows)))))
 
+(defun efrit-todo-ui-test--model-reads (session)
+  "Return the result the model gets for its next tool call in SESSION.
+The user's edits reach the model there, not in the system prompt."
+  (efrit-todo-after-tool "eval_sexp" "(+ 1 1)" "2" nil session))
+
 (defun efrit-todo-ui-test--section (session)
   "Return the text of SESSION's section in *efrit-todos*, or nil."
   (with-current-buffer efrit-todo-buffer-name
@@ -376,7 +381,7 @@ press RET."
     (efrit-todo-ui-test--press "k")
     (should (eq (plist-get (efrit-todo-ui-test--item session "t3") :status) 'cancelled))
     (should (string-match-p "✗ t3" (efrit-todo-ui-test--section session)))
-    (let ((guidance (efrit-todo-prompt-guidance session)))
+    (let ((guidance (efrit-todo-ui-test--model-reads session)))
       (should (string-match-p "the user marked t2 completed" guidance))
       (should (string-match-p "the user marked t3 cancelled" guidance)))))
 
@@ -390,7 +395,7 @@ press RET."
     (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :content)
                    "Update the callers in main.el"))
     (should (string-match-p "○ t3  Update the callers in main.el$" (efrit-todo-ui-test--section session)))
-    (should (string-match-p "the user reworded t3" (efrit-todo-prompt-guidance session)))
+    (should (string-match-p "the user reworded t3" (efrit-todo-ui-test--model-reads session)))
     (with-current-buffer efrit-todo-buffer-name
       (should-error (efrit-todo-edit-item "") :type 'user-error))
     (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :content)
@@ -407,7 +412,7 @@ press RET."
       (should (equal (plist-get last :content) "Update the docs"))
       (should (eq (plist-get last :status) 'pending)))
     (should (string-match-p "○ t5  Update the docs" (efrit-todo-ui-test--section session)))
-    (should (string-match-p "the user added t5" (efrit-todo-prompt-guidance session)))))
+    (should (string-match-p "the user added t5" (efrit-todo-ui-test--model-reads session)))))
 
 (ert-deftest efrit-todo-ui-test-key-reorder ()
   "M-up and M-down move the item at point; point follows it."
@@ -424,7 +429,7 @@ press RET."
     (with-current-buffer efrit-todo-buffer-name
       (should-error (efrit-todo-move-item-down) :type 'user-error))
     (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t4" "t3")))
-    (should (string-match-p "the user moved t3" (efrit-todo-prompt-guidance session)))))
+    (should (string-match-p "the user moved t3" (efrit-todo-ui-test--model-reads session)))))
 
 (defun efrit-todo-ui-test--clear-finished (session)
   "Cancel t4 of the sample in SESSION, then press d on t3 in the buffer."

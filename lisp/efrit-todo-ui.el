@@ -33,7 +33,7 @@
 ;;   under each item, the tool calls made while it ran.  The buffer
 ;;   follows `efrit-todo-change-functions' while it is visible, redrawing
 ;;   only the session that changed.  Its keys edit the list through the
-;;   module; the agent reads about each edit at its next turn.
+;;   module; the agent reads about each edit with its next tool result.
 ;; - `efrit-todo-auto-show' pops the buffer up, without selecting it,
 ;;   when a session first has a list.
 ;; - `efrit-todo-mode-line-mode' shows progress and the running item in
@@ -670,8 +670,8 @@ nil stands for the buffer's own point."
   "Major mode of the *efrit-todos* buffer: the live todo lists.
 One section per session, newest first.  The buffer follows every
 change while it is visible.  Edits go through the same checks as
-the agent's writes, and the agent is told about each of them at its
-next turn (\"the user marked t3 cancelled\").
+the agent's writes, and the agent is told about each of them with
+the result of its next tool call (\"the user marked t3 cancelled\").
 
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui
@@ -771,7 +771,7 @@ The module's complaint about bad input becomes a `user-error'."
                  (user-error "Efrit-todo: %s" (cadr err))))))
     (if (string-empty-p note)
         (message "Efrit-todo: nothing to change")
-      (message "Efrit-todo: %s (the agent reads this at its next turn)" note))
+      (message "Efrit-todo: %s (the agent reads this with its next tool result)" note))
     (efrit-todo--catch-up)
     note))
 
@@ -885,7 +885,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
   "Show the keys of the *efrit-todos* buffer."
   (interactive)
   (with-help-window (help-buffer)
-    (princ "Keys of *efrit-todos*.  The agent is told about every edit at its next turn.\n\n")
+    (princ "Keys of *efrit-todos*.  The agent is told about every edit with its next tool result.\n\n")
     (pcase-dolist (`(,key ,_ ,description) efrit-todo--key-table)
       (princ (format "%-9s %s\n" key description)))
     (princ "\nRET also folds; M-x customize-group RET efrit-todo-ui for the options.\n")))

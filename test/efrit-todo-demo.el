@@ -69,7 +69,7 @@
         {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"pending\"}]}")
     (1.5 "It runs the tests."
          tool "run_tests" "make test" "Ran 42 tests, 0 failures")
-    (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told at its next turn."
+    (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told with its next tool result."
          cancel "t5")
     (2.0 "All done: 4/5, t5 cancelled.  q leaves the list, C-x C-c quits Emacs."
          write "{\"todos\": [

@@ -402,6 +402,11 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
     }
     if let Some(form) = wanted.active_form {
         if item.active_form != form {
+            // A new activeForm alone is a rewording too: the model must
+            // hear that the write did something.
+            if earlier_content.is_none() && item.status == status {
+                diff.reworded.push(item.id.clone());
+            }
             earlier_form = Some(std::mem::replace(&mut item.active_form, form.to_string()));
         }
     }

@@ -580,6 +580,10 @@ impl Session {
                 format!("the user removed the finished items {} from the list", ids.join(", "))
             }
         };
+        if self.items == before {
+            // Nothing to record, and nothing the model needs to hear.
+            return Ok(String::new());
+        }
         self.record(Actor::User, kind, before, Vec::new(), None, Some(note.clone()));
         self.changed(Actor::User, Some(note.clone()));
         Ok(note)
@@ -914,6 +918,25 @@ mod tests {
         assert!(first.contains("t1 [in_progress] Step 0"), "{first}");
         merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
         assert_eq!(s.prompt_guidance(30), first);
+    }
+
+    #[test]
+    fn an_edit_that_changes_nothing_tells_nobody() {
+        let mut s = edit_session();
+        let history = s.history.len();
+        let note = s.user_edit(UserEdit::SetStatus { id: "t3".into(), status: Status::Completed }, &Options::default());
+        assert_eq!(note.unwrap(), "");
+        assert!(s.user_notes.is_empty());
+        assert_eq!(s.history.len(), history);
+    }
+
+    #[test]
+    fn a_new_active_form_alone_is_a_change() {
+        let mut s = plan(2);
+        let text = merge(&mut s, json!([{"id": "t1", "activeForm": "Doing step zero"}])).unwrap();
+        assert!(text.contains("t1 in_progress: Doing step zero"), "{text}");
+        assert!(s.undo().is_some());
+        assert_eq!(s.find("t1").unwrap().active_form, "Step 0");
     }
 
     #[test]

@@ -96,6 +96,14 @@ KEYS-AND-VALUES alternate string keys and their values."
   (seq-find (lambda (line) (string-prefix-p prefix line))
             (split-string text "\n")))
 
+(defun efrit-todo-test-last-change (&optional session)
+  "Return the newest entry of SESSION's history, a plist."
+  (car (last (efrit-todo-history session))))
+
+(defun efrit-todo-test-summary (&optional session)
+  "Return the :summary of the newest change of SESSION's list."
+  (plist-get (efrit-todo-test-last-change session) :summary))
+
 (defun efrit-todo-test-seed ()
   "Write a known list: t1 completed, t2 in progress, t3 pending."
   (efrit-todo-test-write
@@ -106,7 +114,9 @@ KEYS-AND-VALUES alternate string keys and their values."
 ;;;; Basic write and accessors
 
 (ert-deftest efrit-todo-test-write-result-lists-items-with-ids ()
-  "The result starts with the marker and shows every item with id and status."
+  "A first write shows every item with id and status, then the next step.
+The header counts only what is done and cancelled: the list below
+shows what is open."
   (efrit-todo-test-with-session
     (let ((text (efrit-todo-test-write
                  (efrit-todo-test-item "Read the file" "in_progress"
@@ -115,24 +125,51 @@ KEYS-AND-VALUES alternate string keys and their values."
                  (efrit-todo-test-item "Update the docs" "completed")
                  (efrit-todo-test-item "Skip the release" "cancelled"))))
       (should (stringp text))
-      (should (string-prefix-p "[TODO list updated" text))
-      (should (string-prefix-p
-               "[TODO list updated: 1/4 done, 1 in progress, 1 pending, 1 cancelled]\n"
-               text))
-      (should (string-match-p
-               (regexp-quote (concat "  t1 [in_progress] Read the file\n"
-                                     "  t2 [pending] Fix the bug\n"
-                                     "  t3 [completed] Update the docs\n"
-                                     "  t4 [cancelled] Skip the release\n"))
-               text))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: added t1, t2, t3, t4"))
-      (should (string-match-p
-               (regexp-quote "Next: work on t1 (Reading the file); mark it completed")
-               text))
-      (should (string-suffix-p
-               "Send the full list with these ids on every todo_write." text))
-      (should-not (string-match-p "^Warnings:" text)))))
+      (should (equal text
+                     (concat
+                      "[TODO list updated: 1/4 done, 1 cancelled]\n"
+                      "  t1 [in_progress] Read the file\n"
+                      "  t2 [pending] Fix the bug\n"
+                      "  t3 [completed] Update the docs\n"
+                      "  t4 [cancelled] Skip the release\n"
+                      ;; The list just shown names the running item.
+                      "Next: work on t1.")))
+      ;; Every new id is shown, so no line says how the ids run.
+      (should-not (string-match-p "New ids" text))
+      (should-not (string-match-p "Warning" text))
+      (should-not (string-match-p "^Changes: " text)))
+    (let ((change (efrit-todo-test-last-change)))
+      (should (equal (plist-get change :summary) "added t1, t2, t3, t4"))
+      (should (equal (plist-get change :added) '("t1" "t2" "t3" "t4")))
+      (should (eq (plist-get change :actor) 'model))
+      (should (eq (plist-get change :kind) 'write)))
+    (should (= (length (efrit-todo-history)) 1))))
+
+(ert-deftest efrit-todo-test-status-change-names-only-changed-items ()
+  "A write that only changes statuses names the changed items, not the list.
+When one of those lines starts the running item, that line is the next
+step and no Next line follows."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Read the file" "completed" "id" "t1")
+                 (efrit-todo-test-item "Fix the bug" "completed" "id" "t2")
+                 (efrit-todo-test-item "Run the tests" "in_progress" "id" "t3"
+                                       "activeForm" "Running the tests"))))
+      (should (equal text
+                     (concat "[TODO list updated: 2/3 done]\n"
+                             "t2 completed: Fix the bug\n"
+                             "t3 in_progress: Running the tests")))
+      ;; The unchanged item is not repeated.
+      (should-not (string-match-p "t1" text)))
+    (should (equal (efrit-todo-test-summary) "started t3; completed t2"))
+    (should (equal (efrit-todo-test-write
+                    (efrit-todo-test-item "Read the file" "completed" "id" "t1")
+                    (efrit-todo-test-item "Fix the bug" "completed" "id" "t2")
+                    (efrit-todo-test-item "Run the tests" "completed" "id" "t3"))
+                   (concat "[TODO list updated: 3/3 done]\n"
+                           "t3 completed: Run the tests\n"
+                           "Next: every item is finished; give the user the result.")))))
 
 (ert-deftest efrit-todo-test-list-returns-plists ()
   "`efrit-todo-list' returns one plist per item with every documented key."
@@ -292,10 +329,13 @@ items\"; a list of plists is the most natural way to write one in Lisp."
   (efrit-todo-test-with-session
     (efrit-todo-test-write (efrit-todo-test-item "Ship it" "completed"))
     (let ((text (efrit-todo-write (efrit-todo-test-object "todos" []))))
-      (should (string-prefix-p "[TODO list updated: 0/0 done]" text))
-      (should (string-match-p "Next: the list is empty" text))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: removed finished t1")))
+      (should (equal text
+                     (concat "[TODO list updated: 0/0 done]\n"
+                             "Removed finished items: t1\n"
+                             "Next: the list is empty; write a plan when the task "
+                             "needs three or more steps."))))
+    (should (equal (efrit-todo-test-summary) "removed t1"))
+    (should (equal (plist-get (efrit-todo-test-last-change) :removed) '("t1")))
     (should (null (efrit-todo-list)))))
 
 ;;;; Status spelling
@@ -353,21 +393,31 @@ items\"; a list of plists is the most natural way to write one in Lisp."
                    '("Running the tests" "Fix the bug" "Write docs" "Tagging it")))
     (should (equal (plist-get (efrit-todo-current) :active-form) "Running the tests"))
     ;; Same content, no activeForm: the earlier activeForm stays.
-    (let ((text (efrit-todo-test-write
-                 (efrit-todo-test-item "Run the tests" "in_progress" "id" "t1")
-                 (efrit-todo-test-item "Fix the bug" "pending" "id" "t2"
-                                       "activeForm" "Fixing the bug")
-                 (efrit-todo-test-item "Write docs" "pending" "id" "t3")
-                 (efrit-todo-test-item "Tag it" "pending" "id" "t4"))))
-      (should (string-match-p (regexp-quote "Next: work on t1 (Running the tests)") text)))
-    (should (equal (efrit-todo-test-field :active-form)
-                   '("Running the tests" "Fixing the bug" "Write docs" "Tagging it")))
-    ;; Reworded without activeForm: the activeForm follows the new content.
     (efrit-todo-test-write
-     (efrit-todo-test-item "Run the whole test suite" "in_progress" "id" "t1")
-     (efrit-todo-test-item "Fix the bug" "pending" "id" "t2")
+     (efrit-todo-test-item "Run the tests" "in_progress" "id" "t1")
+     (efrit-todo-test-item "Fix the bug" "pending" "id" "t2"
+                           "activeForm" "Fixing the bug")
      (efrit-todo-test-item "Write docs" "pending" "id" "t3")
      (efrit-todo-test-item "Tag it" "pending" "id" "t4"))
+    (should (equal (efrit-todo-test-field :active-form)
+                   '("Running the tests" "Fixing the bug" "Write docs" "Tagging it")))
+    ;; The running item is named in the result by its activeForm, the
+    ;; one it was given in an earlier write.
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Run the tests" "completed" "id" "t1")
+                 (efrit-todo-test-item "Fix the bug" "in_progress" "id" "t2")
+                 (efrit-todo-test-item "Write docs" "pending" "id" "t3")
+                 (efrit-todo-test-item "Tag it" "pending" "id" "t4"))))
+      (should (equal (efrit-todo-test-line text "t1 ") "t1 completed: Run the tests"))
+      (should (equal (efrit-todo-test-line text "t2 ") "t2 in_progress: Fixing the bug")))
+    ;; Reworded without activeForm: the activeForm follows the new content.
+    (let ((text (efrit-todo-test-write
+                 (efrit-todo-test-item "Run the whole test suite" "in_progress" "id" "t1")
+                 (efrit-todo-test-item "Fix the bug" "pending" "id" "t2")
+                 (efrit-todo-test-item "Write docs" "pending" "id" "t3")
+                 (efrit-todo-test-item "Tag it" "pending" "id" "t4"))))
+      (should (equal (efrit-todo-test-line text "t1 ")
+                     "t1 in_progress: Run the whole test suite")))
     (should (equal (car (efrit-todo-test-field :active-form)) "Run the whole test suite"))))
 
 ;;;; Ids
@@ -411,13 +461,21 @@ items\"; a list of plists is the most natural way to write one in Lisp."
                            (efrit-todo-test-item "Fix the parser" "pending"))
     (let ((text (efrit-todo-test-write
                  (efrit-todo-test-item "Fix the parser" "pending" "id" "t2"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: removed finished t1")))
+      (should (equal (efrit-todo-test-line text "Removed finished items: ")
+                     "Removed finished items: t1"))
+      (should-not (string-match-p "Warning" text)))
+    (should (equal (efrit-todo-test-summary) "removed t1"))
     (let ((text (efrit-todo-test-write
                  (efrit-todo-test-item "Fix the parser" "pending" "id" "t2")
                  (efrit-todo-test-item "Read config.el" "completed" "id" "t1"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: restored t1")))
+      ;; A restored item means the list changed shape: it is shown whole.
+      (should (string-match-p (regexp-quote (concat "  t2 [pending] Fix the parser\n"
+                                                    "  t1 [completed] Read config.el\n"))
+                              text))
+      (should-not (string-match-p "New ids" text)))
+    (should (equal (efrit-todo-test-summary) "restored t1"))
+    (should (equal (plist-get (efrit-todo-test-last-change) :restored) '("t1")))
+    (should (null (plist-get (efrit-todo-test-last-change) :added)))
     (should (equal (efrit-todo-test-ids) '("t2" "t1")))
     (should (equal (efrit-todo-test-statuses) '(pending completed)))))
 
@@ -431,7 +489,11 @@ items\"; a list of plists is the most natural way to write one in Lisp."
     (let ((text (efrit-todo-test-write
                  (efrit-todo-test-item "Rewrite the tokenizer entirely" "in_progress" "id" "t1")
                  (efrit-todo-test-item "Run the tests" "pending" "id" "t2"))))
-      (should (equal (efrit-todo-test-line text "Changes: ") "Changes: reworded t1")))
+      (should (equal (efrit-todo-test-line text "t1 ")
+                     "t1 in_progress: Rewrite the tokenizer entirely"))
+      (should-not (string-match-p "t2" text)))
+    (should (equal (efrit-todo-test-summary) "reworded t1"))
+    (should (equal (plist-get (efrit-todo-test-last-change) :reworded) '("t1")))
     (should (equal (efrit-todo-test-ids) '("t1" "t2")))
     (should (equal (efrit-todo-test-contents)
                    '("Rewrite the tokenizer entirely" "Run the tests")))))
@@ -445,8 +507,17 @@ items\"; a list of plists is the most natural way to write one in Lisp."
     (let ((text (efrit-todo-test-write (efrit-todo-test-item "Ship it" "pending")
                                        (efrit-todo-test-item "Read it" "completed")
                                        (efrit-todo-test-item "Fix it" "in_progress"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: started t2; completed t1")))
+      ;; Reordered: the list is shown, in its new order, with the ids.
+      (should (string-match-p (regexp-quote (concat "  t3 [pending] Ship it\n"
+                                                    "  t1 [completed] Read it\n"
+                                                    "  t2 [in_progress] Fix it\n"))
+                              text)))
+    (let ((change (efrit-todo-test-last-change)))
+      (should (equal (plist-get change :summary) "started t2; completed t1; reordered"))
+      (should (equal (plist-get change :started) '("t2")))
+      (should (equal (plist-get change :completed) '("t1")))
+      (should (plist-get change :moved))
+      (should (null (plist-get change :added))))
     (should (equal (efrit-todo-test-ids) '("t3" "t1" "t2")))))
 
 (ert-deftest efrit-todo-test-match-by-normalised-and-similar-content ()
@@ -459,9 +530,13 @@ items\"; a list of plists is the most natural way to write one in Lisp."
                  (efrit-todo-test-item "write tests for the tokeniser module" "pending")
                  (efrit-todo-test-item "  fix the PARSER bug!" "pending")
                  (efrit-todo-test-item "Read config.el" "pending"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: reworded t3, t2"))
-      (should-not (string-match-p "dropped\\|added" text)))
+      (should (string-match-p (regexp-quote "  t3 [pending] write tests for the tokeniser module\n")
+                              text))
+      (should-not (string-match-p "dropped\\|New ids" text)))
+    (let ((change (efrit-todo-test-last-change)))
+      (should (equal (plist-get change :summary) "reworded t3, t2; reordered"))
+      (should (null (plist-get change :added)))
+      (should (null (plist-get change :dropped))))
     (should (equal (efrit-todo-test-ids) '("t3" "t2" "t1")))
     (should (equal (efrit-todo-test-contents)
                    '("write tests for the tokeniser module" "  fix the PARSER bug!"
@@ -472,19 +547,27 @@ items\"; a list of plists is the most natural way to write one in Lisp."
   (efrit-todo-test-with-session
     (efrit-todo-test-write (efrit-todo-test-item "Update the changelog" "pending"))
     (let ((text (efrit-todo-test-write (efrit-todo-test-item "Deploy to production" "pending"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: added t2; dropped t1")))
+      (should (string-match-p (regexp-quote "\n  t2 [pending] Deploy to production\n") text))
+      (should (string-match-p
+               (regexp-quote "dropped: t1 [pending] Update the changelog; ")
+               text)))
+    (should (equal (efrit-todo-test-summary) "added t2; dropped t1"))
     (should (equal (efrit-todo-test-ids) '("t2")))))
 
 (ert-deftest efrit-todo-test-same-list-changes-nothing ()
   "Sending the same list again reports no changes and keeps the ids."
   (efrit-todo-test-with-session
     (efrit-todo-test-seed)
-    (let ((before (efrit-todo-list))
-          (text (efrit-todo-test-seed)))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: none: this list is the same as the previous one"))
-      (should (equal (efrit-todo-list) before)))))
+    (let* ((before (efrit-todo-list))
+           (history (efrit-todo-history))
+           (text (efrit-todo-test-seed)))
+      (should (equal text
+                     (concat "[TODO list updated: 1/3 done]\n"
+                             "No change: the list is as it was.\n"
+                             "Next: work on t2; mark it completed when it is done.")))
+      (should (equal (efrit-todo-list) before))
+      ;; A write that changes nothing adds no history entry.
+      (should (equal (efrit-todo-history) history)))))
 
 ;;;; In progress, dropped items, changes
 
@@ -498,11 +581,12 @@ items\"; a list of plists is the most natural way to write one in Lisp."
       (should (equal (efrit-todo-test-statuses) '(pending in-progress pending pending)))
       (should (equal (plist-get (efrit-todo-current) :id) "t2"))
       (should (equal (plist-get (efrit-todo-counts) :in-progress) 1))
-      (should (string-match-p "^Warnings:\n" text))
-      (should (string-match-p
-               (regexp-quote "Only one item may be in_progress: t2 stays in progress, t3, t4 set back to pending.")
-               text))
-      (should (string-match-p (regexp-quote "  t3 [pending] c\n") text)))))
+      (should (equal (efrit-todo-test-line text "Warning: ")
+                     (concat "Warning: only one item may be in_progress: "
+                             "t2 stays in progress, t3, t4 set back to pending.")))
+      (should (string-match-p (regexp-quote "  t3 [pending] c\n") text))
+      (should (string-suffix-p "\nNext: work on t2." text)))
+    (should (equal (plist-get (efrit-todo-test-last-change) :demoted) '("t3" "t4")))))
 
 (ert-deftest efrit-todo-test-dropped-items-are-reported ()
   "An unfinished item missing from the new list is reported by id and content."
@@ -512,17 +596,20 @@ items\"; a list of plists is the most natural way to write one in Lisp."
                            (efrit-todo-test-item "Also running away" "pending")
                            (efrit-todo-test-item "Done already" "completed"))
     (let ((text (efrit-todo-test-write (efrit-todo-test-item "Keep me" "in_progress" "id" "t1"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     "Changes: removed finished t4; dropped t2, t3"))
-      (should (string-match-p
-               (regexp-quote "- t2 \"Lose me\" (was pending) is missing from this list, so it was dropped.")
-               text))
-      (should (string-match-p
-               (regexp-quote "- t3 \"Also running away\" (was pending) is missing")
-               text))
-      (should (string-match-p "send it with status cancelled" text))
-      ;; A finished item leaving is not warned about.
-      (should-not (string-match-p "t4 \"Done already\"" text)))
+      (should (string-prefix-p
+               (concat "Warning: unfinished items missing from this list were dropped: "
+                       "t2 [pending] Lose me; t3 [pending] Also running away; "
+                       "if you meant to abandon them, set them cancelled; "
+                       "otherwise send them again with their ids, or use merge")
+               (efrit-todo-test-line text "Warning: ")))
+      ;; A finished item leaving is not warned about, only named.
+      (should (equal (efrit-todo-test-line text "Removed finished items: ")
+                     "Removed finished items: t4"))
+      (should-not (string-match-p "Done already" text)))
+    (let ((change (efrit-todo-test-last-change)))
+      (should (equal (plist-get change :summary) "dropped t2, t3; removed t4"))
+      (should (equal (plist-get change :dropped) '("t2" "t3")))
+      (should (equal (plist-get change :removed) '("t4"))))
     (should (equal (efrit-todo-test-ids) '("t1")))
     (should (equal (plist-get (efrit-todo-counts) :total) 1))))
 
@@ -533,30 +620,43 @@ items\"; a list of plists is the most natural way to write one in Lisp."
                            (efrit-todo-test-item "Next thing" "pending"))
     (let ((text (efrit-todo-test-write (efrit-todo-test-item "Next thing" "pending" "id" "t2"))))
       (should (string-match-p
-               (regexp-quote "t1 \"Working on it\" (was in_progress) is missing from this list")
+               (regexp-quote "dropped: t1 [in_progress] Working on it; ")
                text)))))
 
-(ert-deftest efrit-todo-test-changes-line-and-timestamps ()
-  "Every kind of transition is named in the Changes line; timestamps follow."
+(ert-deftest efrit-todo-test-transitions-and-timestamps ()
+  "Every kind of transition is recorded in the history; timestamps follow."
   (efrit-todo-test-with-session
     (let ((first (efrit-todo-test-write (efrit-todo-test-item "a" "in_progress")
                                         (efrit-todo-test-item "b" "completed")
                                         (efrit-todo-test-item "c" "pending")
                                         (efrit-todo-test-item "d" "pending"))))
-      (should (string-prefix-p
-               "[TODO list updated: 1/4 done, 1 in progress, 2 pending]\n" first)))
+      (should (string-prefix-p "[TODO list updated: 1/4 done]\n" first)))
+    (should (equal (efrit-todo-counts)
+                   '(:total 4 :pending 2 :in-progress 1 :completed 1 :cancelled 0)))
     (should (numberp (plist-get (nth 1 (efrit-todo-list)) :completed)))
     (let ((text (efrit-todo-test-write (efrit-todo-test-item "a" "pending" "id" "t1")
                                        (efrit-todo-test-item "b" "in_progress" "id" "t2")
                                        (efrit-todo-test-item "c" "cancelled" "id" "t3")
                                        (efrit-todo-test-item "d" "completed" "id" "t4")
                                        (efrit-todo-test-item "e" "pending"))))
-      (should (equal (efrit-todo-test-line text "Changes: ")
-                     (concat "Changes: added t5; completed t4; cancelled t3; "
-                             "reopened t2; back to pending t1")))
-      (should (string-prefix-p
-               "[TODO list updated: 1/5 done, 1 in progress, 2 pending, 1 cancelled]\n"
-               text)))
+      (should (equal text
+                     (concat
+                      "[TODO list updated: 1/5 done, 1 cancelled]\n"
+                      "  t1 [pending] a\n"
+                      "  t2 [in_progress] b\n"
+                      "  t3 [cancelled] c\n"
+                      "  t4 [completed] d\n"
+                      "  t5 [pending] e\n"
+                      "Next: work on t2."))))
+    (let ((change (efrit-todo-test-last-change)))
+      (should (equal (plist-get change :summary)
+                     "added t5; completed t4; cancelled t3; reopened t2; paused t1"))
+      (should (equal (plist-get change :added) '("t5")))
+      (should (equal (plist-get change :completed) '("t4")))
+      (should (equal (plist-get change :cancelled) '("t3")))
+      (should (equal (plist-get change :reopened) '("t2")))
+      (should (equal (plist-get change :paused) '("t1")))
+      (should (null (plist-get change :started))))
     (pcase-let ((`(,a ,b ,c ,d ,e) (efrit-todo-list)))
       (should (numberp (plist-get a :started)))
       (should (null (plist-get a :completed)))
@@ -569,16 +669,24 @@ items\"; a list of plists is the most natural way to write one in Lisp."
 (ert-deftest efrit-todo-test-next-step ()
   "The Next line always says what to do."
   (efrit-todo-test-with-session
-    (should (string-match-p
-             (regexp-quote "Next: set t1 to in_progress and start it (Plan it).")
+    (should (string-suffix-p
+             "\nNext: set t1 in_progress and start it (Plan it)."
              (efrit-todo-test-write (efrit-todo-test-item "Plan it" "pending"))))
-    (should (string-match-p
-             (regexp-quote "Next: work on t1 (Planning it); mark it completed")
-             (efrit-todo-test-write (efrit-todo-test-item "Plan it" "in_progress"
-                                                          "id" "t1" "activeForm" "Planning it"))))
-    (should (string-match-p
-             (regexp-quote "Next: every item is finished; give the user the result.")
-             (efrit-todo-test-write (efrit-todo-test-item "Plan it" "completed" "id" "t1"))))))
+    ;; The line that starts the item is the next step.
+    (let ((text (efrit-todo-test-write (efrit-todo-test-item "Plan it" "in_progress"
+                                                             "id" "t1" "activeForm" "Planning it"))))
+      (should (equal text (concat "[TODO list updated: 0/1 done]\n"
+                                  "t1 in_progress: Planning it"))))
+    ;; A change that does not start it says what to do with it.
+    (should (string-suffix-p
+             "\nNext: work on t1; mark it completed when it is done."
+             (efrit-todo-write '((merge . t) (todos . [((id . "t1") (content . "Plan it well"))])))))
+    (should (string-suffix-p
+             "\nNext: every item is finished; give the user the result."
+             (efrit-todo-test-write (efrit-todo-test-item "Plan it" "completed" "id" "t1"))))
+    (should (string-suffix-p
+             "\nNext: the list is empty; write a plan when the task needs three or more steps."
+             (efrit-todo-write (efrit-todo-test-object "todos" []))))))
 
 ;;;; Long lists
 
@@ -597,42 +705,176 @@ With WITH-IDS, give them the ids t1, t2, ... in order."
     (nreverse items)))
 
 (ert-deftest efrit-todo-test-long-list-is-summarised ()
-  "Above the threshold, unchanged finished items are counted, not shown."
+  "Above the threshold, a shown list counts what it leaves out."
   (efrit-todo-test-with-session
     (let ((efrit-todo-full-list-threshold 5))
+      ;; A new plan longer than the threshold: its first items, the rest
+      ;; counted, and, since not every new id was shown, how the ids run.
       (let ((first (apply #'efrit-todo-test-write (efrit-todo-test-long-list 5 1 1))))
-        ;; Every item is new, hence changed, hence shown.
-        (should-not (string-match-p "not shown" first))
-        (should (string-match-p (regexp-quote "  t1 [completed] Step number 1\n") first)))
-      (let ((text (apply #'efrit-todo-test-write (efrit-todo-test-long-list 5 1 1 t))))
-        (should (string-match-p
-                 (regexp-quote "... and 6 unchanged finished items not shown (5 completed, 1 cancelled)")
-                 text))
-        (should (string-match-p "unchanged finished items not shown" text))
-        (should-not (string-match-p (regexp-quote "t1 [completed]") text))
-        (should (string-match-p (regexp-quote "  t7 [pending] Step number 7\n") text)))
+        (should (equal first
+                       (concat "[TODO list updated: 5/7 done, 1 cancelled]\n"
+                               "  t1 [completed] Step number 1\n"
+                               "  t2 [completed] Step number 2\n"
+                               "  t3 [completed] Step number 3\n"
+                               "  t4 [completed] Step number 4\n"
+                               "  t5 [completed] Step number 5\n"
+                               "  ... and 2 more changed items not shown\n"
+                               "New ids follow the order you sent: t1 to t7.\n"
+                               "Next: set t7 in_progress and start it (Step number 7)."))))
+      ;; An item added to it: unchanged finished items are counted, not
+      ;; shown; unchanged open ones and the new one are shown.
+      (let ((text (apply #'efrit-todo-test-write
+                         (append (efrit-todo-test-long-list 5 1 1 t)
+                                 (list (efrit-todo-test-item "Step number 8" "pending"))))))
+        (should (equal text
+                       (concat "[TODO list updated: 5/8 done, 1 cancelled]\n"
+                               "  t7 [pending] Step number 7\n"
+                               "  t8 [pending] Step number 8\n"
+                               "  ... and 6 unchanged finished items not shown "
+                               "(5 completed, 1 cancelled)\n"
+                               "Next: set t7 in_progress and start it (Step number 7).")))
+        (should-not (string-match-p (regexp-quote "t1 [completed]") text)))
       ;; The list itself keeps every item.
-      (should (= (length (efrit-todo-list)) 7))
+      (should (= (length (efrit-todo-list)) 8))
       ;; A finished item that changed in this write is still shown.
-      (let ((items (efrit-todo-test-long-list 5 1 1 t)))
+      (let ((items (append (efrit-todo-test-long-list 5 1 1 t)
+                           (list (efrit-todo-test-item "Step number 8" "pending" "id" "t8")
+                                 (efrit-todo-test-item "Step number 9" "pending")))))
         (puthash "status" "completed" (nth 6 items))
         (let ((text (apply #'efrit-todo-test-write items)))
           (should (string-match-p (regexp-quote "  t7 [completed] Step number 7\n") text))
-          (should (string-match-p (regexp-quote "... and 6 unchanged finished items") text)))))))
+          (should (string-match-p (regexp-quote "  t9 [pending] Step number 9\n") text))
+          (should (string-match-p
+                   (regexp-quote "  ... and 6 unchanged finished items not shown (5 completed, 1 cancelled)\n")
+                   text))))
+      (should (equal (efrit-todo-test-summary) "added t9; completed t7")))))
+
+(ert-deftest efrit-todo-test-long-list-counts-hidden-pending-items ()
+  "Above the threshold, only the first pending items are shown."
+  (efrit-todo-test-with-session
+    (let ((efrit-todo-full-list-threshold 3))
+      (apply #'efrit-todo-test-write (efrit-todo-test-long-list 0 0 6))
+      (let ((text (apply #'efrit-todo-test-write
+                         (append (efrit-todo-test-long-list 0 0 6 t)
+                                 (list (efrit-todo-test-item "Step number 7" "pending"))))))
+        (should (equal text
+                       (concat "[TODO list updated: 0/7 done]\n"
+                               "  t1 [pending] Step number 1\n"
+                               "  t2 [pending] Step number 2\n"
+                               "  t3 [pending] Step number 3\n"
+                               "  t7 [pending] Step number 7\n"
+                               "  ... and 3 more pending items not shown\n"
+                               "Next: set t1 in_progress and start it (Step number 1)."))))
+      (should (= (length (efrit-todo-list)) 7)))))
+
+(ert-deftest efrit-todo-test-many-changes-are-named-up-to-ten ()
+  "A write changing more than ten items names ten and counts the rest."
+  (efrit-todo-test-with-session
+    (apply #'efrit-todo-test-write (efrit-todo-test-long-list 0 0 12))
+    (let* ((items (efrit-todo-test-long-list 0 0 12 t))
+           (text (progn (dolist (item items) (puthash "status" "completed" item))
+                        (apply #'efrit-todo-test-write items)))
+           (lines (split-string text "\n")))
+      (should (equal (car lines) "[TODO list updated: 12/12 done]"))
+      (should (equal (nth 1 lines) "t1 completed: Step number 1"))
+      (should (equal (nth 10 lines) "t10 completed: Step number 10"))
+      (should (equal (nth 11 lines) "... and 2 more changed"))
+      (should (equal (nth 12 lines) "Next: every item is finished; give the user the result."))
+      (should (= (length lines) 13))
+      (should-not (string-match-p "t11\\|t12" text)))
+    (should (equal (plist-get (efrit-todo-test-last-change) :completed)
+                   '("t1" "t2" "t3" "t4" "t5" "t6" "t7" "t8" "t9" "t10" "t11" "t12")))))
 
 (ert-deftest efrit-todo-test-list-at-threshold-is-shown-in-full ()
   "A list of exactly the threshold is shown in full; default threshold is 30."
   (efrit-todo-test-with-session
     (let ((efrit-todo-full-list-threshold 5))
-      (apply #'efrit-todo-test-write (efrit-todo-test-long-list 4 0 1))
-      (let ((text (apply #'efrit-todo-test-write (efrit-todo-test-long-list 4 0 1 t))))
-        (should-not (string-match-p "not shown" text))
-        (should (string-match-p (regexp-quote "  t1 [completed] Step number 1\n") text)))))
+      (apply #'efrit-todo-test-write (efrit-todo-test-long-list 3 0 1))
+      (let ((text (apply #'efrit-todo-test-write
+                         (append (efrit-todo-test-long-list 3 0 1 t)
+                                 (list (efrit-todo-test-item "Step number 5" "pending"))))))
+        (should (equal text
+                       (concat "[TODO list updated: 3/5 done]\n"
+                               "  t1 [completed] Step number 1\n"
+                               "  t2 [completed] Step number 2\n"
+                               "  t3 [completed] Step number 3\n"
+                               "  t4 [pending] Step number 4\n"
+                               "  t5 [pending] Step number 5\n"
+                               "Next: set t4 in_progress and start it (Step number 4)."))))))
   (efrit-todo-test-with-session
     (apply #'efrit-todo-test-write (efrit-todo-test-long-list 30 0 1))
-    (should (string-match-p
-             (regexp-quote "... and 30 unchanged finished items not shown (30 completed, 0 cancelled)")
-             (apply #'efrit-todo-test-write (efrit-todo-test-long-list 30 0 1 t))))))
+    (let ((text (apply #'efrit-todo-test-write
+                       (append (efrit-todo-test-long-list 30 0 1 t)
+                               (list (efrit-todo-test-item "Step number 32" "pending"))))))
+      (should (string-match-p
+               (regexp-quote "\n  ... and 30 unchanged finished items not shown (30 completed, 0 cancelled)\n")
+               text))
+      (should (string-match-p (regexp-quote "\n  t31 [pending] Step number 31\n") text))
+      (should (string-match-p (regexp-quote "\n  t32 [pending] Step number 32\n") text))
+      (should-not (string-match-p (regexp-quote "t30 [completed]") text)))))
+
+;;;; Merge
+
+(ert-deftest efrit-todo-test-merge-updates-by-id ()
+  "With merge, items named by id change only the fields they carry."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((text (efrit-todo-write
+                 '((merge . t)
+                   (todos . [((id . "t2") (status . "completed"))
+                             ((id . "t3") (status . "in_progress")
+                              (activeForm . "Running the tests"))])))))
+      (should (equal text
+                     (concat "[TODO list updated: 2/3 done]\n"
+                             "t2 completed: Fix the bug\n"
+                             "t3 in_progress: Running the tests"))))
+    (should (equal (efrit-todo-test-ids) '("t1" "t2" "t3")))
+    (should (equal (efrit-todo-test-contents)
+                   '("Read the file" "Fix the bug" "Run the tests")))
+    (should (equal (efrit-todo-test-statuses) '(completed completed in-progress)))
+    (should (equal (efrit-todo-test-field :active-form)
+                   '("Read the file" "Fixing the bug" "Running the tests")))
+    (should (equal (efrit-todo-test-summary) "started t3; completed t2"))
+    ;; Only content: the item is reworded, its status stays.
+    (efrit-todo-write '((merge . t) (todos . [((id . "t1") (content . "Read the whole file"))])))
+    (should (equal (efrit-todo-test-contents)
+                   '("Read the whole file" "Fix the bug" "Run the tests")))
+    (should (equal (efrit-todo-test-statuses) '(completed completed in-progress)))
+    (should (equal (efrit-todo-test-summary) "reworded t1"))))
+
+(ert-deftest efrit-todo-test-merge-adds-at-the-end ()
+  "With merge, an item without id is added at the end; a hash table works too."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((text (efrit-todo-write
+                 (efrit-todo-test-object
+                  "merge" t
+                  "todos" (vector (efrit-todo-test-item "Write the changelog" "pending"))))))
+      (should (string-prefix-p "[TODO list updated: 1/4 done]\n" text))
+      (should (string-match-p "\\bt4\\b" text))
+      (should (string-match-p "Write the changelog" text)))
+    (should (equal (efrit-todo-test-ids) '("t1" "t2" "t3" "t4")))
+    (should (equal (efrit-todo-test-statuses) '(completed in-progress pending pending)))
+    (should (equal (plist-get (efrit-todo-test-last-change) :added) '("t4")))
+    ;; JSON false is a whole-list write: what is left out is dropped.
+    (efrit-todo-write (efrit-todo-test-json
+                       "{\"merge\": false, \"todos\": [{\"id\": \"t2\", \"content\": \"Fix the bug\", \"status\": \"in_progress\"}]}"))
+    (should (equal (efrit-todo-test-ids) '("t2")))
+    (should (equal (plist-get (efrit-todo-test-last-change) :dropped) '("t3" "t4")))))
+
+(ert-deftest efrit-todo-test-merge-start-wins-over-running-item ()
+  "With merge, the item set in_progress wins; the running one goes back to pending."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (let ((text (efrit-todo-write '((merge . t) (todos . [((id . "t3") (status . "in_progress"))])))))
+      (should (equal (efrit-todo-test-line text "Warning: ")
+                     (concat "Warning: only one item may be in_progress: "
+                             "t3 stays in progress, t2 set back to pending."))))
+    (should (equal (efrit-todo-test-statuses) '(completed pending in-progress)))
+    (should (equal (plist-get (efrit-todo-current) :id) "t3"))
+    (let ((change (efrit-todo-test-last-change)))
+      (should (equal (plist-get change :started) '("t3")))
+      (should (equal (plist-get change :demoted) '("t2"))))))
 
 ;;;; Limits
 
@@ -693,6 +935,7 @@ Without persistence this is nil."
 (defun efrit-todo-test-state ()
   "Return everything a refused call must leave as it was in the session."
   (list :list (efrit-todo-list)
+        :history (efrit-todo-history)
         :counts (efrit-todo-counts)
         :current (efrit-todo-current)
         :guidance (efrit-todo-prompt-guidance)
@@ -759,9 +1002,14 @@ nothing, run no hook, and a valid write must work afterwards."
                      (efrit-todo-test-item "Fix the bug" "completed" "id" "t2")
                      (efrit-todo-test-item "Run the tests" "in_progress" "id" "t3")
                      (efrit-todo-test-item "Write the changelog" "pending"))))
-          (should (string-prefix-p "[TODO list updated" text))
-          (should (equal (efrit-todo-test-line text "Changes: ")
-                         "Changes: added t4; started t3; completed t2")))
+          (should (equal text
+                         (concat "[TODO list updated: 2/4 done]\n"
+                                 "  t1 [completed] Read the file\n"
+                                 "  t2 [completed] Fix the bug\n"
+                                 "  t3 [in_progress] Run the tests\n"
+                                 "  t4 [pending] Write the changelog\n"
+                                 "Next: work on t3.")))
+          (should (equal (efrit-todo-test-summary) "added t4; started t3; completed t2")))
         (should (equal (efrit-todo-test-ids) '("t1" "t2" "t3" "t4")))
         (should (equal (efrit-todo-test-statuses)
                        '(completed completed in-progress pending)))
@@ -834,6 +1082,34 @@ REGEXP must match the error message, and OPTIONS are passed to
   (todos-a-number
    "\\`todos: expected an array of items, got integer 3\\'"
    (efrit-todo-test-object "todos" 3))
+  ;; null is not an empty list: a model that sends it has lost its list.
+  (todos-json-null
+   "\\`todos: expected an array of items, got nil\\'"
+   "{\"todos\": null}")
+  (todos-json-null-parsed
+   "\\`todos: expected an array of items, got nil\\'"
+   (efrit-todo-test-json "{\"todos\": null}"))
+  (todos-null-keyword
+   "\\`todos: expected an array of items, got nil\\'"
+   '((todos . :null)))
+  (todos-json-null-keyword
+   "\\`todos: expected an array of items, got nil\\'"
+   (efrit-todo-test-object "todos" :json-null))
+  ;; merge
+  (merge-a-string
+   "\\`merge: expected true or false, got string \"yes\"\\'"
+   '((merge . "yes") (todos . [((id . "t3") (status . "completed"))])))
+  (merge-unknown-id
+   "\\`todos\\[1\\]\\.id: unknown id \"t9\": "
+   '((merge . t) (todos . [((id . "t2") (status . "completed"))
+                           ((id . "t9") (status . "completed"))])))
+  (merge-new-item-without-content
+   "\\`todos\\[0\\]\\.content: is required for a new item"
+   (efrit-todo-test-object "merge" t
+                           "todos" (vector (efrit-todo-test-object "status" "pending"))))
+  (merge-bad-status
+   "\\`todos\\[0\\]\\.status: expected pending, in_progress, completed or cancelled, got \"done\"\\'"
+   '((merge . t) (todos . [((id . "t3") (status . "done"))])))
   (todos-circular-list
    "\\`todos: expected an array of items, got a circular or dotted list\\'"
    (let ((items (list (efrit-todo-test-item "a" "pending")
@@ -1360,12 +1636,19 @@ Also defines `efrit-todo-test-bad-call-names'."
     (should (listp schemas))
     (should write)
     (should (stringp (efrit-todo-test-get write "description")))
-    (should (string-match-p "FULL list" (efrit-todo-test-get write "description")))
+    (should (string-match-p "\"merge\": true" (efrit-todo-test-get write "description")))
     (should (equal (efrit-todo-test-get input "type") "object"))
     (should (equal (efrit-todo-test-get input "required") ["todos"]))
     (should (equal (efrit-todo-test-get todos "type") "array"))
     (should (equal (efrit-todo-test-get item "type") "object"))
-    (should (equal (efrit-todo-test-get item "required") ["content" "status"]))
+    ;; With merge an item may carry only an id and one field, so no item
+    ;; field is required by the schema; the validator asks for content
+    ;; and status where they are needed.
+    (should-not (assoc "required" item))
+    (should (equal (efrit-todo-test-get input "properties" "merge" "type") "boolean"))
+    (should (stringp (efrit-todo-test-get input "properties" "merge" "description")))
+    (should (equal (sort (mapcar #'car (efrit-todo-test-get input "properties")) #'string<)
+                   '("merge" "todos")))
     (should (equal (efrit-todo-test-get properties "status" "enum")
                    ["pending" "in_progress" "completed" "cancelled"]))
     (dolist (field '("id" "content" "status" "activeForm"))
@@ -1388,19 +1671,38 @@ Also defines `efrit-todo-test-bad-call-names'."
                      '(pending in-progress completed cancelled))))))
 
 (ert-deftest efrit-todo-test-prompt-guidance ()
-  "Guidance shows how to start on an empty list and the ids otherwise."
+  "Guidance is fixed at the first call of a session, until a reset.
+It shows the list as it was then, with ids, and how to update it."
   (efrit-todo-test-with-session
     (let ((empty (efrit-todo-prompt-guidance)))
       (should (stringp empty))
+      (should (string-prefix-p "TODO LIST: empty when this session started.\n" empty))
       (should (string-match-p "todo_write" empty))
-      (should-not (string-match-p "\\bt1\\b" empty)))
-    (efrit-todo-test-seed)
-    (let ((text (efrit-todo-prompt-guidance)))
-      (should (string-match-p (regexp-quote "t1 [completed] Read the file") text))
-      (should (string-match-p (regexp-quote "t2 [in_progress] Fix the bug") text))
-      (should (string-match-p (regexp-quote "t3 [pending] Run the tests") text))
-      (should (string-match-p "todo_write" text))
-      (should (string-match-p (regexp-quote "work on t2 (Fixing the bug)") text)))))
+      (should (string-match-p (regexp-quote "\"merge\": true") empty))
+      (should-not (string-match-p "\\bt[0-9]+ \\[" empty))
+      ;; The list changes; the prompt text does not, so the prompt cache holds.
+      (efrit-todo-test-seed)
+      (should (equal (efrit-todo-prompt-guidance) empty))
+      (efrit-todo-user-set-status "t3" 'cancelled)
+      (efrit-todo-after-tool "read_file" nil "x" nil)
+      (should (equal (efrit-todo-prompt-guidance) empty))
+      ;; A reset starts a new session: the next call takes the list anew.
+      (efrit-todo-reset)
+      (efrit-todo-test-seed)
+      (let ((text (efrit-todo-prompt-guidance)))
+        (should (string-prefix-p
+                 (concat "TODO LIST when this session started (1/3 done, 1 in progress, 1 pending):\n"
+                         "  t4 [completed] Read the file\n"
+                         "  t5 [in_progress] Fix the bug\n"
+                         "  t6 [pending] Run the tests\n"
+                         "Next: work on t5; mark it completed when it is done.\n")
+                 text))
+        (should (string-match-p "todo_write" text))
+        ;; The guidance paragraph is the same with or without a list.
+        (should (string-suffix-p (substring empty (length "TODO LIST: empty when this session started.\n"))
+                                 text))
+        (efrit-todo-test-write (efrit-todo-test-item "Something else" "in_progress"))
+        (should (equal (efrit-todo-prompt-guidance) text))))))
 
 ;;;; Panics
 
@@ -1480,13 +1782,35 @@ Its speed is measured in `make bench', not here."
     (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list))
                    '("t2" "t1" "t3" "t4")))
     (should (equal (plist-get (car (efrit-todo-list)) :content) "Write the parser"))
-    (let ((guidance (efrit-todo-prompt-guidance)))
-      (should (string-match-p "Note: the user marked t3 cancelled" guidance))
-      (should (string-match-p "Note: the user added t4" guidance)))
+    (should (equal (mapcar (lambda (change) (plist-get change :actor)) (efrit-todo-history))
+                   '(model user user user user)))
+    ;; The edits ride on the next tool result, once; the prompt is left alone.
+    (let ((text (efrit-todo-after-tool "read_file" '(:path "a.el") "contents of a.el" nil)))
+      (should (string-prefix-p "contents of a.el\n" text))
+      (should (equal (efrit-todo-test-line text "[efrit-todo] ")
+                     (concat "[efrit-todo] The user changed the list: "
+                             "the user marked t3 cancelled; "
+                             "the user reworded t2 to \"Write the parser\"; "
+                             "the user moved t2 to position 1; "
+                             "the user added t4 \"Document it\"."))))
+    (should (equal (efrit-todo-after-tool "read_file" '(:path "b.el") "contents of b.el" nil)
+                   "contents of b.el"))
+    (should-not (string-match-p "the user" (efrit-todo-prompt-guidance)))
     (should (string-match-p "t3" (efrit-todo-user-clear-finished)))
     (should (equal (efrit-todo-user-clear-finished) ""))
-    (efrit-todo-write "{\"todos\": [{\"id\": \"t1\", \"content\": \"Read\", \"status\": \"completed\"}]}")
-    (should-not (string-match-p "Note:" (efrit-todo-prompt-guidance)))))
+    (should (equal (efrit-todo-test-line
+                    (efrit-todo-after-tool "read_file" '(:path "c.el") "again" nil) "[efrit-todo] ")
+                   (concat "[efrit-todo] The user changed the list: "
+                           "the user removed the finished items t3 from the list.")))
+    ;; Other notices may follow a result (a reminder, after this many
+    ;; calls), but not the user's edits a second time.
+    (should-not (string-match-p
+                 "user changed"
+                 (efrit-todo-after-tool "read_file" '(:path "d.el") "once more" nil)))
+    ;; Notes not yet delivered go with a reset.
+    (efrit-todo-user-set-status "t1" 'completed)
+    (efrit-todo-reset)
+    (should (equal (efrit-todo-after-tool "read_file" nil "after reset" nil) "after reset"))))
 
 (ert-deftest efrit-todo-test-bad-user-edits-name-the-field ()
   (efrit-todo-test-with-session
@@ -1501,7 +1825,9 @@ Its speed is measured in `make bench', not here."
           (should (string-prefix-p (car case) (cadr err)))))
       (should-error (efrit-todo-user-add "") :type 'efrit-todo-invalid-input)
       (should (equal (efrit-todo-list) before))
-      (should-not (string-match-p "Note:" (efrit-todo-prompt-guidance))))))
+      (should (= (length (efrit-todo-history)) 1))
+      ;; Refused edits leave no note for the model.
+      (should (equal (efrit-todo-after-tool "read_file" nil "contents" nil) "contents")))))
 
 (provide 'efrit-todo-test)
 ;;; efrit-todo-test.el ends here

@@ -103,6 +103,8 @@ prompt while the session has no list and has not called a tool yet."
     (efrit-repl-session-begin-turn :after efrit-todo-efrit--begin-repl-turn)
     (efrit-repl-loop--continue-iteration :around efrit-todo-efrit--continue-repl)
     (efrit-repl-loop--finish :around efrit-todo-efrit--finish-repl)
+    (efrit-do-async--stop-loop :before efrit-todo-efrit--stopping-do)
+    (efrit-repl-loop--end-turn :before efrit-todo-efrit--stopping-repl)
     (efrit-execute :around efrit-todo-efrit--execute)
     (efrit-executor--sync-api-call :around efrit-todo-efrit--sync-api-call)
     (efrit-executor--finalize-session :around efrit-todo-efrit--finalize-executor))
@@ -131,12 +133,21 @@ same function (Efrit's own, a user's) keeps running around it.")
 
 ;;;; Sessions
 
+(defvar efrit-todo-efrit--carried (make-hash-table :test 'equal)
+  "The efrit-todo session each Efrit session works on, when not its own.
+An Efrit session that took over a list a previous command left open
+works on that command's efrit-todo session: the same items and ids.")
+
+(defun efrit-todo-efrit--todo-session (id)
+  "Return the efrit-todo session of the Efrit session named ID."
+  (gethash id efrit-todo-efrit--carried id))
+
 (defun efrit-todo-efrit--name (session)
   "Return the efrit-todo session of Efrit SESSION, an efrit or REPL session."
   (cond ((and (fboundp 'efrit-repl-session-p) (efrit-repl-session-p session))
-         (efrit-repl-session-id session))
+         (efrit-todo-efrit--todo-session (efrit-repl-session-id session)))
         ((and (fboundp 'efrit-session-p) (efrit-session-p session))
-         (efrit-session-id session))
+         (efrit-todo-efrit--todo-session (efrit-session-id session)))
         (t (efrit-todo--session nil))))
 
 (defun efrit-todo-efrit--running-session ()
@@ -144,8 +155,94 @@ same function (Efrit's own, a user's) keeps running around it.")
   (cond ((bound-and-true-p efrit-repl-loop--tool-session)
          (efrit-todo-efrit--name efrit-repl-loop--tool-session))
         ((and (fboundp 'efrit-session-active) (efrit-session-active))
-         (efrit-session-id (efrit-session-active)))
+         (efrit-todo-efrit--todo-session (efrit-session-id (efrit-session-active))))
         (t (efrit-todo--session nil))))
+
+(defun efrit-todo-efrit--carry-over-p (unfinished)
+  "Return non-nil if a new command should go on with UNFINISHED.
+UNFINISHED is (SESSION . STOP) from `efrit-todo-unfinished'; the
+answer follows `efrit-todo-carry-over'."
+  (pcase efrit-todo-carry-over
+    ('never nil)
+    ('ask (or noninteractive
+              (let ((counts (efrit-todo-counts (car unfinished))))
+                (y-or-n-p (format "Go on with the unfinished todo list of %s (%d of %d open; it stopped: %s)? "
+                                  (car unfinished)
+                                  (- (plist-get counts :total) (plist-get counts :completed)
+                                     (plist-get counts :cancelled))
+                                  (plist-get counts :total)
+                                  (plist-get (cdr unfinished) :reason))))))
+    (_ t)))
+
+(defun efrit-todo-efrit--take-over (id)
+  "Let the Efrit session named ID go on with the list left open last.
+Nothing happens when ID already works on a list, or when there is no
+unfinished list or `efrit-todo-carry-over' says no.  Return the
+efrit-todo session ID now works on."
+  (let ((unfinished (and (not (gethash id efrit-todo-efrit--carried))
+                         (null (efrit-todo-list id))
+                         (efrit-todo-unfinished))))
+    (when (and unfinished
+               (not (equal (car unfinished) id))
+               (efrit-todo-efrit--carry-over-p unfinished))
+      (puthash id (car unfinished) efrit-todo-efrit--carried)
+      (efrit-todo-resume (car unfinished))
+      (message "Efrit-todo: %s goes on with the unfinished list of %s" id (car unfinished)))
+    (efrit-todo-efrit--todo-session id)))
+
+(defun efrit-todo-efrit--stop-reason (name stop-reason error-message)
+  "Return why session NAME stopped, from Efrit's STOP-REASON and ERROR-MESSAGE."
+  (let ((detail (and (stringp error-message) (not (string-empty-p error-message))
+                     (concat ": " error-message))))
+    (truncate-string-to-width
+     (string-trim
+      (pcase stop-reason
+        ("interrupted" "interrupted by the user")
+        ("circuit-breaker"
+         (concat "stopped by the circuit breaker: " (or (efrit-todo-efrit--tripped name) "")))
+        ("api-error" (concat "an API error" detail))
+        ("elisp-error" (concat "an error in Emacs" detail))
+        ((or "iteration-limit" "iteration-limit-exceeded") "the iteration limit was reached")
+        ("end_turn"
+         (if-let* ((pause (efrit-todo-efrit--pause-reason name)))
+             (concat "paused by the model: " pause)
+           "the model ended its turn with items still open"))
+        ((pred stringp) (concat stop-reason detail))
+        (_ (format "%S" stop-reason))))
+     280 nil nil "...")))
+
+(defun efrit-todo-efrit--pause-reason (name)
+  "Return the reason session NAME's model gave with todo_pause, or nil."
+  (let ((report (efrit-todo-report name)))
+    (and (string-match "^Paused by the model: \\(.*\\)$" report)
+         (match-string 1 report))))
+
+(defun efrit-todo-efrit--note-stop (name stop-reason &optional error-message)
+  "Note that session NAME's command stopped for STOP-REASON, ERROR-MESSAGE.
+An allowed session_complete is no stop: the work is done.  Any other
+stop with items open leaves the list for the next command."
+  (unless (equal stop-reason "session-complete")
+    (condition-case err
+        (efrit-todo-stop (efrit-todo-efrit--stop-reason name stop-reason error-message) name)
+      (error (message "Efrit-todo: could not note the stop of %s: %s"
+                      name (error-message-string err))))))
+
+(defun efrit-todo-efrit--stopping-do (session stop-reason &optional error-message &rest _)
+  "Note that efrit-do SESSION stops for STOP-REASON, with ERROR-MESSAGE.
+Every stop of Efrit's async loop passes here, API errors included."
+  (efrit-todo-efrit--note-stop (efrit-todo-efrit--name session) stop-reason error-message))
+
+(defun efrit-todo-efrit--stopping-repl (session stop-reason &rest _)
+  "Note that the turn of REPL SESSION ends for STOP-REASON."
+  (efrit-todo-efrit--note-stop (efrit-todo-efrit--name session) stop-reason))
+
+(defun efrit-todo-efrit--note-exit ()
+  "Mark the running Efrit command stopped, as Emacs is closing.
+Run from `kill-emacs-hook' before the lists are saved, so that the
+next Emacs goes on with the list."
+  (when (and (fboundp 'efrit-session-active) (efrit-session-active))
+    (efrit-todo-efrit--note-stop (efrit-todo-efrit--running-session)
+                                 "Emacs was closed while the command ran")))
 
 (defun efrit-todo-efrit--taken-p (id)
   "Return non-nil if session ID is in use by Efrit or efrit-todo."
@@ -163,14 +260,23 @@ in one second would share a list; a suffix keeps them apart."
             unique (format "%s-%d" id n)))
     (prog1 (funcall create unique command)
       ;; Set before Efrit empties its todo variables, so that emptying
-      ;; reaches the new session and not the one that just finished.
-      (setq efrit-todo-current-session unique))))
+      ;; reaches the new session and not the one that just finished;
+      ;; a list taken over is made current at the first request.
+      (setq efrit-todo-current-session unique)
+      (efrit-todo-efrit--take-over unique))))
 
 (defun efrit-todo-efrit--begin-repl-turn (session)
-  "Start a turn of REPL SESSION: fresh breaker and ledger, same list."
+  "Start a turn of REPL SESSION: fresh breaker and ledger, same list.
+A turn after one that stopped with items open goes on with them, and
+a new REPL session may take over a list a command left open."
   (let ((name (efrit-todo-efrit--name session)))
-    (setq efrit-todo-current-session name)
-    (efrit-todo-begin-turn name)))
+    (if (efrit-todo-stopped name)
+        (progn (efrit-todo-begin-turn name)
+               (efrit-todo-resume name))
+      (setq name (efrit-todo-efrit--take-over (efrit-repl-session-id session)))
+      (unless (efrit-todo-stopped name)
+        (efrit-todo-begin-turn name)))
+    (setq efrit-todo-current-session name)))
 
 ;;;; Tools
 
@@ -270,26 +376,28 @@ A fresh vector: Efrit's constant is never changed."
   (and efrit-todo-efrit--building-prompt ""))
 
 (defvar efrit-todo-efrit--prompt-suggestions (make-hash-table :test 'equal)
-  "The plan suggestion of each session's prompt, or `none', by session.
+  "The plan suggestion of each Efrit session's prompt, or `none', by id.
 Decided at the session's first request and kept, so that the system
 prompt stays the same on every request and the prompt cache holds.")
 
-(defun efrit-todo-efrit--stable-suggestion (session)
-  "Return the plan suggestion of SESSION's prompt, the same on every call."
-  (let ((known (gethash session efrit-todo-efrit--prompt-suggestions)))
+(defun efrit-todo-efrit--stable-suggestion (id session)
+  "Return the plan suggestion of Efrit session ID's prompt, always the same.
+SESSION is the efrit-todo session it works on."
+  (let ((known (gethash id efrit-todo-efrit--prompt-suggestions)))
     (unless known
-      (setq known (or (efrit-todo-efrit--plan-suggestion session) 'none))
-      (puthash session known efrit-todo-efrit--prompt-suggestions))
+      (setq known (or (efrit-todo-efrit--plan-suggestion id session) 'none))
+      (puthash id known efrit-todo-efrit--prompt-suggestions))
     (and (stringp known) known)))
 
-(defun efrit-todo-efrit--plan-suggestion (session)
-  "Return the suggestion to plan for SESSION's first request, or nil."
+(defun efrit-todo-efrit--plan-suggestion (id session)
+  "Return the suggestion to plan for Efrit session ID's first request, or nil.
+SESSION is the efrit-todo session it works on."
   (when (and efrit-todo-efrit-suggest-plan
              (null (efrit-todo-list session))
              (null (efrit-todo-ledger session))
              (fboundp 'efrit-session-active)
              (efrit-session-active)
-             (equal (efrit-session-id (efrit-session-active)) session))
+             (equal (efrit-session-id (efrit-session-active)) id))
     (let* ((command (efrit-session-command (efrit-session-active)))
            (analysis (and (stringp command)
                           (ignore-errors (efrit-todo-analyze-request command)))))
@@ -304,11 +412,15 @@ that changed would make every request pay for the whole
 conversation again."
   (let* ((prompt (let ((efrit-todo-efrit--building-prompt t))
                    (apply build args)))
-         (session (or (nth 3 args) (efrit-todo-efrit--running-session)))
+         (id (or (nth 3 args) (efrit-todo-efrit--running-session)))
+         (session (efrit-todo-efrit--todo-session id))
          (guidance (condition-case nil
                        (efrit-todo-prompt-guidance session)
                      (error nil)))
-         (suggestion (efrit-todo-efrit--stable-suggestion session)))
+         (suggestion (efrit-todo-efrit--stable-suggestion id session)))
+    ;; A session that took over a list works on it from its first request.
+    (unless (equal id session)
+      (setq efrit-todo-current-session session))
     (mapconcat #'identity (delq nil (list prompt guidance suggestion)) "\n\n")))
 
 ;;;; Ending a session
@@ -477,12 +589,19 @@ the model's completion message; see `efrit-todo-efrit-context-max-chars'."
   "Run EXECUTE on COMMAND; return the report in place of its last text.
 A nil or empty result thus never becomes a generic success message."
   (let* ((efrit-todo-efrit--sync-session nil)
-         (result (funcall execute command))
+         (result (condition-case err
+                     (funcall execute command)
+                   (quit
+                    (when efrit-todo-efrit--sync-session
+                      (efrit-todo-efrit--note-stop efrit-todo-efrit--sync-session "interrupted"))
+                    (signal (car err) (cdr err)))))
          (name (or efrit-todo-efrit--sync-session efrit-todo-current-session)))
     (if (and name (member name (efrit-todo-sessions)))
-        (efrit-todo-efrit--outcome name (if (efrit-todo-efrit--tripped name)
-                                            "circuit-breaker"
-                                          "end_turn"))
+        (let ((stop-reason (cond ((efrit-todo-efrit--tripped name) "circuit-breaker")
+                                 ((gethash name efrit-todo-efrit--final-reports) "session-complete")
+                                 (t "end_turn"))))
+          (efrit-todo-efrit--note-stop name stop-reason)
+          (efrit-todo-efrit--outcome name stop-reason))
       result)))
 
 (defun efrit-todo-efrit--sync-api-call (call request-data)
@@ -540,13 +659,16 @@ response, losing the output of every earlier tool."
     (advice-add function how advice '((depth . 100))))
   (efrit-todo-efrit--suspend-efrit-ui)
   ;; Efrit's UI file adds its advice when it is loaded, maybe later.
-  (add-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui))
+  (add-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui)
+  ;; Before the lists are saved on exit (depth 90).
+  (add-hook 'kill-emacs-hook #'efrit-todo-efrit--note-exit 50))
 
 (defun efrit-todo-efrit--disable ()
   "Remove the advice and restore what the mode changed."
   (pcase-dolist (`(,function ,_how ,advice) efrit-todo-efrit--advice)
     (advice-remove function advice))
   (remove-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui)
+  (remove-hook 'kill-emacs-hook #'efrit-todo-efrit--note-exit)
   (dolist (advice efrit-todo-efrit--suspended)
     (advice-add 'efrit-do--handle-todo-write :after advice))
   (setq efrit-todo-efrit--suspended nil)

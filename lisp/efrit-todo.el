@@ -588,6 +588,76 @@ For conversations whose list outlives one request, such as a REPL."
     (efrit-todo--module-begin-turn session)
     (efrit-todo--run-change-hook session)))
 
+;;;; Stopped sessions and carry-over
+
+(declare-function efrit-todo--module-stop "efrit-todo-module" (session reason))
+(declare-function efrit-todo--module-resume "efrit-todo-module" (session))
+(declare-function efrit-todo--module-stopped "efrit-todo-module" (session))
+(declare-function efrit-todo--module-forget-stop "efrit-todo-module" (session))
+(declare-function efrit-todo--module-unfinished "efrit-todo-module" ())
+
+(defcustom efrit-todo-carry-over 'carry
+  "What a new agent command does with a list the previous one left open.
+A command that stops with items open for any reason but completion
+\(an interrupt, \[keyboard-quit] in a tool, the breaker, an API
+error, a limit, todo_pause, Emacs closed) leaves an unfinished list.
+`carry' makes the next command go on with it: the same items, ids,
+history and report, and its first request says why the last one
+stopped.  `ask' asks first; `never' starts every command afresh,
+as Efrit does.  `efrit-todo-drop-unfinished' (\`x' in *efrit-todos*)
+lets one list go without carrying it."
+  :type '(choice (const :tag "Carry over" carry)
+                 (const :tag "Ask first" ask)
+                 (const :tag "Never" never))
+  :group 'efrit-todo)
+
+(defun efrit-todo-stop (reason &optional session)
+  "Note that the command working on SESSION stopped for REASON.
+With items open, SESSION is kept as unfinished, for the next command
+to take over (see `efrit-todo-carry-over'); the stop is marked in the
+history and the report, and t returned.  Without, return nil.
+REASON is 1 to 300 characters."
+  (let ((session (efrit-todo--session session)))
+    (prog1 (efrit-todo--module-stop session reason)
+      (efrit-todo--run-change-hook session))))
+
+(defun efrit-todo-resume (&optional session)
+  "Let a new command take over SESSION, which stopped with items open.
+The list, ids, history and report stay; breaker and reminders start
+afresh, and the next `efrit-todo-prompt-guidance' says why the
+previous command stopped and names the open items."
+  (let ((session (efrit-todo--session session)))
+    (efrit-todo--module-resume session)
+    (efrit-todo--run-change-hook session)))
+
+(defun efrit-todo-stopped (&optional session)
+  "Return how SESSION stopped with items open, or nil.
+A plist (:reason STRING :time FLOAT :running ID-OR-NIL), kept until a
+command takes SESSION over or the user drops it."
+  (efrit-todo--module-stopped (efrit-todo--session session)))
+
+(defun efrit-todo-unfinished ()
+  "Return (SESSION . STOP) for the list a command left open last, or nil.
+STOP is as `efrit-todo-stopped' gives it."
+  (efrit-todo--module-unfinished))
+
+;;;###autoload
+(defun efrit-todo-drop-unfinished (&optional session)
+  "Let the unfinished list of SESSION go: no command will take it over.
+The list itself stays, as it is.  Interactively, SESSION is the list
+a command left open last."
+  (interactive)
+  (let ((session (or session (car (efrit-todo-unfinished)))))
+    (if (and session (efrit-todo--module-forget-stop (efrit-todo--session session)))
+        (progn (efrit-todo--run-change-hook session)
+               (when (called-interactively-p 'interactive)
+                 (message "Efrit-todo: the next command starts afresh instead of going on with %s"
+                          session))
+               t)
+      (when (called-interactively-p 'interactive)
+        (message "Efrit-todo: no unfinished list"))
+      nil)))
+
 (defun efrit-todo-breaker-reset (&optional session)
   "Reset the circuit breaker of SESSION so that tools may run again."
   (interactive (list (completing-read "Reset the breaker of session: "
@@ -711,7 +781,11 @@ the module in step.  Never signals: it runs inside someone's `setq'."
         (pcase symbol
           ('efrit-todo--current-todos
            (if (listp value)
-               (efrit-todo--adopt value)
+               ;; Efrit empties the list when a command starts; a list a
+               ;; command left open stays, for the next one to take over.
+               (if (and (null value) (efrit-todo-stopped))
+                   (setq efrit-todo--mirror-session nil)
+                 (efrit-todo--adopt value))
              (setq efrit-todo--mirror-session nil)
              (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
           ('efrit-todo--counter

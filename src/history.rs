@@ -42,10 +42,13 @@ pub enum ChangeKind {
     Clear,
     Reset,
     Undo,
+    /// The session stopped with items open: a mark in the history, not a
+    /// change of the list, so there is nothing to undo.
+    Stop,
 }
 
 impl ChangeKind {
-    pub const ALL: [ChangeKind; 11] = [
+    pub const ALL: [ChangeKind; 12] = [
         ChangeKind::Write,
         ChangeKind::AutoComplete,
         ChangeKind::Status,
@@ -57,6 +60,7 @@ impl ChangeKind {
         ChangeKind::Clear,
         ChangeKind::Reset,
         ChangeKind::Undo,
+        ChangeKind::Stop,
     ];
 
     /// The name in files and in Lisp (as a symbol).
@@ -73,6 +77,7 @@ impl ChangeKind {
             ChangeKind::Clear => "clear",
             ChangeKind::Reset => "reset",
             ChangeKind::Undo => "undo",
+            ChangeKind::Stop => "stop",
         }
     }
 
@@ -450,7 +455,7 @@ impl History {
         self.changes
             .iter()
             .rev()
-            .find(|c| c.kind != ChangeKind::Undo && !c.undone)
+            .find(|c| !matches!(c.kind, ChangeKind::Undo | ChangeKind::Stop) && !c.undone)
             .filter(|c| c.undo.is_some())
     }
 

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 use crate::model::{Item, Status};
 use crate::breaker::BreakerLimits;
 use crate::guide::GuideOptions;
-use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session, UserEdit};
+use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session, Stop, UserEdit};
 use crate::validate::{checked_name, checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
 
 emacs::plugin_is_GPL_compatible!();
@@ -1385,6 +1385,67 @@ fn begin_turn<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
         registry.any_tripped()
     };
     note_breakers(env, any_tripped)
+}
+
+/// STOP as a plist (:reason :time :running).
+fn stop_plist<'e>(env: &'e Env, stop: &Stop) -> Result<Value<'e>> {
+    env.list([
+        kw_reason.bind(env),
+        stop.reason.as_str().into_lisp(env)?,
+        kw_time.bind(env),
+        stop.at.into_lisp(env)?,
+        keyword(env, "running")?,
+        stop.running.as_deref().into_lisp(env)?,
+    ])
+}
+
+/// SESSION's command stopped for REASON: kept as a stop when items are
+/// open (returns t), else nothing happens (nil).
+#[defun]
+fn stop<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
+    let session = session_name(env, session)?;
+    let stopped = string_arg(env, reason, "reason")?.and_then(|reason| registry().session(&session).stop(&reason));
+    checked(env, stopped)
+}
+
+/// A new command takes stopped SESSION over.
+#[defun]
+fn resume<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
+    let session = session_name(env, session)?;
+    let any_tripped = {
+        let mut registry = registry();
+        registry.session(&session).resume();
+        registry.any_tripped()
+    };
+    note_breakers(env, any_tripped)
+}
+
+/// How SESSION stopped with items open, as a plist, or nil.
+#[defun]
+fn stopped<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    with_existing(env, session, |env, s| match s.and_then(|s| s.stopped.as_ref()) {
+        Some(stop) => stop_plist(env, stop),
+        None => ().into_lisp(env),
+    })
+}
+
+/// Forgets that SESSION stopped; t when it had.
+#[defun]
+fn forget_stop<'e>(env: &'e Env, session: Value<'e>) -> Result<bool> {
+    let session = session_name(env, session)?;
+    let mut registry = registry();
+    Ok(registry.get(&session).is_some() && registry.session(&session).forget_stop())
+}
+
+/// (SESSION . STOP-PLIST) of the session that stopped last with items
+/// open, or nil.
+#[defun]
+fn unfinished(env: &Env) -> Result<Value<'_>> {
+    let registry = registry();
+    match registry.unfinished() {
+        Some((name, stop)) => env.cons(name.into_lisp(env)?, stop_plist(env, stop)?),
+        None => ().into_lisp(env),
+    }
 }
 
 /// Sets `efrit-todo--breaker-tripped', which must be non-nil whenever some

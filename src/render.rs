@@ -313,6 +313,28 @@ pub fn prompt_guidance(items: &[Item], full_up_to: usize) -> String {
     out
 }
 
+/// The system prompt's part for a command that takes over a list the
+/// previous command left open: why it stopped, the open items with their
+/// ids, how to go on, then GUIDANCE.
+pub fn resume_guidance(items: &[Item], reason: &str, running: Option<&str>, full_up_to: usize) -> String {
+    let mut out = String::from("THE PREVIOUS COMMAND STOPPED");
+    if let Some(id) = running {
+        let _ = write!(out, " while {id} was in progress");
+    }
+    out.push_str(" (");
+    push_cut(&mut out, reason);
+    let _ = writeln!(out, "). Its todo list carries over with the same ids ({}):", progress(&Counts::of(items)));
+    let open: Vec<Item> = items.iter().filter(|i| i.status.is_open()).cloned().collect();
+    item_lines(&mut out, &open, FxHashSet::default, full_up_to, &[]);
+    let finished = items.len() - open.len();
+    if finished > 0 {
+        let _ = writeln!(out, "  ({finished} finished items not shown)");
+    }
+    out.push_str("Go on from there: update items by id with merge; set cancelled the items no longer wanted; or, if the user now wants something else, send a whole new list without merge (open items you leave out are reported as dropped).\n");
+    out.push_str(GUIDANCE);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,6 +477,17 @@ mod tests {
         assert!(next_step(&[]).contains("empty"));
         assert!(next_step(&list(&[Status::Pending])).starts_with("set t1 in_progress"));
         assert!(next_step(&list(&[Status::Completed, Status::Cancelled])).contains("finished"));
+    }
+
+    #[test]
+    fn resume_guidance_says_why_and_names_the_open_items() {
+        let items = list(&[Status::Completed, Status::InProgress, Status::Pending]);
+        let text = resume_guidance(&items, "interrupted by the user", Some("t2"), 30);
+        assert!(text.starts_with("THE PREVIOUS COMMAND STOPPED while t2 was in progress (interrupted by the user). Its todo list carries over with the same ids (1/3 done, 1 in progress, 1 pending):\n  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n  (1 finished items not shown)\n"), "{text}");
+        assert!(text.contains("set cancelled the items no longer wanted"));
+        assert!(text.ends_with(GUIDANCE));
+        let many = list(&[Status::Pending; 100]);
+        assert!(resume_guidance(&many, "x", None, 30).contains("... and 70 more pending items not shown"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, Guide, GuideOptions};
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledger};
-use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
+use crate::model::{name_items, now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
 use crate::reconcile::{apply, match_items, update, Diff};
 use crate::render;
 use crate::validate::{
@@ -73,7 +73,22 @@ pub struct Session {
     /// The system prompt's part, fixed at its first request: a prompt that
     /// changed between requests would void the prompt cache each time.
     prompt: Option<String>,
+    /// How the session stopped with items open, until work goes on.
+    pub stopped: Option<Stop>,
+    /// The stop this session was resumed from, for its next prompt.
+    resumed_from: Option<Stop>,
 }
+
+/// A session that stopped with items open: why, when, and what was running.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    pub reason: String,
+    pub at: Timestamp,
+    pub running: Option<String>,
+}
+
+/// Most characters of a stop reason kept: it goes into a prompt.
+pub const MAX_STOP_REASON_CHARS: usize = 300;
 
 fn in_progress(items: &[Item]) -> Option<&Item> {
     items.iter().find(|i| i.status == Status::InProgress)
@@ -613,9 +628,60 @@ impl Session {
 
     /// The system prompt's part for this session: the guidance and the list
     /// as it stood at the first call, the same text on every later call.
+    /// After a resume it first says why the previous command stopped.
     pub fn prompt_guidance(&mut self, full_up_to: usize) -> &str {
-        let items = &self.items;
-        self.prompt.get_or_insert_with(|| render::prompt_guidance(items, full_up_to))
+        let (items, resumed) = (&self.items, &self.resumed_from);
+        self.prompt.get_or_insert_with(|| match resumed {
+            Some(stop) => render::resume_guidance(items, &stop.reason, stop.running.as_deref(), full_up_to),
+            None => render::prompt_guidance(items, full_up_to),
+        })
+    }
+
+    /// The session's command stopped for REASON.  With items open, the stop
+    /// is kept (until `resume` or `forget_stop`), marked in the history and
+    /// the ledger, and true returned; without, nothing happens.
+    pub fn stop(&mut self, reason: &str) -> Result<bool, InvalidInput> {
+        let reason = checked_text(&Input::Str(reason.trim().to_string()), "reason", MAX_STOP_REASON_CHARS)
+            .and_then(|t| non_blank(t, "reason"))?;
+        if !self.items.iter().any(|i| i.status.is_open()) {
+            self.stopped = None;
+            return Ok(false);
+        }
+        let running = self.current().map(|i| i.id.clone());
+        let at = now();
+        let mut summary = String::from("stopped");
+        if let Some(id) = &running {
+            summary.push_str(" while ");
+            summary.push_str(id);
+            summary.push_str(" was in progress");
+        }
+        summary.push_str(": ");
+        summary.push_str(&reason);
+        let mut text = format!("[efrit-todo] The session {summary}. Left open: ");
+        name_items(&mut text, self.items.iter().filter(|i| i.status.is_open()), "", "; ");
+        text.truncate(text.len().saturating_sub(2));
+        self.ledger.record("session_stopped", Input::Null, Some(text), false, running.as_deref(), at, None);
+        self.history.push(Change::new(Actor::Model, ChangeKind::Stop, at, summary, ChangedIds::default()));
+        self.stopped = Some(Stop { reason, at, running });
+        Ok(true)
+    }
+
+    /// A new command takes this stopped session over: its list, ids,
+    /// history and ledger stay; breaker, guide and the completion guard
+    /// start afresh, and the next prompt says why the last command stopped.
+    pub fn resume(&mut self) {
+        self.resumed_from = self.stopped.take();
+        self.breaker = Breaker::default();
+        self.guide = Guide::default();
+        self.completion = CompletionGuard::default();
+        self.last_write = None;
+        self.prompt = None;
+    }
+
+    /// The user chose not to go on with this stopped list: it stays, but no
+    /// command will take it over.
+    pub fn forget_stop(&mut self) -> bool {
+        self.stopped.take().is_some()
     }
 
     /// A new turn of a conversation that keeps its list (Efrit's REPL):
@@ -670,6 +736,17 @@ impl Registry {
         self.sessions.push((name.to_string(), session));
         self.index.insert(name.to_string(), at);
         at
+    }
+
+    /// The session that stopped last with items still open, and its stop.
+    pub fn unfinished(&self) -> Option<(&str, &Stop)> {
+        self.sessions
+            .iter()
+            .filter_map(|(name, session)| {
+                let stop = session.stopped.as_ref()?;
+                session.items.iter().any(|i| i.status.is_open()).then_some((name.as_str(), stop))
+            })
+            .max_by(|a, b| a.1.at.total_cmp(&b.1.at))
     }
 
     pub fn any_tripped(&self) -> bool {
@@ -937,6 +1014,54 @@ mod tests {
         assert!(text.contains("t1 in_progress: Doing step zero"), "{text}");
         assert!(s.undo().is_some());
         assert_eq!(s.find("t1").unwrap().active_form, "Step 0");
+    }
+
+    #[test]
+    fn a_stop_with_items_open_is_kept_until_a_resume() {
+        let mut s = plan(3);
+        merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        let prompt_before = s.prompt_guidance(30).to_string();
+        assert!(s.stop("interrupted by the user").unwrap());
+        let stop = s.stopped.clone().unwrap();
+        assert_eq!((stop.reason.as_str(), stop.running.as_deref()), ("interrupted by the user", Some("t2")));
+        let last = s.history.changes().last().unwrap();
+        assert_eq!((last.kind, last.summary.as_str()), (ChangeKind::Stop, "stopped while t2 was in progress: interrupted by the user"));
+        let entry = s.entries().last().unwrap();
+        assert_eq!(entry.tool, "session_stopped");
+        assert!(entry.result.contains("Left open: t2 [in_progress] Step 1; t3 [pending] Step 2"), "{}", entry.result);
+        // The mark is no change of the list: the write before it can be undone.
+        assert!(s.undo().unwrap().contains("write by the model"));
+        assert!(s.stopped.is_some());
+        s.resume();
+        assert!(s.stopped.is_none());
+        let prompt = s.prompt_guidance(30).to_string();
+        assert_ne!(prompt, prompt_before);
+        assert!(prompt.starts_with("THE PREVIOUS COMMAND STOPPED while t2 was in progress (interrupted by the user)"), "{prompt}");
+        assert_eq!(s.prompt_guidance(30), prompt, "fixed again for the new command");
+        assert_eq!(s.entries().len(), 1, "the ledger is kept");
+    }
+
+    #[test]
+    fn a_stop_with_nothing_open_is_no_stop() {
+        let mut s = plan(1);
+        merge(&mut s, json!([{"id": "t1", "status": "completed"}])).unwrap();
+        assert!(!s.stop("end_turn").unwrap());
+        assert!(s.stopped.is_none());
+        assert_eq!(s.stop("  ").unwrap_err().path, "reason");
+    }
+
+    #[test]
+    fn the_registry_finds_the_newest_unfinished_session() {
+        let mut registry = Registry::default();
+        assert!(registry.unfinished().is_none());
+        *registry.session("old") = plan(2);
+        registry.session("old").stop("api-error").unwrap();
+        *registry.session("new") = plan(2);
+        registry.session("new").stop("interrupted").unwrap();
+        registry.session("done").stop("interrupted").unwrap();
+        assert_eq!(registry.unfinished().map(|(name, _)| name), Some("new"));
+        assert!(registry.session("new").forget_stop());
+        assert_eq!(registry.unfinished().map(|(name, stop)| (name, stop.reason.as_str())), Some(("old", "api-error")));
     }
 
     #[test]

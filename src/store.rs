@@ -24,7 +24,8 @@ use serde_json::Value as Json;
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::Entry;
 use crate::model::{now, Item, Status, Timestamp};
-use crate::session::{check_session_name, registry, Actor, Session};
+use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
+use crate::validate::{checked_text, Input};
 
 /// The layout this code writes.  Version 1 was the first, list-only layout:
 /// `session`, `counter` and `todos`.
@@ -155,6 +156,26 @@ struct StoredBreaker {
     errors: u32,
     churn: u32,
     oscillation: u32,
+}
+
+/// How the session stopped with items open, so that a list left by an
+/// interrupted command is taken over after a restart too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredStop {
+    reason: String,
+    at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    running: Option<String>,
+}
+
+impl StoredStop {
+    /// The stop, or None with a reason that a todo_write would refuse: it
+    /// is only a mark, so a bad one is dropped rather than the file.
+    fn into_stop(self) -> Option<Stop> {
+        let reason = checked_text(&Input::Str(self.reason), "reason", MAX_STOP_REASON_CHARS).ok()?;
+        let running = self.running.filter(|id| checked_text(&Input::Str(id.clone()), "running", 200).is_ok());
+        (!reason.trim().is_empty() && self.at.is_finite()).then_some(Stop { reason, at: self.at, running })
+    }
 }
 
 /// What the ledger held at the save: counts, not the results themselves.
@@ -295,6 +316,8 @@ struct StoredState {
     history_seq: u64,
     #[serde(default)]
     history: Vec<StoredChange>,
+    #[serde(default)]
+    stopped: Option<StoredStop>,
 }
 
 impl StoredState {
@@ -321,6 +344,7 @@ impl StoredState {
         session.writes = self.writes;
         session.user_notes = self.user_notes;
         session.history = History::from_parts(history, self.history_seq);
+        session.stopped = self.stopped.and_then(StoredStop::into_stop);
         Ok((self.session, session))
     }
 }
@@ -476,6 +500,8 @@ struct StateOut<'a> {
     ledger: &'a LedgerSummary,
     history_seq: u64,
     history: HistoryOut<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped: Option<StoredStop>,
 }
 
 impl<'a> StateOut<'a> {
@@ -505,6 +531,11 @@ impl<'a> StateOut<'a> {
             ledger,
             history_seq: session.history.last_seq(),
             history: HistoryOut(&session.history),
+            stopped: session.stopped.as_ref().map(|stop| StoredStop {
+                reason: stop.reason.clone(),
+                at: stop.at,
+                running: stop.running.clone(),
+            }),
         }
     }
 }
@@ -1063,6 +1094,23 @@ mod tests {
         assert_eq!(json["ledger"]["calls"], 1);
         assert_eq!(json["breaker"]["calls"], 1);
         assert_eq!(json["retired"][0]["id"], "t2");
+    }
+
+    #[test]
+    fn a_stopped_session_stays_stopped_after_the_round_trip() {
+        let mut s = busy_session();
+        assert!(s.stop("interrupted by the user").unwrap());
+        let (_, back) = decode(&encode("work", &s)).unwrap();
+        let stop = back.stopped.as_ref().expect("the stop is kept");
+        assert_eq!(stop.reason, "interrupted by the user");
+        assert_eq!(stop.running.as_deref(), Some("t3"));
+        assert_eq!(Some(stop), s.stopped.as_ref());
+        // A stop mark that a todo_write would refuse is dropped, not the file.
+        let mut json: Json = serde_json::from_slice(&encode("work", &s)).unwrap();
+        json["stopped"]["reason"] = json!("x".repeat(MAX_STOP_REASON_CHARS + 1));
+        let (_, back) = decode(&serde_json::to_vec(&json).unwrap()).unwrap();
+        assert_eq!(back.stopped, None);
+        assert_eq!(back.items, s.items);
     }
 
     #[test]

@@ -46,7 +46,7 @@
 
 (cl-defstruct (efrit-session (:constructor efrit-session--make))
   "A stand-in Efrit session."
-  id command messages work-log status on-complete (iterations 0))
+  id command messages work-log status on-complete (iterations 0) interrupt-requested)
 
 (defvar efrit-todo-fake--sessions (make-hash-table :test 'equal)
   "Every session by id.")
@@ -86,6 +86,10 @@
 (defun efrit-session-add-work (session result call)
   "Log CALL and its RESULT in SESSION's work log, newest first."
   (push (list result call) (efrit-session-work-log session)))
+
+(defun efrit-session-request-interrupt (session)
+  "Ask SESSION to stop before its next request, as Efrit's interrupt does."
+  (setf (efrit-session-interrupt-requested session) t))
 
 (defun efrit-session-complete (session _reason)
   "Mark SESSION finished; nothing is running afterwards."
@@ -214,18 +218,29 @@ with Efrit's, and, like Efrit's, without ids."
     (puthash "input" (gethash "input" block) item)
     (efrit-do--execute-tool item)))
 
+(defconst efrit-todo-fake--interrupted
+  "Error: the tool was interrupted (C-g)"
+  "The result of a tool that \\[keyboard-quit] interrupted.")
+
 (defun efrit-todo-fake--execute-tools (session content)
   "Run every tool_use of CONTENT, send the results, go on or stop SESSION.
-SESSION is an efrit-do session or a REPL session."
+SESSION is an efrit-do session or a REPL session.  A \\[keyboard-quit]
+in a tool ends the turn: the tools after it are skipped, each with an
+error result, so that the conversation stays valid."
   (let ((repl (efrit-repl-session-p session))
-        results completion)
+        results completion interrupted)
     (if repl
         (efrit-repl-session-add-assistant-message session content)
       (efrit-session-add-assistant-response session content))
     (seq-doseq (block content)
       (when (equal (gethash "type" block) "tool_use")
-        (let* ((result (let ((efrit-repl-loop--tool-session (and repl session)))
-                         (efrit-todo-fake--run-tool-use block)))
+        (let* ((result (if interrupted
+                           "Error: skipped, the turn was interrupted"
+                         (condition-case nil
+                             (let ((efrit-repl-loop--tool-session (and repl session)))
+                               (efrit-todo-fake--run-tool-use block))
+                           (quit (setq interrupted t)
+                                 efrit-todo-fake--interrupted))))
                (text (if (stringp result) result (format "%S" result))))
           (push `((type . "tool_result") (tool_use_id . ,(gethash "id" block))
                   (content . ,text)
@@ -236,7 +251,9 @@ SESSION is an efrit-do session or a REPL session."
     (if repl
         (efrit-repl-session-add-user-message session (vconcat (nreverse results)))
       (efrit-session-add-tool-results session (nreverse results)))
-    (cond ((and completion repl) (efrit-repl-loop--finish session "session-complete" nil completion))
+    (cond ((and interrupted repl) (efrit-repl-loop--finish session "interrupted" nil nil))
+          (interrupted (efrit-do-async--finish session "interrupted" nil nil))
+          ((and completion repl) (efrit-repl-loop--finish session "session-complete" nil completion))
           (completion (efrit-do-async--finish session "session-complete" nil completion))
           (repl (efrit-repl-loop--continue-iteration session))
           (t (efrit-do-async--continue-iteration session)))))
@@ -249,9 +266,15 @@ SESSION is an efrit-do session or a REPL session."
     ("tools" . ,(efrit-do--get-current-tools-schema))))
 
 (defun efrit-do-async--continue-iteration (session)
-  "Send SESSION's next request, unless it used up its iterations."
-  (if (>= (efrit-session-iterations session) efrit-do-async-max-iterations)
-      (efrit-do-async--finish session "iteration-limit" nil nil)
+  "Send SESSION's next request, unless it used up its iterations.
+An interrupt requested meanwhile stops it instead."
+  (cond
+   ((efrit-session-interrupt-requested session)
+    (setf (efrit-session-interrupt-requested session) nil)
+    (efrit-do-async--finish session "interrupted" nil nil))
+   ((>= (efrit-session-iterations session) efrit-do-async-max-iterations)
+    (efrit-do-async--finish session "iteration-limit" nil nil))
+   (t
     (cl-incf (efrit-session-iterations session))
     (efrit-api-request-async
      (efrit-todo-fake--request (efrit-session-id session) (efrit-session-messages session))
@@ -260,7 +283,7 @@ SESSION is an efrit-do session or a REPL session."
            (efrit-loop-handle-response session nil response)
          (error (efrit-do-async--finish session "elisp-error"
                                         (error-message-string err) nil))))
-     (lambda (message) (efrit-do-async--finish session "api-error" message nil)))))
+     (lambda (message) (efrit-do-async--finish session "api-error" message nil))))))
 
 (defun efrit-do-async--finish (session stop-reason error-message completion-message)
   "End SESSION's loop for STOP-REASON, with ERROR-MESSAGE or COMPLETION-MESSAGE."
@@ -376,6 +399,10 @@ ERROR-MESSAGE and COMPLETION-MESSAGE go to the agent buffer."
 
 (defun efrit-repl-loop--finish (session stop-reason _error-message _completion-message)
   "End SESSION's turn for STOP-REASON; the session stays."
+  (efrit-repl-loop--end-turn session stop-reason))
+
+(defun efrit-repl-loop--end-turn (session stop-reason)
+  "End SESSION's turn for STOP-REASON, the way every turn ends."
   (setf (efrit-repl-session-status session) 'idle)
   (when-let* ((callback (efrit-repl-session-on-turn-complete session)))
     (funcall callback session stop-reason)))

@@ -24,6 +24,7 @@
 
 (defvar efrit-do--tool-dispatch-table)
 (defvar efrit-do--last-result)
+(defvar efrit-do-async-max-iterations)
 (declare-function efrit-do "efrit-do" (command))
 (declare-function efrit-session-active "efrit-session-core" ())
 (declare-function efrit-session-id "efrit-session-core" (session))
@@ -93,10 +94,15 @@
                 (efrit-todo-scenarios--text "(the script has ended)"))))
     (efrit-todo-scenarios--parse (if (functionp next) (funcall next request) next))))
 
-(defun efrit-todo-scenarios--async (request callback &optional _error-callback)
-  "Answer REQUEST through CALLBACK a moment later, as the network would."
-  (let ((response (efrit-todo-scenarios--answer request)))
-    (run-at-time 0 nil callback response)))
+(defun efrit-todo-scenarios--async (request callback &optional error-callback)
+  "Answer REQUEST through CALLBACK a moment later, as the network would.
+A scripted `api-error' fails the request through ERROR-CALLBACK."
+  (if (eq (car efrit-todo-scenarios--script) 'api-error)
+      (progn (pop efrit-todo-scenarios--script)
+             (push (cons request nil) efrit-todo-scenarios--requests)
+             (run-at-time 0 nil error-callback "overloaded_error: Overloaded"))
+    (let ((response (efrit-todo-scenarios--answer request)))
+      (run-at-time 0 nil callback response))))
 
 (defun efrit-todo-scenarios--sync (request &optional _timeout)
   "Answer REQUEST at once."
@@ -114,6 +120,10 @@
   "A tool that returns nothing."
   nil)
 
+(defun efrit-todo-scenarios--quit-tool (_input)
+  "A tool the user interrupts with \\[keyboard-quit]."
+  (signal 'quit nil))
+
 ;;;; Running a scenario
 
 (defun efrit-todo-scenarios--buffer-text (name)
@@ -130,8 +140,9 @@
          (efrit-todo-scenarios--dispatches nil)
          (efrit-todo-scenarios--stopped nil)
          (efrit-do--tool-dispatch-table
-          (cons '("nil_tool" . (efrit-todo-scenarios--nil-tool . :tool-input))
-                efrit-do--tool-dispatch-table)))
+          (append '(("nil_tool" . (efrit-todo-scenarios--nil-tool . :tool-input))
+                    ("quit_tool" . (efrit-todo-scenarios--quit-tool . :tool-input)))
+                  efrit-do--tool-dispatch-table)))
      (advice-add 'efrit-api-request-async :override #'efrit-todo-scenarios--async)
      (advice-add 'efrit-api-request-sync :override #'efrit-todo-scenarios--sync)
      (advice-add 'efrit-do--dispatch-tool :before #'efrit-todo-scenarios--count-dispatch
@@ -158,11 +169,19 @@
           :do (efrit-todo-scenarios--buffer-text "*efrit-do*")
           :last-result (and (boundp 'efrit-do--last-result) efrit-do--last-result))))
 
+(defvar efrit-todo-scenarios--keep-unfinished nil
+  "Non-nil to let a run go on with a list an earlier run left open.")
+
 (defun efrit-todo-scenarios--fresh-buffers ()
-  "Kill the buffers in which a previous run showed its results."
+  "Kill the buffers in which a previous run showed its results.
+Unless `efrit-todo-scenarios--keep-unfinished', also let go of every
+list an earlier run left open, so that each run starts afresh."
   (dolist (name '("*efrit-agent*" "*efrit-do*" "*efrit-todos*"))
     (when (get-buffer name)
-      (kill-buffer name))))
+      (kill-buffer name)))
+  (unless efrit-todo-scenarios--keep-unfinished
+    (while (efrit-todo-unfinished)
+      (efrit-todo-drop-unfinished (car (efrit-todo-unfinished))))))
 
 (defmacro efrit-todo-scenarios--with-mode (on &rest body)
   "Run BODY with `efrit-todo-efrit-mode' on if ON is non-nil, else off.
@@ -437,6 +456,54 @@ and calls it again (allowed)."
       (cl-pushnew (match-string 0 text) ids :test #'equal)
       (setq start (match-end 0)))
     ids))
+
+;;;; Stopping and going on
+
+(defun efrit-todo-scenarios--interrupt-then (response)
+  "Return a script step that asks for an interrupt and answers RESPONSE.
+The interrupt takes effect before the next request, as Efrit's does."
+  (lambda (_request)
+    (when (fboundp 'efrit-session-request-interrupt)
+      (efrit-session-request-interrupt (efrit-session-active)))
+    response))
+
+(defun efrit-todo-scenarios--stopping-script (how)
+  "Return the first command's script: three items, t1 done, t2 started, then HOW.
+HOW names the way the command stops."
+  (let ((start (list (efrit-todo-scenarios--plan 3)
+                     (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)")))
+                     (efrit-todo-scenarios--advance 1))))
+    (append
+     start
+     (pcase how
+       ('interrupt
+        (list (efrit-todo-scenarios--interrupt-then
+               (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 2 2)"))))))
+       ('quit (list (efrit-todo-scenarios--tool "quit_tool" nil)))
+       ('breaker (make-list 8 (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 3 3)")))))
+       ('api-error (list 'api-error))
+       ('pause (list (efrit-todo-scenarios--tool "todo_pause" '(("reason" . "I need the user's password.")))
+                     (efrit-todo-scenarios--text "I need your password.")))
+       ('end-turn (make-list 4 (efrit-todo-scenarios--text "I will stop here.")))
+       ('iteration-limit (make-list 3 (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 4 4)")))))))))
+
+(defconst efrit-todo-scenarios--going-on
+  (list (efrit-todo-scenarios--advance 2)
+        (efrit-todo-scenarios--merge '("t3" "completed"))
+        (efrit-todo-scenarios--tool "session_complete" '(("message" . "finished the rest"))))
+  "The second command's script: it goes on by id and finishes.")
+
+(defun efrit-todo-scenarios-stop-and-go-on (how)
+  "Stop a first command in way HOW, then run a second; return both outcomes."
+  (let* ((efrit-todo-scenarios--keep-unfinished nil)
+         (first (let ((efrit-do-async-max-iterations (if (eq how 'iteration-limit) 4
+                                                       efrit-do-async-max-iterations)))
+                  (efrit-todo-scenarios-run "Do three steps"
+                                            (efrit-todo-scenarios--stopping-script how))))
+         (efrit-todo-scenarios--keep-unfinished t)
+         (second (efrit-todo-scenarios-run "Please continue from where we left off."
+                                           efrit-todo-scenarios--going-on)))
+    (list first second)))
 
 (defconst efrit-todo-scenarios-names
   '(results-survive nil-result identical-forever ids-survive continuation guarded-completion
@@ -763,7 +830,11 @@ session_complete is in the next turn's request."
     (should (equal (plist-get (nth 1 outcomes) :session) session))
     (should (equal (mapcar (lambda (item) (plist-get item :content)) (efrit-todo-list session))
                    '("Look around" "Report back")))
-    (should (equal tools '("eval_sexp")))
+    ;; The second turn ended with "Report back" still open: a stop, noted
+    ;; for the next turn to go on from.
+    (should (equal tools '("eval_sexp" "session_stopped")))
+    (should (equal (plist-get (efrit-todo-stopped session) :reason)
+                   "the model ended its turn with items still open"))
     (should (= (plist-get (efrit-todo-breaker session) :calls) 1))
     (dolist (outcome outcomes)
       (efrit-todo-scenarios--should-be-valid outcome))))
@@ -800,6 +871,72 @@ session_complete is in the next turn's request."
     (should (> (length (plist-get outcome :requests)) 50)))
   (let ((outcome (efrit-todo-scenarios-play 'continuation 'off)))
     (should (null (efrit-todo-scenarios-continuations outcome)))))
+
+(ert-deftest efrit-todo-scenarios-unfinished-list-carries-over ()
+  "However a command stops with items open, the next one goes on with them.
+Its first request names the open items with their ids, its writes by
+those ids are accepted, and the list finishes there."
+  (dolist (how '(interrupt quit breaker api-error pause end-turn iteration-limit))
+    (ert-info ((format "stopped by %s" how))
+      (pcase-let* ((`(,first ,second) (efrit-todo-scenarios-stop-and-go-on how))
+                   (list-session (plist-get first :session))
+                   (system (efrit-todo-scenarios--system-text
+                            (car (plist-get second :requests))))
+                   (results (efrit-todo-scenarios-tool-results second)))
+        (should (member (plist-get first :stop)
+                        (cdr (assq how '((interrupt "interrupted") (quit "interrupted")
+                                         (breaker "circuit-breaker") (api-error "api-error")
+                                         (pause "end_turn") (end-turn "end_turn")
+                                         (iteration-limit "iteration-limit"
+                                                          "iteration-limit-exceeded"))))))
+        (should (string-match-p
+                 (concat "THE PREVIOUS COMMAND STOPPED while t2 was in progress ("
+                         (regexp-quote
+                          (cdr (assq how '((interrupt . "interrupted by the user")
+                                           (quit . "interrupted by the user")
+                                           (breaker . "stopped by the circuit breaker: 3 identical")
+                                           (api-error . "an API error: overloaded_error")
+                                           (pause . "paused by the model: I need the user's password.")
+                                           (end-turn . "the model ended its turn with items still open")
+                                           (iteration-limit . "the iteration limit was reached"))))))
+                 system))
+        (should (string-match-p "^  t2 \\[in_progress\\] Update the docstring of function-2" system))
+        (should (string-match-p "^  t3 \\[pending\\] " system))
+        (should-not (string-match-p "^  t1 " system))
+        (should (equal (plist-get second :stop) "session-complete"))
+        (should-not (seq-some #'cdr results))
+        (should (string-match-p "^t2 completed: " (car (nth 0 results))))
+        (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status)))
+                               (efrit-todo-list list-session))
+                       '(("t1" completed) ("t2" completed) ("t3" completed))))
+        (should-not (efrit-todo-stopped list-session))
+        ;; The stop is in the history and the report; the report has both commands.
+        (should (seq-find (lambda (c) (eq (plist-get c :kind) 'stop)) (efrit-todo-history list-session)))
+        (should (string-match-p "session_stopped" (plist-get second :last-result)))
+        (should (string-match-p "finished the rest" (plist-get second :last-result)))
+        (efrit-todo-scenarios--should-be-valid second)))))
+
+(ert-deftest efrit-todo-scenarios-carry-over-follows-the-option ()
+  "With `efrit-todo-carry-over' never, or a list dropped, the next command starts afresh."
+  (dolist (setting '(never drop))
+    (ert-info ((format "%s" setting))
+      (let* ((first (efrit-todo-scenarios-run "Do three steps"
+                                              (efrit-todo-scenarios--stopping-script 'interrupt)))
+             (efrit-todo-carry-over (if (eq setting 'never) 'never 'carry)))
+        (should (efrit-todo-stopped (plist-get first :session)))
+        (when (eq setting 'drop)
+          (should (efrit-todo-drop-unfinished))
+          (should-not (efrit-todo-stopped (plist-get first :session))))
+        (let* ((efrit-todo-scenarios--keep-unfinished t)
+               (second (efrit-todo-scenarios-run
+                        "Something else"
+                        (list (efrit-todo-scenarios--text "Done.")))))
+          (should-not (string-match-p "THE PREVIOUS COMMAND STOPPED"
+                                      (efrit-todo-scenarios--system-text
+                                       (car (plist-get second :requests)))))
+          (should (null (efrit-todo-list (plist-get second :session))))
+          ;; The old list is still there, as it was.
+          (should (= (length (efrit-todo-list (plist-get first :session))) 3)))))))
 
 (provide 'efrit-todo-scenarios)
 ;;; efrit-todo-scenarios.el ends here

@@ -391,13 +391,22 @@ Return the number of lines inserted."
             (setq index (1+ index))))
         (1+ index)))))
 
+(defun efrit-todo--state-text (session breaker)
+  "Return how SESSION stands: stopped and why, else its BREAKER's state."
+  (let ((stopped (efrit-todo-stopped session)))
+    (if (and stopped (not (plist-get breaker :tripped)))
+        (format "stopped: %s" (efrit-todo--one-line (plist-get stopped :reason)))
+      (efrit-todo--breaker-text breaker))))
+
 (defun efrit-todo--insert-heading (key counts breaker glyphs)
-  "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS."
+  "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS.
+A session whose command stopped with items open says so and why."
   (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo--folded-sessions)
                                               'folded 'unfolded)
                                           glyphs)
                        key))
-         (breaker-text (efrit-todo--breaker-text breaker))
+         (stopped (efrit-todo-stopped key))
+         (breaker-text (efrit-todo--state-text key breaker))
          (middle (concat "  " (efrit-todo--progress counts)
                          (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
                          "  "))
@@ -409,7 +418,7 @@ Return the number of lines inserted."
      (list 'efrit-todo-line 'heading 'efrit-todo-session key 'efrit-todo-heading key)
      (cons 0 (length name)) 'efrit-todo-heading
      (cons breaker-start (+ breaker-start (length breaker-text)))
-     (if (plist-get breaker :tripped) 'efrit-todo-breaker-tripped 'efrit-todo-time))))
+     (if (or stopped (plist-get breaker :tripped)) 'efrit-todo-breaker-tripped 'efrit-todo-time))))
 
 (defun efrit-todo--draw-section (key glyphs &optional bounds)
   "Draw the section of the session whose marker string is KEY, with GLYPHS.
@@ -654,6 +663,7 @@ nil stands for the buffer's own point."
     ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
     ("d" efrit-todo-clear-finished "remove the session's completed and cancelled items")
     ("u" efrit-todo-undo-change "undo the session's newest change, by the agent or by you")
+    ("x" efrit-todo-drop-stopped "let a stopped session's list go: the next command starts afresh")
     ("?" efrit-todo-help "this help")
     ("q" quit-window "quit the window"))
   "Keys of `efrit-todo-list-mode': (KEY COMMAND DESCRIPTION), in help order.")
@@ -828,6 +838,17 @@ The module's complaint about bad input becomes a `user-error'."
   (interactive)
   (efrit-todo--apply-edit #'efrit-todo-user-clear-finished (efrit-todo--session-at-point)))
 
+(defun efrit-todo-drop-stopped ()
+  "Let the list of the stopped session at point go.
+The next agent command starts afresh instead of going on with it; the
+list itself stays as it is."
+  (interactive)
+  (let ((session (efrit-todo--session-at-point)))
+    (if (efrit-todo-drop-unfinished session)
+        (message "Efrit-todo: the next command will not go on with %s" session)
+      (message "Efrit-todo: %s did not stop with items open" session))
+    (efrit-todo--catch-up)))
+
 (defun efrit-todo-undo-change ()
   "Undo the newest change to the list of the session at point."
   (interactive)
@@ -943,6 +964,7 @@ changed last."
              (text (concat
                     "Todo " (format "%d/%d" (plist-get counts :completed) (plist-get counts :total))
                     (cond (tripped " breaker tripped")
+                          ((efrit-todo-stopped session) " stopped")
                           (current
                            (concat " " (truncate-string-to-width
                                         (efrit-todo--one-line (plist-get current :active-form))
@@ -961,6 +983,9 @@ changed last."
       (let ((glyphs (efrit-todo--glyph-table)))
         (concat
          (format "%s: %s\n" session (efrit-todo--progress (efrit-todo-counts session)))
+         (if-let* ((stopped (efrit-todo-stopped session)))
+             (format "Stopped: %s\n" (efrit-todo--one-line (plist-get stopped :reason)))
+           "")
          (mapconcat (lambda (item)
                       (format "%s %s %s"
                               (alist-get (plist-get item :status) glyphs "?")

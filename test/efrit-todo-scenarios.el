@@ -938,5 +938,67 @@ those ids are accepted, and the list finishes there."
           ;; The old list is still there, as it was.
           (should (= (length (efrit-todo-list (plist-get first :session))) 3)))))))
 
+(defconst efrit-todo-scenarios--closing-child
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (answers (list (efrit-todo-scenarios--plan 3) (efrit-todo-scenarios--advance 1))))
+     (setq command-line-args-left nil)
+     (efrit-todo-efrit-mode 1)
+     ;; Claude answers twice, then the user closes Emacs mid-command.
+     (advice-add 'efrit-api-request-async :override
+                 (lambda (_request callback &optional _error-callback)
+                   (when answers
+                     (run-at-time 0 nil callback
+                                  (efrit-todo-scenarios--parse (pop answers))))))
+     (efrit-do "Do three steps")
+     (let ((deadline (+ (float-time) 20)))
+       (while (and answers (< (float-time) deadline))
+         (accept-process-output nil 0.02)))
+     (accept-process-output nil 0.1)
+     (princ (format "session %s\n" efrit-todo-current-session))
+     (kill-emacs 0))
+  "A child Emacs that closes while an efrit-do command runs.")
+
+(ert-deftest efrit-todo-scenarios-list-survives-closing-emacs ()
+  "Emacs closed mid-command: after the restart the next command goes on."
+  (skip-unless invocation-name)
+  (let* ((root (make-temp-file "efrit-todo-closing-" t))
+         (dir (expand-file-name "state/" root))
+         (process (make-process
+                   :name "efrit-todo-closing" :buffer (generate-new-buffer " *closing*")
+                   :connection-type 'pipe :noquery t
+                   :command (list (expand-file-name invocation-name invocation-directory)
+                                  "-Q" "--batch"
+                                  "-L" (file-name-directory (locate-library "efrit-todo"))
+                                  "-L" (file-name-directory (locate-library "efrit-todo-scenarios"))
+                                  "-l" (locate-library "efrit-todo-fake-efrit")
+                                  "-l" "efrit-todo-scenarios"
+                                  "--eval" (prin1-to-string efrit-todo-scenarios--closing-child)
+                                  dir))))
+    (unwind-protect
+        (let ((deadline (+ (float-time) 60)))
+          (while (and (process-live-p process) (< (float-time) deadline))
+            (accept-process-output process 0.05))
+          (should (equal (process-exit-status process) 0))
+          (efrit-todo-scenarios--fresh-buffers)
+          (let* ((output (with-current-buffer (process-buffer process) (buffer-string)))
+                 (session (and (string-match "^session \\(.*\\)$" output) (match-string 1 output)))
+                 (efrit-todo-state-directory dir))
+            (should session)
+            (should (member session (efrit-todo-restore t)))
+            (should (equal (plist-get (efrit-todo-stopped session) :reason)
+                           "Emacs was closed while the command ran"))
+            (let* ((efrit-todo-state-directory nil)
+                   (efrit-todo-scenarios--keep-unfinished t)
+                   (second (efrit-todo-scenarios-run "Please continue from where we left off."
+                                                     efrit-todo-scenarios--going-on)))
+              (should (string-match-p "THE PREVIOUS COMMAND STOPPED while t2 was in progress (Emacs was closed"
+                                      (efrit-todo-scenarios--system-text
+                                       (car (plist-get second :requests)))))
+              (should (equal (plist-get second :stop) "session-complete"))
+              (should (equal (mapcar (lambda (i) (plist-get i :status)) (efrit-todo-list session))
+                             '(completed completed completed))))))
+      (kill-buffer (process-buffer process))
+      (delete-directory root t))))
+
 (provide 'efrit-todo-scenarios)
 ;;; efrit-todo-scenarios.el ends here

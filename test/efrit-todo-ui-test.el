@@ -448,6 +448,24 @@ press RET."
     (with-current-buffer efrit-todo-buffer-name
       (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))))
 
+(ert-deftest efrit-todo-ui-test-stopped-session-shows-and-x-lets-it-go ()
+  "A session stopped with items open says so in its heading and the mode line.
+x lets its list go: it is no longer stopped, and the list stays."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (efrit-todo-show)
+    (should (efrit-todo-stop "interrupted by the user" session))
+    (let ((heading (car (split-string (efrit-todo-ui-test--section session) "\n"))))
+      (should (string-match-p (concat (regexp-quote session) " .*stopped: interrupted by the user")
+                              heading)))
+    (should (string-match-p "\\`Todo 1/4 stopped\\'" (efrit-todo-mode-line-text session)))
+    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--press "x")
+    (should-not (efrit-todo-stopped session))
+    (should-not (string-match-p "stopped:" (efrit-todo-ui-test--section session)))
+    (should-not (string-match-p "stopped" (efrit-todo-mode-line-text session)))
+    (should (= (length (efrit-todo-list session)) 4))))
+
 (ert-deftest efrit-todo-ui-test-key-undo ()
   "u undoes the newest change of the session at point, then the one before."
   (efrit-todo-ui-test-with-buffer session

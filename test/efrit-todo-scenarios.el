@@ -938,6 +938,22 @@ those ids are accepted, and the list finishes there."
           ;; The old list is still there, as it was.
           (should (= (length (efrit-todo-list (plist-get first :session))) 3)))))))
 
+(ert-deftest efrit-todo-scenarios-replacing-a-carried-list-drops-nothing-silently ()
+  "A new plan in place of a carried-over list names what it drops; undo brings it back."
+  (let* ((first (efrit-todo-scenarios-run "Do three steps"
+                                          (efrit-todo-scenarios--stopping-script 'interrupt)))
+         (session (plist-get first :session))
+         (efrit-todo-scenarios--keep-unfinished t)
+         (second (efrit-todo-scenarios-run
+                  "Forget that; write the release notes instead."
+                  (list (efrit-todo-scenarios--todos '("Write the release notes" "in_progress"))
+                        (efrit-todo-scenarios--text "Writing them."))))
+         (result (car (car (efrit-todo-scenarios-tool-results second)))))
+    (should (string-match-p "dropped: t2 \\[in_progress\\] Update the docstring of function-2 in file-2.el; t3 \\[pending\\]" result))
+    (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list session)) '("t4")))
+    (efrit-todo-undo session)
+    (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list session)) '("t1" "t2" "t3")))))
+
 (defconst efrit-todo-scenarios--closing-child
   '(let ((efrit-todo-state-directory (car command-line-args-left))
          (answers (list (efrit-todo-scenarios--plan 3) (efrit-todo-scenarios--advance 1))))

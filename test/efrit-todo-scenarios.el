@@ -938,6 +938,26 @@ those ids are accepted, and the list finishes there."
           ;; The old list is still there, as it was.
           (should (= (length (efrit-todo-list (plist-get first :session))) 3)))))))
 
+(ert-deftest efrit-todo-scenarios-repl-goes-on-after-an-interrupted-turn ()
+  "A REPL turn interrupted by \\[keyboard-quit] leaves its list to the next message."
+  (let* ((outcomes
+          (efrit-todo-scenarios-run-repl
+           (list (list "Do three steps"
+                       (list (efrit-todo-scenarios--plan 3)
+                             (efrit-todo-scenarios--advance 1)
+                             (efrit-todo-scenarios--tool "quit_tool" nil)))
+                 (list "Please continue from where we left off."
+                       efrit-todo-scenarios--going-on))))
+         (session (plist-get (car outcomes) :session))
+         (system (efrit-todo-scenarios--system-text (car (plist-get (nth 1 outcomes) :requests)))))
+    (should (equal (mapcar (lambda (o) (plist-get o :stop)) outcomes)
+                   '("interrupted" "session-complete")))
+    (should (string-match-p "THE PREVIOUS COMMAND STOPPED while t2 was in progress (interrupted by the user)" system))
+    (should (equal (mapcar (lambda (i) (plist-get i :status)) (efrit-todo-list session))
+                   '(completed completed completed)))
+    (dolist (outcome outcomes)
+      (efrit-todo-scenarios--should-be-valid outcome))))
+
 (ert-deftest efrit-todo-scenarios-replacing-a-carried-list-drops-nothing-silently ()
   "A new plan in place of a carried-over list names what it drops; undo brings it back."
   (let* ((first (efrit-todo-scenarios-run "Do three steps"

@@ -209,9 +209,13 @@ is already loaded stays loaded until Emacs restarts."
 
 (defun efrit-todo--describe (value)
   "Return VALUE printed for an error message, kept short.
-Values from a model or a caller may be nested too deep to print whole."
-  (let ((print-level 3) (print-length 10))
-    (truncate-string-to-width (format "%S" value) 100 nil nil "...")))
+Values from a model or a caller may be nested too deep to print whole,
+and Emacs's printer refuses some even with `print-level' set: then
+only VALUE's type is named.  Never signals."
+  (condition-case nil
+      (let ((print-level 3) (print-length 10))
+        (truncate-string-to-width (format "%S" value) 100 nil nil "..."))
+    (error (format "a %s that cannot be printed" (type-of value)))))
 
 (defun efrit-todo--invalid-session (name)
   "Signal that NAME, given as a session, is not a string."

@@ -1829,5 +1829,20 @@ Its speed is measured in `make bench', not here."
       ;; Refused edits leave no note for the model.
       (should (equal (efrit-todo-after-tool "read_file" nil "contents" nil) "contents")))))
 
+;;;; Values that cannot be printed
+
+(ert-deftest efrit-todo-test-a-value-too-deep-to-print-is-still-described ()
+  "A session argument nested 5000 levels deep is refused naming the field.
+Emacs's printer signals on it even with `print-level' set; describing
+it must not."
+  (let ((deep []))
+    (dotimes (_ 5000) (setq deep (vector deep)))
+    (dolist (call (list (lambda () (efrit-todo-list deep))
+                        (lambda () (efrit-todo-write "{\"todos\": []}" deep))
+                        (lambda () (efrit-todo-after-tool "eval_sexp" nil "2" nil deep))))
+      (let ((err (should-error (funcall call) :type 'efrit-todo-invalid-input)))
+        (should (string-prefix-p "session: expected a string, got " (cadr err)))))))
+
 (provide 'efrit-todo-test)
+
 ;;; efrit-todo-test.el ends here

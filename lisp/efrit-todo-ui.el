@@ -314,10 +314,49 @@ running time is left out: the timer updates it in place."
         (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo--unfolded))
               item)))
 
-(defun efrit-todo--insert-item (session item entries glyphs now)
+(defun efrit-todo--item-places (items)
+  "Return where each of ITEMS stands in its tree, or nil for a flat list.
+ITEMS are plists from `efrit-todo-list'.  Each place is (LEVEL . UNDER):
+LEVEL is 1 for a top-level item, 2 for its subtasks and so on; UNDER
+is the parent's id when the item does not follow its parent or one of
+the parent's subtasks, else nil."
+  (when (seq-some (lambda (item) (plist-get item :parent)) items)
+    (let ((parents (make-hash-table :test 'equal))
+          (previous nil)
+          (places nil))
+      (dolist (item items)
+        (puthash (plist-get item :id) (plist-get item :parent) parents))
+      (dolist (item items)
+        (let* ((parent (plist-get item :parent))
+               (level 1)
+               (up parent)
+               (steps 0))
+          ;; The module keeps trees at most 3 deep and without cycles;
+          ;; the step limit only guards against what it never hands out.
+          (while (and up (< steps 10))
+            (setq level (1+ level)
+                  steps (1+ steps)
+                  up (gethash up parents)))
+          (let ((in-place (or (null parent)
+                              (let ((at previous) (found nil) (steps 0))
+                                (while (and at (not found) (< steps 10))
+                                  (setq found (equal at parent)
+                                        at (gethash at parents)
+                                        steps (1+ steps)))
+                                found))))
+            (push (cons level (unless in-place parent)) places))
+          (setq previous (plist-get item :id))))
+      (nreverse places))))
+
+(defun efrit-todo--insert-item (session item entries glyphs now &optional place)
   "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
-Return the number of lines inserted."
-  (let* ((id (plist-get item :id))
+PLACE is the item's (LEVEL . UNDER) from `efrit-todo--item-places':
+a subtask is indented two columns per level, and one away from its
+parent names it.  Return the number of lines inserted."
+  (let* ((indent (make-string (* 2 (1- (or (car place) 1))) ?\s))
+         (lead (+ 2 (length indent)))
+         (under (if (cdr place) (format " (under %s)" (efrit-todo--one-line (cdr place))) ""))
+         (id (plist-get item :id))
          (status (plist-get item :status))
          (face (efrit-todo--status-face status))
          (started (plist-get item :started))
@@ -326,9 +365,10 @@ Return the number of lines inserted."
          (glyph (alist-get status glyphs "?"))
          (text (efrit-todo--one-line
                 (plist-get item (if (eq status 'in-progress) :active-form :content))))
-         (id-start (+ 2 (length glyph) 1))
+         (id-start (+ lead (length glyph) 1))
          (text-start (+ id-start (length id) 2))
          (text-end (+ text-start (length text)))
+         (under-end (+ text-end (length under)))
          (time (pcase status
                  ((and 'in-progress (guard started))
                   (concat "  running " (efrit-todo--duration (- now started))))
@@ -336,7 +376,7 @@ Return the number of lines inserted."
                   (concat "  took " (efrit-todo--duration
                                      (- completed (or started (plist-get item :created) completed)))))
                  (_ "")))
-         (time-end (+ text-end (length time)))
+         (time-end (+ under-end (length time)))
          (fold (if entries
                    (format "  %s %d call%s"
                            (alist-get (if unfolded 'unfolded 'folded) glyphs)
@@ -345,18 +385,22 @@ Return the number of lines inserted."
          (line-end (+ time-end (length fold)))
          (line-start (point)))
     (efrit-todo--insert-line
-     (concat "  " glyph " " id "  " text time fold)
+     (concat "  " indent glyph " " id "  " text under time fold)
      (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
     ;; Faces set here rather than through `efrit-todo--insert-line' save
     ;; a list per line.  Each separator takes the face before it, and the
     ;; last part the newline: fewer intervals than faces with gaps between.
-    (put-text-property (+ line-start 2) (+ line-start id-start) 'face face)
+    (put-text-property (+ line-start lead) (+ line-start id-start) 'face face)
     (put-text-property (+ line-start id-start) (+ line-start text-start) 'face 'efrit-todo-id)
     (put-text-property (+ line-start text-start)
                        (+ line-start (if (= text-end line-end) (1+ line-end) text-end))
                        'face face)
-    (when (< text-end time-end)
+    (when (< text-end under-end)
       (put-text-property (+ line-start text-end)
+                         (+ line-start (if (= under-end line-end) (1+ line-end) under-end))
+                         'face 'efrit-todo-id))
+    (when (< under-end time-end)
+      (put-text-property (+ line-start under-end)
                          (+ line-start (if (= time-end line-end) (1+ line-end) time-end))
                          'face 'efrit-todo-time))
     (when (< time-end line-end)
@@ -364,7 +408,7 @@ Return the number of lines inserted."
                          'face 'efrit-todo-tool-call))
     (when (eq status 'in-progress)
       ;; The number the timer rewrites: after "  running ".
-      (put-text-property (+ line-start text-end 10) (+ line-start time-end)
+      (put-text-property (+ line-start under-end 10) (+ line-start time-end)
                          'efrit-todo-elapsed started))
     (if (not unfolded)
         1
@@ -372,7 +416,7 @@ Return the number of lines inserted."
         (dolist (call entries)
           (let* ((result (plist-get call :result))
                  (duration (plist-get call :duration))
-                 (line (format "      %s%s  %s%s"
+                 (line (format "%s      %s%s  %s%s" indent
                                (efrit-todo--one-line (plist-get call :tool))
                                (if duration (format " %.1fs" duration) "")
                                (if (plist-get call :error) "error: " "")
@@ -427,10 +471,15 @@ only the lines that changed; otherwise insert the section at point."
   (let* ((items (and (not (gethash key efrit-todo--folded-sessions))
                      (efrit-todo-list key)))
          (calls (and items (efrit-todo--calls-by-item key)))
-         (signatures (mapcar (lambda (item)
-                               (efrit-todo--item-signature
-                                key item (gethash (plist-get item :id) calls)))
-                             items))
+         (places (efrit-todo--item-places items))
+         ;; Each signature starts with the item's place: moving an item
+         ;; under another parent redraws its subtasks too.
+         (signatures (let ((rest places))
+                       (mapcar (lambda (item)
+                                 (cons (pop rest)
+                                       (efrit-todo--item-signature
+                                        key item (gethash (plist-get item :id) calls))))
+                               items)))
          (old (and bounds (gethash key efrit-todo--drawn)))
          (now (float-time)))
     (if (and old items)
@@ -462,7 +511,7 @@ only the lines that changed; otherwise insert the section at point."
                                     collect (cons signature
                                                   (efrit-todo--insert-item
                                                    key item (gethash (plist-get item :id) calls)
-                                                   glyphs now)))
+                                                   glyphs now (car signature))))
                            (seq-subseq old (- old-count suffix)))
                    efrit-todo--drawn))
       (when bounds
@@ -474,7 +523,8 @@ only the lines that changed; otherwise insert the section at point."
                         for signature in signatures
                         collect (cons signature
                                       (efrit-todo--insert-item
-                                       key item (gethash (plist-get item :id) calls) glyphs now)))
+                                       key item (gethash (plist-get item :id) calls) glyphs now
+                                       (car signature))))
                efrit-todo--drawn)
       (when (and (null items) (not (gethash key efrit-todo--folded-sessions)))
         (efrit-todo--insert-line "  no items" (list 'efrit-todo-line 'empty 'efrit-todo-session key)

@@ -305,8 +305,10 @@ restored, dropped or reordered.  SESSION defaults to
 
 (defun efrit-todo-list (&optional session)
   "Return the items of SESSION as plists, in list order.
-Keys: :id :content :active-form :status :priority :created :started
-:completed.  Times are floats as `float-time' gives them, or nil."
+Keys: :id :content :active-form :status :parent :priority :created
+:started :completed.  :parent is the id of the item this one is a
+subtask of, nil for a top-level item.  Times are floats as
+`float-time' gives them, or nil."
   (efrit-todo--module-items (efrit-todo--session session)))
 
 (defun efrit-todo-counts (&optional session)
@@ -975,7 +977,7 @@ Keys: :seq (1, 2, ... never reused), :actor (`model' or `user'),
 float, as `float-time' gives it), :summary (one line), the ids the
 change touched by what happened to them (:added :started :completed
 :cancelled :reopened :paused :reworded :restored :demoted :dropped
-:removed), :moved (non-nil when items were reordered), :undone,
+:removed :reparented), :moved (non-nil when items were reordered), :undone,
 :undoes (for an undo, the :seq it took back) and :undoable.  The
 newest 200 changes are kept, and the newest 50 can be undone."
   (efrit-todo--module-history (efrit-todo--session session)))

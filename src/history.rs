@@ -131,6 +131,9 @@ pub struct ChangedIds {
     pub dropped: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<String>,
+    /// Items put under another parent, or to the top level.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reparented: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub moved: bool,
 }
@@ -150,6 +153,7 @@ impl ChangedIds {
             demoted: diff.demoted.clone(),
             dropped: ids(&diff.dropped),
             removed: ids(&diff.removed),
+            reparented: diff.reparented.clone(),
             moved: false,
         }
     }
@@ -167,6 +171,9 @@ impl ChangedIds {
             };
             if was.content != item.content {
                 changed.reworded.push(item.id.clone());
+            }
+            if was.parent != item.parent {
+                changed.reparented.push(item.id.clone());
             }
             use Status::*;
             let bucket = match (was.status, item.status) {
@@ -191,7 +198,7 @@ impl ChangedIds {
     }
 
     /// The named groups in a fixed order, for summaries and Lisp plists.
-    pub fn groups(&self) -> [(&'static str, &[String]); 11] {
+    pub fn groups(&self) -> [(&'static str, &[String]); 12] {
         [
             ("added", &self.added),
             ("started", &self.started),
@@ -204,6 +211,7 @@ impl ChangedIds {
             ("demoted", &self.demoted),
             ("dropped", &self.dropped),
             ("removed", &self.removed),
+            ("reparented", &self.reparented),
         ]
     }
 

@@ -11,6 +11,7 @@ pub mod reconcile;
 pub mod render;
 pub mod session;
 pub mod store;
+pub mod tree;
 pub mod validate;
 
 use emacs::{defun, Env, IntoLisp, Result, Value, Vector};
@@ -33,6 +34,7 @@ emacs::use_symbols! {
     kw_content => ":content"
     kw_active_form => ":active-form"
     kw_status => ":status"
+    kw_parent => ":parent"
     kw_priority => ":priority"
     kw_created => ":created"
     kw_started => ":started"
@@ -140,7 +142,7 @@ fn init(env: &Env) -> Result<()> {
 /// The keys validation reads.  An `equal' hash table holding only these
 /// (every todo item Efrit parses) is read with one `gethash' per key instead
 /// of listing its keys, which allocates and is most of the cost of a write.
-const KNOWN_KEYS: [&str; 6] = ["content", "status", "activeForm", "id", "active_form", "todos"];
+const KNOWN_KEYS: [&str; 7] = ["content", "status", "activeForm", "id", "active_form", "parent", "todos"];
 
 static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> = once_cell::sync::OnceCell::new();
 
@@ -567,6 +569,8 @@ fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
         item.active_form.as_str().into_lisp(env)?,
         kw_status.bind(env),
         status_symbol(env, item.status),
+        kw_parent.bind(env),
+        item.parent.as_deref().into_lisp(env)?,
         kw_priority.bind(env),
         item.priority.as_deref().into_lisp(env)?,
         kw_created.bind(env),

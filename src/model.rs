@@ -81,6 +81,9 @@ pub struct Item {
     pub status: Status,
     /// Only Efrit's compatibility API sets this; todo_write has no priorities.
     pub priority: Option<String>,
+    /// The id of the item this one is a step of; None for a top-level
+    /// item.  Subtasks go at most `tree::MAX_LEVELS` levels deep.
+    pub parent: Option<String>,
     pub created: Timestamp,
     pub started: Option<Timestamp>,
     pub completed: Option<Timestamp>,
@@ -94,6 +97,7 @@ impl Item {
             content,
             status: Status::Pending,
             priority: None,
+            parent: None,
             created: at,
             started: None,
             completed: None,

@@ -38,6 +38,8 @@ pub struct Diff {
     pub dropped: Vec<Item>,
     /// Finished items missing from the new list: harmless, but still a change.
     pub removed: Vec<Item>,
+    /// Items put under another parent, or to the top level.
+    pub reparented: Vec<String>,
 }
 
 impl Diff {
@@ -57,6 +59,7 @@ impl Diff {
             &self.reworded,
             &self.restored,
             &self.demoted,
+            &self.reparented,
         ]
         .into_iter()
         .map(Vec::as_slice)
@@ -320,6 +323,13 @@ pub struct Matching {
     unique_ids: bool,
 }
 
+impl Matching {
+    /// The index of the previous item proposed item I continues, if any.
+    pub fn continued(&self, i: usize) -> Option<usize> {
+        self.matches.get(i).copied().flatten()
+    }
+}
+
 /// Matches a proposed list to the previous one: by id, then by content
 /// (exact, normalised, similar).  Fails on an id that is neither in the list
 /// nor retired.
@@ -410,6 +420,11 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
             earlier_form = Some(std::mem::replace(&mut item.active_form, form.to_string()));
         }
     }
+    let mut earlier_parent = None;
+    if item.parent.as_deref() != wanted.parent {
+        diff.reparented.push(item.id.clone());
+        earlier_parent = Some(std::mem::replace(&mut item.parent, wanted.parent.map(str::to_string)));
+    }
     let (was_status, was_started, was_completed) = (item.status, item.started, item.completed);
     record_transition(diff, &item.id, item.status, status);
     item.set_status(status, at);
@@ -418,6 +433,7 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
     #[allow(clippy::eq_op)]
     let changed = earlier_content.is_some()
         || earlier_form.as_ref().is_some_and(|form| *form != item.active_form)
+        || earlier_parent.is_some()
         || was_status != item.status
         || was_started != item.started
         || was_completed != item.completed
@@ -428,6 +444,7 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
         active_form: earlier_form.unwrap_or_else(|| item.active_form.clone()),
         status: was_status,
         priority: item.priority.clone(),
+        parent: earlier_parent.unwrap_or_else(|| item.parent.clone()),
         created: item.created,
         started: was_started,
         completed: was_completed,
@@ -524,13 +541,14 @@ pub fn apply(
                 item
             }
             None => {
-                let item = Item::new(
+                let mut item = Item::new(
                     ids.issue(),
                     wanted.content.to_string(),
                     wanted.active_form.map(str::to_string),
                     status,
                     at,
                 );
+                item.parent = wanted.parent.map(str::to_string);
                 diff.added.push(item.id.clone());
                 added.push(item.id.clone());
                 item
@@ -586,7 +604,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn proposed<'a>(id: Option<&'a str>, content: &'a str, status: Status) -> ProposedItem<'a> {
-        ProposedItem { id, content, active_form: None, status }
+        ProposedItem { id, content, active_form: None, status, parent: None }
     }
 
     struct Fixture {
@@ -730,7 +748,7 @@ mod tests {
                 let list: Vec<ProposedItem> = write
                     .iter()
                     .zip(&kept_ids)
-                    .map(|((content, status, _), id)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status })
+                    .map(|((content, status, _), id)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status, parent: None })
                     .collect();
                 // Keeping an id for two items with one content would be a duplicate id,
                 // which validation rejects before reconcile; skip such rounds.
@@ -881,7 +899,10 @@ mod tests {
                         2 => format!("t{}", 40 - n),
                         _ => format!("t{}", n + 1),
                     };
-                    Item::new(id, CONTENTS[c].to_string(), None, status, 1.0)
+                    let mut item = Item::new(id, CONTENTS[c].to_string(), None, status, 1.0);
+                    // Some items are subtasks already, so that writes move them too.
+                    item.parent = (n % 4 == 2).then(|| "t1".to_string());
+                    item
                 })
                 .collect::<Vec<_>>()
         });
@@ -912,7 +933,7 @@ mod tests {
         #[test]
         fn fast_matching_agrees_with_the_first_one((previous, retired, wanted) in arb_case()) {
             let proposed: Vec<ProposedItem> =
-                wanted.iter().map(|(id, content, status)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status }).collect();
+                wanted.iter().map(|(id, content, status)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status, parent: None }).collect();
             let expected = reference::matches(&previous, &retired, &proposed);
             for small_list in [0, SMALL_LIST, usize::MAX] {
                 let got = match_items_with(&previous, &retired, &proposed, small_list)
@@ -932,6 +953,7 @@ mod tests {
                     content,
                     active_form: (n % 3 == 0).then_some("Doing it"),
                     status: *status,
+                    parent: (n % 4 == 1).then_some("t1"),
                 })
                 .collect();
             // Validation rejects a list that repeats an id before reconcile sees it.

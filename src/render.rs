@@ -7,6 +7,7 @@ use rustc_hash::FxHashSet;
 use crate::guide::named_tool;
 use crate::model::{name_items, push_cut, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS};
 use crate::reconcile::Diff;
+use crate::tree::{self, Layout};
 
 /// "2/5 done, 1 in progress, 2 pending", leaving out what is zero.
 pub fn progress(counts: &Counts) -> String {
@@ -64,20 +65,50 @@ fn write_brief_progress(out: &mut String, counts: &Counts) {
 }
 
 fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
+    item_line_in_tree(out, item, auto_tools, 1, false);
+}
+
+/// `item_line` for an item at LEVEL of its tree, two spaces more per
+/// level; AWAY when it does not stand right under its parent, which the
+/// line then names.
+fn item_line_in_tree(out: &mut String, item: &Item, auto_tools: &[&str], level: usize, away: bool) {
     // Pieces pushed one by one: a long list has a thousand of these lines,
     // and the formatting machinery costs more than the copying.
-    out.push_str("  ");
+    for _ in 0..level {
+        out.push_str("  ");
+    }
     out.push_str(&item.id);
     out.push_str(" [");
     out.push_str(item.status.wire_name());
     out.push_str("] ");
     out.push_str(&item.content);
+    if away {
+        push_under(out, item);
+    }
     if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
         out.push_str(" (completes when ");
         out.push_str(tool);
         out.push_str(" succeeds)");
     }
     out.push('\n');
+}
+
+/// " (under t3)" for a subtask of t3.
+fn push_under(out: &mut String, item: &Item) {
+    if let Some(parent) = &item.parent {
+        out.push_str(" (under ");
+        out.push_str(parent);
+        out.push(')');
+    }
+}
+
+/// Shows the item at N of ITEMS as `item_line` does, in the tree of
+/// LAYOUT when the list has one; PREV is the item shown before it.
+fn tree_item_line(out: &mut String, items: &[Item], n: usize, layout: Option<&Layout>, prev: Option<usize>, auto_tools: &[&str]) {
+    match layout {
+        None => item_line(out, &items[n], auto_tools),
+        Some(layout) => item_line_in_tree(out, &items[n], auto_tools, layout.level(n), !layout.in_place(n, prev)),
+    }
 }
 
 /// Every item, or for a list longer than `full_up_to`: the running item,
@@ -91,23 +122,27 @@ fn item_lines<'a>(
     full_up_to: usize,
     auto_tools: &[&str],
 ) {
+    let layout = Layout::of(items);
+    let layout = layout.as_ref();
     if items.len() <= full_up_to {
-        for item in items {
-            item_line(out, item, auto_tools);
+        for n in 0..items.len() {
+            tree_item_line(out, items, n, layout, n.checked_sub(1), auto_tools);
         }
         return;
     }
+    let mut prev = None;
     let changed = changed();
     let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending, mut hidden_changed) = (0, 0, 0, 0);
     let (mut pending_shown, mut changed_shown) = (0, 0);
-    for item in items {
+    for (n, item) in items.iter().enumerate() {
         let is_changed = changed.contains(item.id.as_str());
         if is_changed && item.status != Status::InProgress {
             if changed_shown == full_up_to {
                 hidden_changed += 1;
             } else {
                 changed_shown += 1;
-                item_line(out, item, auto_tools);
+                tree_item_line(out, items, n, layout, prev, auto_tools);
+                prev = Some(n);
             }
             continue;
         }
@@ -117,7 +152,8 @@ fn item_lines<'a>(
             Status::Pending if pending_shown == full_up_to => hidden_pending += 1,
             status => {
                 pending_shown += usize::from(status == Status::Pending);
-                item_line(out, item, auto_tools);
+                tree_item_line(out, items, n, layout, prev, auto_tools);
+                prev = Some(n);
             }
         }
     }
@@ -174,6 +210,11 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
         out.push_str(": ");
         let text = if item.status == Status::InProgress { &item.active_form } else { &item.content };
         push_cut(out, text);
+        if item.parent.is_some() {
+            push_under(out, item);
+        } else if diff.reparented.contains(&item.id) {
+            out.push_str(" (now top-level)");
+        }
         if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
             out.push_str(" (completes when ");
             out.push_str(tool);
@@ -222,6 +263,7 @@ fn warnings(out: &mut String, items: &[Item], diff: &Diff) {
             "if you meant to abandon them, set them cancelled; otherwise send them again with their ids, or use merge to change items without resending the list.\n",
         );
     }
+    tree::result_notes(out, items, &diff.completed, &diff.cancelled);
 }
 
 /// What to do now, in a few words, so that the model never has to guess.
@@ -403,7 +445,7 @@ mod tests {
     fn dropped_and_demoted_items_are_warned_about() {
         let mut retired = FxHashMap::default();
         let mut ids = IdCounter::default();
-        let p = |content: &'static str, status| ProposedItem { id: None, content, active_form: None, status };
+        let p = |content: &'static str, status| ProposedItem { id: None, content, active_form: None, status, parent: None };
         let first = reconcile(&[], &mut retired, &mut ids, &[p("Keep me", Status::Pending), p("Lose me", Status::Pending)], 0.0).unwrap();
         let second = reconcile(&first.items, &mut retired, &mut ids, &[p("Keep me", Status::InProgress), p("Other", Status::InProgress)], 0.0).unwrap();
         let text = write_result(&second.items, &second.diff, true, 30, &[]);
@@ -497,5 +539,40 @@ mod tests {
         let text = prompt_guidance(&list(&[Status::InProgress]), 30);
         assert!(text.starts_with("TODO LIST when this session started (0/1 done, 1 in progress):\n  t1 [in_progress] Step 0\n"), "{text}");
         assert!(text.ends_with(GUIDANCE));
+    }
+}
+
+#[cfg(test)]
+mod tree_tests {
+    use super::*;
+    use crate::model::sample_items;
+
+    #[test]
+    fn a_long_list_shows_subtasks_under_the_item_shown_before_them() {
+        let mut statuses = vec![Status::InProgress, Status::Pending];
+        statuses.extend([Status::Completed; 37]);
+        statuses.extend([Status::Pending, Status::Pending]);
+        let mut items = sample_items(&statuses);
+        for (id, parent) in [("t2", "t1"), ("t40", "t1"), ("t41", "t3")] {
+            if let Some(item) = items.iter_mut().find(|i| i.id == id) {
+                item.parent = Some(parent.to_string());
+            }
+        }
+        let diff = Diff { started: vec!["t1".into()], ..Diff::default() };
+        assert_eq!(
+            write_result(&items, &diff, true, 30, &[]),
+            "[TODO list updated: 37/41 done]\n  t1 [in_progress] Step 0\n    t2 [pending] Step 1\n    t40 [pending] Step 39\n    t41 [pending] Step 40 (under t3)\n  ... and 37 unchanged finished items not shown (37 completed, 0 cancelled)\nNext: work on t1."
+        );
+    }
+
+    #[test]
+    fn a_subtask_first_in_the_list_names_its_parent() {
+        let mut items = sample_items(&[Status::Pending, Status::Pending]);
+        items[0].parent = Some("t2".into());
+        let diff = Diff { added: vec!["t1".into(), "t2".into()], ..Diff::default() };
+        assert_eq!(
+            write_result(&items, &diff, true, 30, &[]),
+            "[TODO list updated: 0/2 done]\n    t1 [pending] Step 0 (under t2)\n  t2 [pending] Step 1\nNext: set t1 in_progress and start it (Step 0)."
+        );
     }
 }

@@ -12,8 +12,9 @@ use crate::guide::{named_tool, Guide, GuideOptions};
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{name_items, now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
-use crate::reconcile::{apply, match_items, update, Diff};
+use crate::reconcile::{apply, match_items, update, Diff, Matching};
 use crate::render;
+use crate::tree::{self, Node};
 use crate::validate::{
     checked_text, non_blank, parse_request, quote, Input, InvalidInput, Limits, MergeItem, ProposedItem, WriteRequest,
 };
@@ -176,6 +177,7 @@ impl Session {
         let undo = target.undo.clone()?;
         let before = self.items.clone();
         undo.apply(&mut self.items, &mut self.retired);
+        tree::repair(&mut self.items, &[]);
         let ids = ChangedIds::between(&before, &self.items);
         let note = format!(
             "the user undid change {seq} ({} by the {}: {summary}); the list is as it was before it",
@@ -238,6 +240,7 @@ impl Session {
         // Matching is the only step that can fail; from here on the write
         // commits, and the previous list is taken over rather than copied.
         let matching = match_items(&self.items, &self.retired, proposed)?;
+        self.check_replace_tree(proposed, &matching)?;
         let previous = std::mem::take(&mut self.items);
         let reconciled = apply(matching, previous, &mut self.retired, &mut self.ids, proposed, now());
         self.items = reconciled.items;
@@ -285,8 +288,17 @@ impl Session {
                 format!("would make the list {} items long; the limit is {}", self.items.len() + growth, limits.max_items),
             ));
         }
+        let listed: Vec<Option<usize>> =
+            targets.iter().map(|target| if let Target::Listed(at) = target { Some(*at) } else { None }).collect();
+        self.check_merge_tree(changes, &listed)?;
+        // A retired item a merge brings back keeps its parent when that is
+        // in the list by the end of the merge.
+        let restoring: Vec<&str> =
+            changes.iter().zip(&listed).filter(|(_, at)| at.is_none()).filter_map(|(change, _)| change.id).collect();
         // Checked: from here on the write commits.
         let before = self.items.clone();
+        let will_be_listed = |id: &str| before.iter().any(|item| item.id == id) || restoring.contains(&id);
+        let mut subtasks: Vec<Item> = Vec::new();
         let mut retired_before = Vec::new();
         let mut diff = Diff::default();
         let mut running: Option<String> = None;
@@ -296,21 +308,30 @@ impl Session {
                 Target::Listed(at) => at,
                 Target::Retired => {
                     let id = change.id.unwrap_or_default();
-                    let Some(item) = self.retired.remove(id) else { continue };
+                    let Some(mut item) = self.retired.remove(id) else { continue };
                     retired_before.push(item.clone());
                     diff.restored.push(item.id.clone());
+                    if !item.parent.as_deref().is_some_and(will_be_listed) {
+                        item.parent = None;
+                    }
                     self.items.push(item);
                     self.items.len() - 1
                 }
                 Target::New => {
                     let status = change.status.unwrap_or(Status::Pending);
                     let content = change.content.unwrap_or_default().to_string();
-                    let item = Item::new(self.ids.issue(), content, change.active_form.map(str::to_string), status, at);
+                    let mut item = Item::new(self.ids.issue(), content, change.active_form.map(str::to_string), status, at);
                     diff.added.push(item.id.clone());
                     if status == Status::InProgress && running.is_none() {
                         running = Some(item.id.clone());
                     }
-                    self.items.push(item);
+                    item.parent = change.parent.flatten().map(str::to_string);
+                    if item.parent.is_some() {
+                        // Placed under its parent once every change is made.
+                        subtasks.push(item);
+                    } else {
+                        self.items.push(item);
+                    }
                     continue;
                 }
             };
@@ -324,11 +345,24 @@ impl Session {
                     &kept_content
                 }
             };
-            let wanted = ProposedItem { id: change.id, content, active_form: change.active_form, status };
+            let kept_parent;
+            let parent = match change.parent {
+                Some(parent) => parent,
+                None => {
+                    kept_parent = item.parent.clone();
+                    kept_parent.as_deref()
+                }
+            };
+            let wanted = ProposedItem { id: change.id, content, active_form: change.active_form, status, parent };
             update(item, &wanted, status, at, &mut diff, false);
             if status == Status::InProgress && running.is_none() {
                 running = Some(item.id.clone());
             }
+        }
+        for item in subtasks {
+            let parent = self.items.iter().position(|i| Some(i.id.as_str()) == item.parent.as_deref());
+            let end = parent.map_or(self.items.len(), |parent| tree::subtree_end(&self.items, parent));
+            self.items.insert(end, item);
         }
         if let Some(running) = running {
             for item in self.items.iter_mut().filter(|i| i.status == Status::InProgress && i.id != running) {
@@ -344,11 +378,98 @@ impl Session {
         Ok(diff)
     }
 
+    /// Whether ID names an item of the list or a retired one.
+    fn knows(&self, id: &str) -> bool {
+        self.items.iter().any(|item| item.id == id) || self.retired.contains_key(id)
+    }
+
+    /// The subtask checks of a whole-list write (see `tree::check`), on
+    /// the list MATCHING says it makes.  A list without parents needs none.
+    fn check_replace_tree(&self, proposed: &[ProposedItem], matching: &Matching) -> Result<(), InvalidInput> {
+        if proposed.iter().all(|p| p.parent.is_none()) {
+            return Ok(());
+        }
+        let nodes: Vec<Node> = proposed
+            .iter()
+            .enumerate()
+            .map(|(i, wanted)| {
+                let was = matching.continued(i).and_then(|j| self.items.get(j));
+                Node {
+                    id: was.map(|item| item.id.as_str()).or(wanted.id),
+                    parent: wanted.parent,
+                    status: wanted.status,
+                    at: Some(i),
+                    placed: true,
+                    was: was.map(|item| (item.status, item.parent.as_deref())),
+                }
+            })
+            .collect();
+        tree::check(&nodes, &self.items, |id| self.knows(id))
+    }
+
+    /// The subtask checks of a merged write: LISTED gives for each change
+    /// the index of the listed item it changes; the others bring back a
+    /// retired item (with an id) or add one.
+    fn check_merge_tree(&self, changes: &[MergeItem], listed: &[Option<usize>]) -> Result<(), InvalidInput> {
+        if changes.iter().all(|c| c.parent.is_none()) && !tree::any_parent(&self.items) {
+            return Ok(());
+        }
+        let mut named: Vec<Option<usize>> = vec![None; self.items.len()];
+        for (i, at) in listed.iter().enumerate() {
+            if let Some(at) = at {
+                named[*at] = Some(i);
+            }
+        }
+        let restoring: Vec<&str> =
+            changes.iter().zip(listed).filter(|(_, at)| at.is_none()).filter_map(|(change, _)| change.id).collect();
+        let will_be_listed = |id: &str| self.items.iter().any(|item| item.id == id) || restoring.contains(&id);
+        let mut nodes: Vec<Node> = self
+            .items
+            .iter()
+            .zip(&named)
+            .map(|(item, at)| {
+                let change = at.map(|i| &changes[i]);
+                Node {
+                    id: Some(&item.id),
+                    parent: change.and_then(|c| c.parent).unwrap_or(item.parent.as_deref()),
+                    status: change.and_then(|c| c.status).unwrap_or(item.status),
+                    at: *at,
+                    placed: change.is_some_and(|c| c.parent.is_some()),
+                    was: Some((item.status, item.parent.as_deref())),
+                }
+            })
+            .collect();
+        for (i, (change, at)) in changes.iter().zip(listed).enumerate() {
+            if at.is_some() {
+                continue;
+            }
+            let retired = change.id.and_then(|id| self.retired.get(id));
+            let kept = retired.and_then(|item| item.parent.as_deref()).filter(|p| will_be_listed(p));
+            let parent = match change.parent {
+                Some(parent) => parent,
+                None => kept,
+            };
+            nodes.push(Node {
+                id: change.id,
+                parent,
+                status: change.status.or(retired.map(|item| item.status)).unwrap_or(Status::Pending),
+                at: Some(i),
+                placed: parent.is_some(),
+                was: None,
+            });
+        }
+        tree::check(&nodes, &self.items, |id| self.knows(id))
+    }
+
     /// Completes the running item when its content names TOOL, which just
     /// succeeded, and starts the next pending one.  Returns the notice.
     fn auto_complete(&mut self, tool: &str) -> Option<String> {
         let running = self.items.iter().position(|i| i.status == Status::InProgress)?;
         if named_tool(&self.items[running].content, &self.tool_names(Some(tool))) != Some(tool) {
+            return None;
+        }
+        // A parent waits for its subtasks, whatever succeeded.
+        if !tree::open_subtasks(&self.items, running).is_empty() {
             return None;
         }
         let before = self.items.clone();
@@ -505,7 +626,10 @@ impl Session {
             }
         }
         let at = now();
-        let items = external
+        // Efrit's API has no parents: an item it hands back keeps its own.
+        let parents: FxHashMap<&str, &str> =
+            self.items.iter().filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p))).collect();
+        let mut items: Vec<Item> = external
             .into_iter()
             .map(|e| {
                 let id = e.id.unwrap_or_else(|| ids.issue());
@@ -515,9 +639,11 @@ impl Session {
                     item.completed = e.completed.or(Some(at));
                 }
                 item.priority = e.priority;
+                item.parent = parents.get(item.id.as_str()).map(|p| p.to_string());
                 item
             })
             .collect();
+        tree::repair(&mut items, &[]);
         self.ids = ids;
         let before = std::mem::replace(&mut self.items, items);
         self.record(Actor::Model, ChangeKind::SetAll, before, Vec::new(), None, None);
@@ -544,6 +670,7 @@ impl Session {
         let note = match edit {
             UserEdit::SetStatus { id, status } => {
                 let index = position(&self.items, &id)?;
+                self.check_user_status(index, status)?;
                 if status == Status::InProgress {
                     // One running item: the one the user picked.
                     for other in self.items.iter_mut().filter(|i| i.status == Status::InProgress) {
@@ -586,13 +713,19 @@ impl Session {
                     std::mem::take(&mut self.items).into_iter().partition(|i| !i.status.is_open());
                 self.items = open;
                 let ids: Vec<String> = finished.iter().map(|i| i.id.clone()).collect();
+                // Subtasks of a removed item move up to its place.
+                let moved_up = tree::repair(&mut self.items, &finished);
                 for item in finished {
                     self.retired.insert(item.id.clone(), item);
                 }
                 if ids.is_empty() {
                     return Ok(String::new());
                 }
-                format!("the user removed the finished items {} from the list", ids.join(", "))
+                let mut note = format!("the user removed the finished items {} from the list", ids.join(", "));
+                if !moved_up.is_empty() {
+                    note.push_str(&format!(" (their unfinished subtasks {} moved up a level)", moved_up.join(", ")));
+                }
+                note
             }
         };
         if self.items == before {
@@ -602,6 +735,28 @@ impl Session {
         self.record(Actor::User, kind, before, Vec::new(), None, Some(note.clone()));
         self.changed(Actor::User, Some(note.clone()));
         Ok(note)
+    }
+
+    /// The subtask rules for the user's status edits, as for the model's:
+    /// no item completed while a subtask of it is unfinished, no subtask of
+    /// a completed item reopened.
+    fn check_user_status(&self, index: usize, status: Status) -> Result<(), InvalidInput> {
+        let item = &self.items[index];
+        if status == Status::Completed && item.status != Status::Completed {
+            let open = tree::open_subtasks(&self.items, index);
+            if !open.is_empty() {
+                return Err(InvalidInput::new("status", tree::completion_refusal(&item.id, &open)));
+            }
+        }
+        if status.is_open() && !item.status.is_open() {
+            if let Some(parent) = tree::completed_ancestor(&self.items, index) {
+                return Err(InvalidInput::new(
+                    "status",
+                    format!("{} is a subtask of {parent}, which is completed; reopen {parent} first", item.id),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Every change of the list passes here once it is committed.  The
@@ -1102,5 +1257,290 @@ mod tests {
         assert!(s.entries().is_empty());
         assert_eq!(s.items.len(), 3);
         assert_eq!(s.add("next".into(), None, &Options::default()).unwrap().id, "t4");
+    }
+}
+
+#[cfg(test)]
+mod subtask_tests {
+    use super::*;
+    use serde_json::{json, Value as Json};
+
+    fn write(s: &mut Session, todos: Json) -> Result<String, InvalidInput> {
+        s.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).map(|o| o.text)
+    }
+
+    fn merge(s: &mut Session, todos: Json) -> Result<String, InvalidInput> {
+        s.write(&Input::from_json(&json!({"merge": true, "todos": todos})), &Options::default(), false, vec![]).map(|o| o.text)
+    }
+
+    /// t1 "Ship it" in progress with subtasks t4 "Build" and t5 "Test",
+    /// then t2 "Write docs" and t3 "Tag" pending.
+    fn shipping() -> Session {
+        let mut s = Session::started_now();
+        write(&mut s, json!([
+            {"content": "Ship it", "status": "in_progress"},
+            {"content": "Write docs", "status": "pending"},
+            {"content": "Tag", "status": "pending"}])).unwrap();
+        merge(&mut s, json!([{"content": "Build", "parent": "t1"}, {"content": "Test", "parent": "t1"}])).unwrap();
+        s
+    }
+
+    fn parents(s: &Session) -> Vec<(&str, Option<&str>)> {
+        s.items.iter().map(|i| (i.id.as_str(), i.parent.as_deref())).collect()
+    }
+
+    /// Everything a refused write must leave as it was.
+    fn state(s: &Session) -> (Vec<Item>, u64, usize, u64, usize) {
+        (s.items.clone(), s.ids.issued(), s.history.len(), s.writes, s.retired.len())
+    }
+
+    #[test]
+    fn merged_subtasks_go_under_their_parent_and_show_as_a_tree() {
+        let mut s = Session::started_now();
+        write(&mut s, json!([
+            {"content": "Ship it", "status": "in_progress"},
+            {"content": "Write docs", "status": "pending"},
+            {"content": "Tag", "status": "pending"}])).unwrap();
+        let text = merge(&mut s, json!([{"content": "Build", "parent": "t1"}, {"content": "Test", "parent": "t1"}])).unwrap();
+        assert_eq!(
+            text,
+            "[TODO list updated: 0/5 done]\nt4 pending: Build (under t1)\nt5 pending: Test (under t1)\nNext: work on t1; mark it completed when it is done."
+        );
+        assert_eq!(parents(&s), [("t1", None), ("t4", Some("t1")), ("t5", Some("t1")), ("t2", None), ("t3", None)]);
+        // A subtask of a subtask goes after its parent's own subtasks.
+        merge(&mut s, json!([{"content": "Lint", "parent": "t4"}])).unwrap();
+        assert_eq!(s.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["t1", "t4", "t6", "t5", "t2", "t3"]);
+        assert_eq!(
+            s.prompt_guidance(30),
+            format!(
+                "TODO LIST when this session started (0/6 done, 1 in progress, 5 pending):\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n      t6 [pending] Lint\n    t5 [pending] Test\n  t2 [pending] Write docs\n  t3 [pending] Tag\nNext: work on t1; mark it completed when it is done.\n{}",
+                render::GUIDANCE
+            )
+        );
+    }
+
+    #[test]
+    fn a_whole_list_gives_every_parent_and_shows_a_child_away_from_its_parent() {
+        let mut s = shipping();
+        // Sent in another order, t5 no longer stands under t1.
+        let text = write(&mut s, json!([
+            {"id": "t1", "content": "Ship it", "status": "in_progress"},
+            {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
+            {"id": "t2", "content": "Write docs", "status": "pending"},
+            {"id": "t5", "content": "Test", "status": "pending", "parent": "t1"},
+            {"id": "t3", "content": "Tag", "status": "pending", "parent": ""},
+            {"content": "Announce", "status": "pending", "parent": "t2"}])).unwrap();
+        assert_eq!(
+            text,
+            "[TODO list updated: 0/6 done]\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n  t2 [pending] Write docs\n    t5 [pending] Test (under t1)\n  t3 [pending] Tag\n    t6 [pending] Announce (under t2)\nNext: work on t1."
+        );
+        // Without parents, a whole list is a flat list again.
+        let text = write(&mut s, json!([
+            {"id": "t1", "content": "Ship it", "status": "in_progress"},
+            {"id": "t4", "content": "Build", "status": "pending"},
+            {"id": "t2", "content": "Write docs", "status": "pending"},
+            {"id": "t5", "content": "Test", "status": "pending"},
+            {"id": "t3", "content": "Tag", "status": "pending"},
+            {"id": "t6", "content": "Announce", "status": "pending"}])).unwrap();
+        assert_eq!(
+            text,
+            "[TODO list updated: 0/6 done]\nt4 pending: Build (now top-level)\nt5 pending: Test (now top-level)\nt6 pending: Announce (now top-level)\nNext: work on t1; mark it completed when it is done."
+        );
+        assert!(!tree::any_parent(&s.items));
+    }
+
+    #[test]
+    fn a_parent_cannot_be_completed_before_its_subtasks() {
+        let mut s = shipping();
+        let before = state(&s);
+        let refused = merge(&mut s, json!([{"id": "t4", "status": "completed"}, {"id": "t1", "status": "completed"}]));
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "todos[1].status: t1 cannot be completed while its subtask t5 is unfinished; complete or cancel it first"
+        );
+        assert_eq!(state(&s), before);
+        let whole = write(&mut s, json!([
+            {"id": "t1", "content": "Ship it", "status": "completed"},
+            {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
+            {"id": "t5", "content": "Test", "status": "in_progress", "parent": "t1"},
+            {"id": "t2", "content": "Write docs", "status": "pending"},
+            {"id": "t3", "content": "Tag", "status": "pending"}]));
+        assert_eq!(
+            whole.unwrap_err().to_string(),
+            "todos[0].status: t1 cannot be completed while its subtasks t4, t5 are unfinished; complete or cancel them first"
+        );
+        assert_eq!(state(&s), before);
+        // Completing the subtasks one by one: the last one says t1 can close.
+        let text = merge(&mut s, json!([{"id": "t4", "status": "completed"}])).unwrap();
+        assert!(!text.contains("no unfinished subtasks"), "{text}");
+        let text = merge(&mut s, json!([{"id": "t5", "status": "cancelled"}])).unwrap();
+        assert_eq!(
+            text,
+            "[TODO list updated: 1/5 done, 1 cancelled]\nt5 cancelled: Test (under t1)\nt1 (Ship it) has no unfinished subtasks left: mark it completed when it is done.\nNext: work on t1; mark it completed when it is done."
+        );
+        let text = merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        assert!(text.starts_with("[TODO list updated: 2/5 done, 1 cancelled]\nt1 completed: Ship it\n"), "{text}");
+    }
+
+    #[test]
+    fn cancelling_a_parent_with_open_subtasks_is_allowed_with_a_warning() {
+        let mut s = shipping();
+        let text = merge(&mut s, json!([{"id": "t1", "status": "cancelled"}])).unwrap();
+        assert!(
+            text.contains("\nWarning: t1 was cancelled with unfinished subtasks t4, t5: cancel them too, or finish them.\n"),
+            "{text}"
+        );
+        assert_eq!(s.find("t1").unwrap().status, Status::Cancelled);
+    }
+
+    #[test]
+    fn no_unfinished_subtask_goes_under_a_completed_item() {
+        let mut s = shipping();
+        merge(&mut s, json!([{"id": "t4", "status": "completed"}, {"id": "t5", "status": "completed"}])).unwrap();
+        merge(&mut s, json!([{"id": "t1", "status": "completed"}])).unwrap();
+        let before = state(&s);
+        let added = merge(&mut s, json!([{"content": "Fix the build", "parent": "t1"}]));
+        assert_eq!(
+            added.unwrap_err().to_string(),
+            "todos[0].parent: t1 is completed and cannot have unfinished subtasks (the new item); reopen t1 (in_progress or pending) in the same write, or choose another parent"
+        );
+        let reopened = merge(&mut s, json!([{"id": "t4", "status": "pending"}]));
+        assert_eq!(
+            reopened.unwrap_err().to_string(),
+            "todos[0].status: t4 is a subtask of t1, which is completed; reopen t1 (in_progress or pending) in the same write, or leave t4 finished"
+        );
+        let moved = merge(&mut s, json!([{"id": "t3", "parent": "t1"}]));
+        assert!(moved.unwrap_err().to_string().starts_with("todos[0].parent: t1 is completed and cannot have unfinished subtasks (t3)"));
+        assert_eq!(state(&s), before);
+        // Reopening the parent in the same write is the way.
+        merge(&mut s, json!([{"id": "t1", "status": "in_progress"}, {"content": "Fix the build", "parent": "t1"}])).unwrap();
+        assert_eq!(s.items[3].parent.as_deref(), Some("t1"));
+        assert_eq!(s.items[3].content, "Fix the build");
+    }
+
+    #[test]
+    fn every_parent_mistake_names_the_field_and_changes_nothing() {
+        let mut s = shipping();
+        merge(&mut s, json!([{"content": "Lint", "parent": "t4"}])).unwrap();
+        // t2 leaves the list for good.
+        write(&mut s, json!([
+            {"id": "t1", "content": "Ship it", "status": "in_progress"},
+            {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
+            {"id": "t6", "content": "Lint", "status": "pending", "parent": "t4"},
+            {"id": "t5", "content": "Test", "status": "pending", "parent": "t1"},
+            {"id": "t3", "content": "Tag", "status": "cancelled"}])).unwrap();
+        let before = state(&s);
+        let cases: [(Json, bool, &str); 10] = [
+            (json!([{"id": "t3", "parent": "t9"}]), true, "todos[0].parent: unknown id \"t9\": a parent must be the id of an item in the list"),
+            (json!([{"id": "t3", "status": "pending"}, {"content": "x", "parent": "t2"}]), true,
+             "todos[1].parent: \"t2\" is not in the list; a parent must be an item of the list"),
+            (json!([{"id": "t3", "parent": "t3"}]), true, "todos[0].parent: t3 cannot be a subtask of itself"),
+            (json!([{"id": "t1", "parent": "t6"}]), true, "todos[0].parent: would make a cycle (t1 -> t6 -> t4 -> t1)"),
+            (json!([{"id": "t3", "parent": "t6"}]), true, "todos[0].parent: t6 is already 3 levels deep; subtasks go at most 3 levels"),
+            (json!([{"content": "Deeper", "parent": "t6"}]), true, "todos[0].parent: t6 is already 3 levels deep; subtasks go at most 3 levels"),
+            (json!([{"id": "t4", "parent": "t5"}]), true,
+             "todos[0].parent: under t5, t4's subtask t6 would be 4 levels deep; subtasks go at most 3 levels"),
+            (json!([{"id": "t3", "parent": 7}]), true, "todos[0].parent: expected a string, got integer 7"),
+            (json!([
+                {"id": "t1", "content": "Ship it", "status": "in_progress"},
+                {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
+                {"id": "t6", "content": "Lint", "status": "pending", "parent": "t4"},
+                {"id": "t5", "content": "Test", "status": "pending", "parent": "t6"}]), false,
+             "todos[3].parent: t6 is already 3 levels deep; subtasks go at most 3 levels"),
+            (json!([
+                {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
+                {"id": "t5", "content": "Test", "status": "pending"}]), false,
+             "todos[0].parent: \"t1\" is not in the list; a parent must be an item of the list"),
+        ];
+        for (todos, merged, expected) in cases {
+            let got = if merged { merge(&mut s, todos) } else { write(&mut s, todos) };
+            assert_eq!(got.unwrap_err().to_string(), expected);
+            assert_eq!(state(&s), before, "after {expected}");
+        }
+    }
+
+    #[test]
+    fn a_merge_moves_an_item_under_another_parent_and_back_and_undo_takes_it_back() {
+        let mut s = shipping();
+        let text = merge(&mut s, json!([{"id": "t3", "parent": "t2"}])).unwrap();
+        assert_eq!(text, "[TODO list updated: 0/5 done]\nt3 pending: Tag (under t2)\nNext: work on t1; mark it completed when it is done.");
+        assert_eq!(s.find("t3").unwrap().parent.as_deref(), Some("t2"));
+        let change = s.history.changes().last().unwrap();
+        assert_eq!((change.ids.reparented.clone(), change.summary.clone()), (vec!["t3".to_string()], "reparented t3".to_string()));
+        // The same parent again changes nothing.
+        assert!(merge(&mut s, json!([{"id": "t3", "parent": "t2"}])).unwrap().contains("No change"));
+        let text = merge(&mut s, json!([{"id": "t4", "parent": ""}])).unwrap();
+        assert_eq!(text, "[TODO list updated: 0/5 done]\nt4 pending: Build (now top-level)\nNext: work on t1; mark it completed when it is done.");
+        assert_eq!(parents(&s), [("t1", None), ("t4", None), ("t5", Some("t1")), ("t2", None), ("t3", Some("t2"))]);
+        assert!(s.undo().is_some());
+        assert_eq!(s.find("t4").unwrap().parent.as_deref(), Some("t1"));
+        assert!(s.undo().is_some());
+        assert_eq!(s.find("t3").unwrap().parent, None);
+        assert!(s.undo().is_some(), "the merge that added t4 and t5");
+        assert_eq!(parents(&s), [("t1", None), ("t2", None), ("t3", None)]);
+    }
+
+    #[test]
+    fn a_retired_subtask_comes_back_under_its_parent_when_it_can() {
+        let mut s = shipping();
+        write(&mut s, json!([
+            {"id": "t1", "content": "Ship it", "status": "in_progress"},
+            {"id": "t5", "content": "Test", "status": "pending", "parent": "t1"},
+            {"id": "t3", "content": "Tag", "status": "pending"}])).unwrap();
+        merge(&mut s, json!([{"id": "t4", "status": "pending"}, {"id": "t2", "status": "pending"}])).unwrap();
+        assert_eq!(s.find("t4").unwrap().parent.as_deref(), Some("t1"));
+        assert_eq!(s.find("t2").unwrap().parent, None);
+    }
+
+    #[test]
+    fn user_edits_keep_the_rules_and_removing_a_parent_moves_its_subtasks_up() {
+        let mut s = shipping();
+        let options = Options::default();
+        let refused = s.user_edit(UserEdit::SetStatus { id: "t1".into(), status: Status::Completed }, &options);
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "status: t1 cannot be completed while its subtasks t4, t5 are unfinished; complete or cancel them first"
+        );
+        merge(&mut s, json!([{"content": "Lint", "parent": "t4"}])).unwrap();
+        s.user_edit(UserEdit::SetStatus { id: "t4".into(), status: Status::Cancelled }, &options).unwrap();
+        let note = s.user_edit(UserEdit::ClearFinished, &options).unwrap();
+        assert_eq!(note, "the user removed the finished items t4 from the list (their unfinished subtasks t6 moved up a level)");
+        assert_eq!(parents(&s), [("t1", None), ("t6", Some("t1")), ("t5", Some("t1")), ("t2", None), ("t3", None)]);
+        merge(&mut s, json!([{"id": "t6", "status": "completed"}, {"id": "t5", "status": "completed"}])).unwrap();
+        s.user_edit(UserEdit::SetStatus { id: "t1".into(), status: Status::Completed }, &options).unwrap();
+        let reopen = s.user_edit(UserEdit::SetStatus { id: "t5".into(), status: Status::Pending }, &options);
+        assert_eq!(reopen.unwrap_err().to_string(), "status: t5 is a subtask of t1, which is completed; reopen t1 first");
+    }
+
+    #[test]
+    fn auto_completion_waits_for_the_subtasks() {
+        let mut s = shipping();
+        merge(&mut s, json!([{"id": "t1", "content": "Ship it with deploy_site"}])).unwrap();
+        assert_eq!(s.auto_complete("deploy_site"), None);
+        merge(&mut s, json!([{"id": "t4", "status": "completed"}, {"id": "t5", "status": "completed"}])).unwrap();
+        assert!(s.auto_complete("deploy_site").is_some());
+        assert_eq!(s.find("t1").unwrap().status, Status::Completed);
+    }
+
+    #[test]
+    fn efrits_flat_api_keeps_the_parents_it_cannot_see() {
+        let mut s = shipping();
+        let external: Vec<ExternalItem> = s
+            .items
+            .iter()
+            .map(|i| ExternalItem {
+                id: Some(i.id.clone()),
+                content: i.content.clone(),
+                status: i.status,
+                priority: None,
+                created: Some(i.created),
+                completed: None,
+            })
+            .collect();
+        s.set_all(external.clone(), &Options::default()).unwrap();
+        assert_eq!(parents(&s), [("t1", None), ("t4", Some("t1")), ("t5", Some("t1")), ("t2", None), ("t3", None)]);
+        // Without t1, its subtasks are top-level.
+        s.set_all(external[1..].to_vec(), &Options::default()).unwrap();
+        assert!(!tree::any_parent(&s.items));
     }
 }

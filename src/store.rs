@@ -115,6 +115,8 @@ struct StoredItem {
     #[serde(default)]
     priority: Option<String>,
     #[serde(default)]
+    parent: Option<String>,
+    #[serde(default)]
     created: Timestamp,
     #[serde(default)]
     started: Option<Timestamp>,
@@ -135,6 +137,7 @@ impl StoredItem {
             content: self.content,
             status,
             priority: self.priority,
+            parent: self.parent,
             created: self.created,
             started: self.started,
             completed: self.completed,
@@ -339,6 +342,9 @@ impl StoredState {
             session.ids.observe(&item.id);
         }
         session.items = items;
+        // A parent the list does not hold, a cycle or a fourth level (a
+        // damaged or hand-edited file) is dropped; the items stay.
+        crate::tree::repair(&mut session.items, &[]);
         session.retired = retired.into_iter().map(|item| (item.id.clone(), item)).collect();
         session.created = self.created;
         session.writes = self.writes;
@@ -364,6 +370,8 @@ struct ItemOut<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     priority: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<&'a str>,
     created: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     started: Option<Timestamp>,
@@ -379,6 +387,7 @@ impl<'a> ItemOut<'a> {
             active_form: &item.active_form,
             status: item.status.wire_name(),
             priority: item.priority.as_deref(),
+            parent: item.parent.as_deref(),
             created: item.created,
             started: item.started,
             completed: item.completed,
@@ -1383,6 +1392,11 @@ mod tests {
                 let todos: Vec<Json> = list.iter().map(|(c, st)| json!({"content": c, "status": st})).collect();
                 let input = Input::from_json(&json!({ "todos": todos }));
                 let _ = s.write(&input, &Options::default(), false, vec![]);
+                // Subtasks too: the second item under the first.
+                if let [first, second, ..] = s.items.as_slice() {
+                    let todos = json!([{"id": second.id, "parent": first.id}]);
+                    let _ = s.write(&Input::from_json(&json!({"merge": true, "todos": todos})), &Options::default(), false, vec![]);
+                }
             }
             for _ in 0..undos {
                 s.undo();
@@ -1396,5 +1410,56 @@ mod tests {
             let file = file_name(&name);
             prop_assert!(file.len() <= MAX_ENCODED + 5 && !file.contains('/'));
         }
+    }
+}
+
+#[cfg(test)]
+mod parent_tests {
+    use super::*;
+    use crate::session::Options;
+    use crate::validate::Input;
+    use serde_json::json;
+
+    #[test]
+    fn parents_are_saved_and_read_back() {
+        let mut s = Session::default();
+        let write = |s: &mut Session, input: Json| s.write(&Input::from_json(&input), &Options::default(), false, vec![]).unwrap();
+        write(&mut s, json!({"todos": [{"content": "Ship", "status": "in_progress"}, {"content": "Tag", "status": "pending"}]}));
+        write(&mut s, json!({"merge": true, "todos": [{"content": "Build", "parent": "t1"}, {"id": "t2", "parent": "t1"}]}));
+        let bytes = encode("tree", &s);
+        let json: Json = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(json["items"][0].get("parent"), None, "a top-level item has no parent key");
+        assert_eq!(json["items"][1]["parent"], "t1");
+        let (_, back) = decode(&bytes).unwrap();
+        assert_eq!(back.items, s.items);
+        assert_eq!(back.history, s.history);
+        let mut back = back;
+        assert!(back.undo().is_some());
+        assert_eq!(back.items.iter().map(|i| i.parent.as_deref()).collect::<Vec<_>>(), [None, None]);
+    }
+
+    #[test]
+    fn bad_parents_in_a_file_are_dropped_and_the_items_kept() {
+        let item = |id: &str, parent: Option<&str>| {
+            let mut item = json!({"id": id, "content": format!("Item {id}"), "status": "pending", "created": 1.0});
+            if let Some(parent) = parent {
+                item["parent"] = json!(parent);
+            }
+            item
+        };
+        let file = json!({"schema_version": 2, "session": "bad", "id_counter": 9, "items": [
+            item("t1", None), item("t2", Some("t9")), item("t3", Some("t4")), item("t4", Some("t3")),
+            item("t5", Some("t1")), item("t6", Some("t5")), item("t7", Some("t6")), item("t8", Some("t7"))]});
+        let (_, s) = decode(file.to_string().as_bytes()).unwrap();
+        // t2's parent is unknown, t3 closes a cycle, t7 would be a fourth
+        // level: each loses its parent, and t7 keeps its own subtask t8.
+        let parents: Vec<(&str, Option<&str>)> = s.items.iter().map(|i| (i.id.as_str(), i.parent.as_deref())).collect();
+        assert_eq!(
+            parents,
+            [("t1", None), ("t2", None), ("t3", None), ("t4", Some("t3")), ("t5", Some("t1")), ("t6", Some("t5")), ("t7", None), ("t8", Some("t7"))]
+        );
+        // A file of the layout before subtasks reads as top-level items.
+        let old = json!({"schema_version": 2, "session": "old", "items": [item("t1", None)]});
+        assert_eq!(decode(old.to_string().as_bytes()).unwrap().1.items[0].parent, None);
     }
 }

@@ -168,7 +168,15 @@ pub const ACTIVE_FORM: Field = Field {
     description: "The same step in the present continuous (\"Fixing the parser bug\"), shown while it runs.",
 };
 
-pub const TODO_FIELDS: [Field; 4] = [ID, CONTENT, STATUS, ACTIVE_FORM];
+pub const PARENT: Field = Field {
+    name: "parent",
+    aliases: &[],
+    kind: FieldKind::Text,
+    required: false,
+    description: "The id of the item this one is a step of (up to 3 levels). Omit for a top-level item; with merge, give it to move an item, or \"\" to make it top-level.",
+};
+
+pub const TODO_FIELDS: [Field; 5] = [ID, CONTENT, STATUS, ACTIVE_FORM, PARENT];
 
 /// The key of a todo_write input that asks for a partial update.
 pub const MERGE: &str = "merge";
@@ -185,6 +193,7 @@ Rules:
 - Set cancelled for work you will not do; never leave an item out to drop it.
 - Without merge, the list you send replaces the whole list: send every item, with its id.
 - content is imperative (\"Run the tests\"), activeForm is present continuous (\"Running the tests\").
+- A step of a bigger item names it as parent (its id), up to 3 levels; complete or cancel the steps before their parent.
 
 The result names the items that changed, with their ids, and what to do next.";
 
@@ -197,6 +206,8 @@ pub struct ProposedItem<'a> {
     pub content: &'a str,
     pub active_form: Option<&'a str>,
     pub status: Status,
+    /// The id of the item this one is a step of; None for a top-level item.
+    pub parent: Option<&'a str>,
 }
 
 /// The value of each of SPECS in MAP: the first pair with its name, else
@@ -298,7 +309,8 @@ fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<Pro
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let [id_value, content_value, status_value, active_form_value] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM]);
+    let [id_value, content_value, status_value, active_form_value, parent_value] =
+        fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
     let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
         match found {
             None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
@@ -322,7 +334,9 @@ fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<Pro
         Some(v) => parse_status_at(v, || at(&STATUS))?,
     };
     let active_form = text_of(&ACTIVE_FORM, active_form_value)?.filter(|s| !blank(s));
-    Ok(ProposedItem { id, content, active_form, status })
+    // In a whole list, "" and no parent both mean a top-level item.
+    let parent = parent_id(text_of(&PARENT, parent_value)?);
+    Ok(ProposedItem { id, content, active_form, status, parent })
 }
 
 /// The items of a todo_write input, before any of them is checked.
@@ -379,6 +393,9 @@ pub struct MergeItem<'a> {
     pub content: Option<&'a str>,
     pub active_form: Option<&'a str>,
     pub status: Option<Status>,
+    /// None: not given, the parent stays; Some(None): "", the item goes to
+    /// the top level; Some(Some(id)): the item becomes a step of id.
+    pub parent: Option<Option<&'a str>>,
 }
 
 /// A checked todo_write input: a whole new list, or changes to merge.
@@ -419,7 +436,7 @@ fn parse_merge_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Resu
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let [id, content, status, active_form] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM]);
+    let [id, content, status, active_form, parent] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
     let blank = |text: &str| text.chars().all(char::is_whitespace);
     let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
         found.map(|v| checked_str_at(v, || at(spec), limits.max_content_chars)).transpose()
@@ -434,14 +451,21 @@ fn parse_merge_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Resu
     }
     let status = status.map(|v| parse_status_at(v, || at(&STATUS))).transpose()?;
     let active_form = text_of(&ACTIVE_FORM, active_form)?.filter(|s| !blank(s));
+    let parent = text_of(&PARENT, parent)?.map(|text| parent_id(Some(text)));
     match id {
         None if content.is_none() => Err(InvalidInput::new(at(&CONTENT), "is required for a new item (one without an id)")),
-        Some(id) if content.is_none() && status.is_none() && active_form.is_none() => Err(InvalidInput::new(
+        Some(id) if content.is_none() && status.is_none() && active_form.is_none() && parent.is_none() => Err(InvalidInput::new(
             format!("todos[{index}]"),
             format!("names {} but changes nothing; give status, content or activeForm", quote(id)),
         )),
-        _ => Ok(MergeItem { id, content, active_form, status }),
+        _ => Ok(MergeItem { id, content, active_form, status, parent }),
     }
+}
+
+/// A given parent as an id: trimmed like ids, None when blank ("" names
+/// the top level).
+fn parent_id(text: Option<&str>) -> Option<&str> {
+    text.map(str::trim).filter(|id| !id.is_empty())
 }
 
 /// Fails on the first of N items (ID_AT gives each one's id) whose id an
@@ -611,8 +635,8 @@ mod tests {
         ) else {
             panic!("a merge request");
         };
-        assert_eq!(items[0], MergeItem { id: Some("t3"), content: None, active_form: None, status: Some(Status::Completed) });
-        assert_eq!(items[1], MergeItem { id: None, content: Some("New one"), active_form: None, status: None });
+        assert_eq!(items[0], MergeItem { id: Some("t3"), content: None, active_form: None, status: Some(Status::Completed), parent: None });
+        assert_eq!(items[1], MergeItem { id: None, content: Some("New one"), active_form: None, status: None, parent: None });
         assert_eq!(items[2].active_form, Some("Rewording"));
         assert!(matches!(request(r#"{"merge":false,"todos":[{"content":"a","status":"pending"}]}"#), Ok(WriteRequest::Replace(_))));
         assert!(matches!(request(r#"{"merge":null,"todos":[]}"#), Ok(WriteRequest::Replace(_))));
@@ -855,5 +879,65 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod parent_tests {
+    use super::*;
+
+    fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
+        let value: Json = serde_json::from_str(json).expect("test JSON");
+        parse_request(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
+    }
+
+    #[test]
+    fn a_whole_list_item_may_name_its_parent() {
+        let Ok(WriteRequest::Replace(items)) = request(
+            r#"{"todos":[{"content":"a","status":"pending","parent":" t3 "},{"content":"b","status":"pending","parent":""},{"content":"c","status":"pending"}]}"#,
+        ) else {
+            panic!("a whole list");
+        };
+        assert_eq!(items.iter().map(|i| i.parent).collect::<Vec<_>>(), [Some("t3"), None, None]);
+    }
+
+    #[test]
+    fn a_merge_item_moves_under_a_parent_or_to_the_top_level() {
+        let Ok(WriteRequest::Merge(items)) = request(
+            r#"{"merge":true,"todos":[{"id":"t4","parent":"t3"},{"id":"t5","parent":""},{"id":"t6","status":"completed"},{"content":"New","parent":"t3"}]}"#,
+        ) else {
+            panic!("a merge");
+        };
+        assert_eq!(items[0], MergeItem { id: Some("t4"), content: None, active_form: None, status: None, parent: Some(Some("t3")) });
+        assert_eq!(items[1].parent, Some(None));
+        assert_eq!(items[2].parent, None);
+        assert_eq!(items[3].parent, Some(Some("t3")));
+    }
+
+    #[test]
+    fn a_parent_that_is_not_text_is_refused() {
+        let error = |json: &str| request(json).expect_err("should be rejected").to_string();
+        assert_eq!(
+            error(r#"{"todos":[{"content":"a","status":"pending","parent":3}]}"#),
+            "todos[0].parent: expected a string, got integer 3"
+        );
+        assert_eq!(
+            error(r#"{"merge":true,"todos":[{"id":"t1","parent":["t2"]}]}"#),
+            "todos[0].parent: expected a string, got an array of 1 elements"
+        );
+        assert_eq!(
+            error(r#"{"merge":true,"todos":[{"id":"t1","parent":"t\u0000"}]}"#),
+            "todos[0].parent: contains a NUL character"
+        );
+        // Null is no parent given, so this merge item changes nothing.
+        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","parent":null}]}"#).starts_with("todos[0]: names \"t1\" but changes nothing"));
+    }
+
+    #[test]
+    fn the_schema_offers_parent() {
+        let schema = todo_write_schema();
+        let parent = &schema["input_schema"]["properties"]["todos"]["items"]["properties"]["parent"];
+        assert_eq!(parent["type"], "string");
+        assert!(parent["description"].as_str().unwrap_or_default().contains("up to 3 levels"));
     }
 }

@@ -4,10 +4,10 @@
 
 ;; `make demo' replays what a model does while renaming a function across
 ;; a small project: its todo_write calls, sent as Efrit would send them
-;; (hash tables parsed from JSON), its other tool calls, and one edit by
-;; the user.
+;; (hash tables parsed from JSON), two subtasks among them, its other tool
+;; calls, and one edit by the user.
 ;;
-;; - `efrit-todo-demo-live' plays it in a running Emacs over about 20
+;; - `efrit-todo-demo-live' plays it in a running Emacs over about 30
 ;;   seconds: *efrit-todos* pops up by itself (`efrit-todo-auto-show') and
 ;;   follows every step, and `efrit-todo-mode-line-mode' shows progress.
 ;;   `efrit-todo-demo-speed' (or the environment variable
@@ -56,26 +56,40 @@
         {\"content\": \"Update the docs\", \"status\": \"in_progress\", \"activeForm\": \"Updating the docs\"}]}")
     (2.0 "It sends status \"done\": refused with the field named, the list unchanged."
          write "{\"todos\": [{\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"done\"}]}")
+    (2.0 "t3 has two parts: it adds them as subtasks of t3 (merge), drawn under it."
+         write "{\"merge\": true, \"todos\": [
+        {\"content\": \"Update main.el\", \"status\": \"pending\", \"parent\": \"t3\"},
+        {\"content\": \"Update cli.el\", \"status\": \"pending\", \"parent\": \"t3\"}]}")
     (1.0 "It edits main.el."
          tool "edit_file" "main.el" "Replaced 2 occurrences in main.el")
+    (2.0 "It completes t6 and t3 together: refused, as t7 is still open."
+         write "{\"merge\": true, \"todos\": [{\"id\": \"t6\", \"status\": \"completed\"}, {\"id\": \"t3\", \"status\": \"completed\"}]}")
+    (1.5 "It completes t6 alone."
+         write "{\"merge\": true, \"todos\": [{\"id\": \"t6\", \"status\": \"completed\"}]}")
     (1.0 "It edits cli.el."
          tool "edit_file" "cli.el" "Replaced 1 occurrence in cli.el")
+    (2.0 "t7 done: the result says t3 has no unfinished subtasks left."
+         write "{\"merge\": true, \"todos\": [{\"id\": \"t7\", \"status\": \"completed\"}]}")
     (2.0 "t3 done, t4 running.  Its text has a %, which the mode line shows as is."
          write "{\"todos\": [
         {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
         {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
         {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"completed\"},
+        {\"id\": \"t6\", \"content\": \"Update main.el\", \"status\": \"completed\", \"parent\": \"t3\"},
+        {\"id\": \"t7\", \"content\": \"Update cli.el\", \"status\": \"completed\", \"parent\": \"t3\"},
         {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"in_progress\"},
         {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"pending\"}]}")
     (1.5 "It runs the tests."
          tool "run_tests" "make test" "Ran 42 tests, 0 failures")
     (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told with its next tool result."
          cancel "t5")
-    (2.0 "All done: 4/5, t5 cancelled.  q leaves the list, C-x C-c quits Emacs."
+    (2.0 "All done: 6/7, t5 cancelled.  q leaves the list, C-x C-c quits Emacs."
          write "{\"todos\": [
         {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
         {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
         {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"completed\"},
+        {\"id\": \"t6\", \"content\": \"Update main.el\", \"status\": \"completed\", \"parent\": \"t3\"},
+        {\"id\": \"t7\", \"content\": \"Update cli.el\", \"status\": \"completed\", \"parent\": \"t3\"},
         {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"completed\"},
         {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"cancelled\"}]}"))
   "Steps of the demo: (SECONDS CAPTION [ACTION ARGS...]).

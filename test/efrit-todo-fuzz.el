@@ -45,7 +45,7 @@ Each element is (REGEXP ERROR...): functions whose names match REGEXP.")
 
 (defconst efrit-todo-fuzz--keys
   '("todos" "content" "status" "activeForm" "active_form" "id" "priority"
-    "reason" "expr" "path" "" "todos\0")
+    "parent" "merge" "reason" "expr" "path" "" "todos\0")
   "Keys of the objects the fuzzer builds.")
 
 (defconst efrit-todo-fuzz--strings
@@ -89,14 +89,29 @@ DEPTH bounds the nesting of random parts."
                item))
     (when (zerop (random 3))
       (puthash "activeForm" (efrit-todo-fuzz--string) item))
+    (when (zerop (random 3))
+      (puthash "parent" (pcase (random 4)
+                          (0 (efrit-todo-fuzz--value depth))
+                          (1 "")
+                          (_ (format "t%d" (1+ (random 12)))))
+               item))
     item))
 
 (defun efrit-todo-fuzz--write-input (depth)
   "Return a todo_write input in one of the shapes callers use.
 DEPTH bounds the nesting of random parts."
   (let ((items (cl-loop repeat (random 8) collect (efrit-todo-fuzz--item depth))))
-    (pcase (random 4)
+    (pcase (random 5)
       (0 (let ((input (make-hash-table :test 'equal)))
+           (puthash "todos" (vconcat items) input)
+           input))
+      ;; A merge: items named by id may carry a parent alone.
+      (4 (let ((input (make-hash-table :test 'equal)))
+           (dolist (item items)
+             (when (zerop (random 2))
+               (remhash "content" item)
+               (remhash "status" item)))
+           (puthash "merge" t input)
            (puthash "todos" (vconcat items) input)
            input))
       (1 (vconcat items))

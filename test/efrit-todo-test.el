@@ -185,10 +185,11 @@ step and no Next line follows."
       (should (equal (efrit-todo-test-field :active-form)
                      '("Read the file" "Fixing the bug" "Run the tests")))
       (dolist (item items)
-        (dolist (key '(:id :content :active-form :status :priority
+        (dolist (key '(:id :content :active-form :status :parent :priority
                            :created :started :completed))
           (should (plist-member item key)))
         (should (numberp (plist-get item :created)))
+        (should (null (plist-get item :parent)))
         (should (null (plist-get item :priority))))
       (pcase-let ((`(,done ,running ,waiting) items))
         (should (numberp (plist-get done :completed)))
@@ -1842,6 +1843,137 @@ it must not."
                         (lambda () (efrit-todo-after-tool "eval_sexp" nil "2" nil deep))))
       (let ((err (should-error (funcall call) :type 'efrit-todo-invalid-input)))
         (should (string-prefix-p "session: expected a string, got " (cadr err)))))))
+
+;;;; Subtasks
+
+(defun efrit-todo-test-merge (&rest items)
+  "Merge ITEMS, alists as the model sends them; return the result text."
+  (efrit-todo-write `((merge . t) (todos . ,(vconcat items)))))
+
+(defun efrit-todo-test-parents ()
+  "Return (ID . PARENT) for each item of the current session, in order."
+  (mapcar (lambda (item) (cons (plist-get item :id) (plist-get item :parent)))
+          (efrit-todo-list)))
+
+(defun efrit-todo-test-seed-tree ()
+  "Write the seed list, then t4 and t5 as subtasks of t3 and t6 of t5."
+  (efrit-todo-test-seed)
+  (efrit-todo-test-merge '((content . "Run the unit tests") (parent . "t3"))
+                         '((content . "Run the UI tests") (parent . "t3")))
+  (efrit-todo-test-merge '((content . "Run the tmux test") (parent . "t5"))))
+
+(ert-deftest efrit-todo-test-subtasks-in-plists-results-and-guidance ()
+  "Subtasks carry :parent, come after their parent and are shown as a tree."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed)
+    (should (equal (efrit-todo-test-merge
+                    '((content . "Run the unit tests") (parent . "t3"))
+                    '((content . "Run the UI tests") (parent . "t3")))
+                   (concat "[TODO list updated: 1/5 done]\n"
+                           "t4 pending: Run the unit tests (under t3)\n"
+                           "t5 pending: Run the UI tests (under t3)\n"
+                           "Next: work on t2; mark it completed when it is done.")))
+    ;; A JSON string names the parent the same way.
+    (efrit-todo-write "{\"merge\": true, \"todos\": [{\"content\": \"Run the tmux test\", \"parent\": \"t5\"}]}")
+    (should (equal (efrit-todo-test-parents)
+                   '(("t1") ("t2") ("t3") ("t4" . "t3") ("t5" . "t3") ("t6" . "t5"))))
+    (should (equal (plist-get (car (last (efrit-todo-list))) :parent) "t5"))
+    (should (string-match-p
+             (concat "^  t3 \\[pending\\] Run the tests\n"
+                     "    t4 \\[pending\\] Run the unit tests\n"
+                     "    t5 \\[pending\\] Run the UI tests\n"
+                     "      t6 \\[pending\\] Run the tmux test\n"
+                     "Next: ")
+             (efrit-todo-prompt-guidance)))
+    ;; Efrit's API stays flat: six-slot structs, no parents.
+    (should (equal (mapcar #'efrit-todo-item-id (efrit-todo-get-all))
+                   '("t1" "t2" "t3" "t4" "t5" "t6")))
+    (should (cl-every (lambda (item) (= (length item) 6)) (efrit-todo-get-all)))
+    ;; Handing the structs back keeps the tree.
+    (efrit-todo-set-all (efrit-todo-get-all))
+    (should (equal (efrit-todo-test-parents)
+                   '(("t1") ("t2") ("t3") ("t4" . "t3") ("t5" . "t3") ("t6" . "t5"))))))
+
+(ert-deftest efrit-todo-test-subtasks-close-their-parent ()
+  "A parent waits for its subtasks; the last one done says it can close."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed-tree)
+    (efrit-todo-test-merge '((id . "t4") (status . "completed"))
+                           '((id . "t6") (status . "completed")))
+    (let ((text (efrit-todo-test-merge '((id . "t5") (status . "completed")))))
+      (should (equal (efrit-todo-test-line text "t3 (")
+                     (concat "t3 (Run the tests) has no unfinished subtasks left: "
+                             "mark it completed when it is done."))))
+    (efrit-todo-test-merge '((id . "t3") (status . "completed")))
+    (should (eq (plist-get (nth 2 (efrit-todo-list)) :status) 'completed))))
+
+(ert-deftest efrit-todo-test-subtask-mistakes-name-the-field-and-change-nothing ()
+  "Every subtask mistake is `efrit-todo-invalid-input' naming the field.
+The list, its history, the files and the hook are left alone."
+  (efrit-todo-test-with-state-directory
+   (efrit-todo-test-with-session
+    (efrit-todo-test-seed-tree)
+    (dolist (case
+             `(("\\`todos\\[0\\]\\.parent: unknown id \"t9\": a parent must be the id of an item in the list\\'"
+                ((merge . t) (todos . [((id . "t2") (parent . "t9"))])))
+               ("\\`todos\\[1\\]\\.parent: unknown id \"t9\""
+                "{\"todos\": [{\"id\": \"t1\", \"content\": \"Read the file\", \"status\": \"completed\"}, {\"content\": \"New\", \"status\": \"pending\", \"parent\": \"t9\"}]}")
+               ("\\`todos\\[0\\]\\.parent: t2 cannot be a subtask of itself\\'"
+                ((merge . t) (todos . [((id . "t2") (parent . "t2"))])))
+               ("\\`todos\\[0\\]\\.parent: would make a cycle (t3 -> t6 -> t5 -> t3)\\'"
+                ((merge . t) (todos . [((id . "t3") (parent . "t6"))])))
+               ("\\`todos\\[0\\]\\.parent: t6 is already 3 levels deep; subtasks go at most 3 levels\\'"
+                ((merge . t) (todos . [((content . "Too deep") (parent . "t6"))])))
+               ("\\`todos\\[0\\]\\.parent: under t4, t5's subtask t6 would be 4 levels deep"
+                ((merge . t) (todos . [((id . "t5") (parent . "t4"))])))
+               ("\\`todos\\[0\\]\\.parent: expected a string, got integer 3\\'"
+                ((merge . t) (todos . [((id . "t5") (parent . 3))])))
+               ("\\`todos\\[1\\]\\.status: t3 cannot be completed while its subtasks t5, t6 are unfinished; complete or cancel them first\\'"
+                ((merge . t) (todos . [((id . "t4") (status . "completed"))
+                                       ((id . "t3") (status . "completed"))])))
+               ("\\`todos\\[0\\]\\.parent: t1 is completed and cannot have unfinished subtasks (t2)"
+                ((merge . t) (todos . [((id . "t2") (parent . "t1"))])))
+               ("\\`todos\\[1\\]\\.parent: \"t3\" is not in the list"
+                "{\"todos\": [{\"id\": \"t2\", \"content\": \"Fix the bug\", \"status\": \"in_progress\"}, {\"id\": \"t4\", \"content\": \"Run the unit tests\", \"status\": \"pending\", \"parent\": \"t3\"}]}")))
+      (let ((before (efrit-todo-test-state)))
+        (efrit-todo-test-recording-changes calls
+          (efrit-todo-test-check-error
+           (should-error (efrit-todo-write (cadr case)) :type 'efrit-todo-invalid-input)
+           (car case))
+          (should (equal (efrit-todo-test-state) before))
+          (should (null calls))))))))
+
+(ert-deftest efrit-todo-test-merge-moves-an-item-under-another-parent-and-back ()
+  "A merge moves an item under a parent, and to the top level with \"\"."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed-tree)
+    (should (equal (efrit-todo-test-merge '((id . "t6") (parent . "t3")))
+                   (concat "[TODO list updated: 1/6 done]\n"
+                           "t6 pending: Run the tmux test (under t3)\n"
+                           "Next: work on t2; mark it completed when it is done.")))
+    (should (equal (plist-get (efrit-todo-test-last-change) :reparented) '("t6")))
+    (should (equal (efrit-todo-test-summary) "reparented t6"))
+    (should (equal (efrit-todo-test-merge '((id . "t6") (parent . "")))
+                   (concat "[TODO list updated: 1/6 done]\n"
+                           "t6 pending: Run the tmux test (now top-level)\n"
+                           "Next: work on t2; mark it completed when it is done.")))
+    (should (equal (efrit-todo-test-parents)
+                   '(("t1") ("t2") ("t3") ("t4" . "t3") ("t5" . "t3") ("t6"))))
+    ;; Undo takes each move back.
+    (efrit-todo-undo)
+    (should (equal (plist-get (car (last (efrit-todo-list))) :parent) "t3"))
+    (efrit-todo-undo)
+    (should (equal (plist-get (car (last (efrit-todo-list))) :parent) "t5"))))
+
+(ert-deftest efrit-todo-test-cancelling-a-parent-warns-about-its-subtasks ()
+  "A parent may be cancelled with subtasks open; the result says which."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-seed-tree)
+    (should (equal (efrit-todo-test-line
+                    (efrit-todo-test-merge '((id . "t3") (status . "cancelled")))
+                    "Warning: ")
+                   (concat "Warning: t3 was cancelled with unfinished subtasks t4, t5, t6: "
+                           "cancel them too, or finish them.")))))
 
 (provide 'efrit-todo-test)
 

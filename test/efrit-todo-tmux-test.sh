@@ -49,17 +49,25 @@ wait_for() {
     exit 1
 }
 
+# The list window starts after the window divider: a top-level item two
+# columns in, a subtask four.
+edge='(\||│)'
+
 # t4 runs, and its text has a `%' that the mode line must show as is.
+# t3's subtasks t6 and t7 stand under it, indented.
 wait_for "t4 running" 40 \
     '(◐|\[>\]) t4  Running the tests: 100%-pass  running' \
-    'Todo 3/5 Running the tests: 100%-pass' \
-    '(✓|\[x\]) t3  Update the callers'
+    'Todo 5/7 Running the tests: 100%-pass' \
+    "$edge  (✓|\\[x\\]) t3  Update the callers" \
+    "$edge    (✓|\\[x\\]) t6  Update main\\.el  took" \
+    "$edge    (✓|\\[x\\]) t7  Update cli\\.el  took"
 
-# The end: four done, t5 cancelled by the user.
+# The end: six done, t5 cancelled by the user.
 wait_for "all done" 30 \
     '(✓|\[x\]) t4  Run the test suite: 100%-pass  took' \
     '(✗|\[-\]) t5  Update the docs' \
-    'Todo 4/5 done' \
-    '(▾|-) demo  4/5 done  breaker ok'
+    "$edge    (✓|\\[x\\]) t6  Update main\\.el  took" \
+    'Todo 6/7 done' \
+    '(▾|-) demo  6/7 done  breaker ok'
 
 echo "tmux-test: passed"

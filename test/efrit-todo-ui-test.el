@@ -667,5 +667,105 @@ x lets its list go: it is no longer stopped, and the list stays."
       (should (memq symbol members)))
     (should (memq 'efrit-todo-ui (mapcar #'car (get 'efrit-todo 'custom-group))))))
 
+;;;; Subtasks
+
+(defun efrit-todo-ui-test--merge (session &rest items)
+  "Merge ITEMS, alists as the model sends them, into SESSION."
+  (efrit-todo-write `((merge . t) (todos . ,(vconcat items))) session))
+
+(defun efrit-todo-ui-test--subtask-sample (session)
+  "Write the sample list to SESSION with subtasks under t3.
+t5 and t6 are subtasks of t3, t7 of t6; t4 follows them."
+  (efrit-todo-ui-test--sample session)
+  (efrit-todo-ui-test--merge session
+                             '((content . "Update main.el") (parent . "t3"))
+                             '((content . "Update cli.el") (parent . "t3")))
+  (efrit-todo-ui-test--merge session '((content . "Check cli.el") (parent . "t6"))))
+
+(ert-deftest efrit-todo-ui-test-subtasks-are-indented-under-their-parent ()
+  "A subtask is drawn under its parent, two columns further in per level."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--subtask-sample session)
+    (efrit-todo-show)
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p
+               (concat "^  ○ t3  Update the callers\n"
+                       "    ○ t5  Update main\\.el\n"
+                       "    ○ t6  Update cli\\.el\n"
+                       "      ○ t7  Check cli\\.el\n"
+                       "  ○ t4  Run the test suite\n")
+               text)))
+    ;; The indentation has no face; the glyph has the status face.
+    (efrit-todo-ui-test--goto-item session "t7")
+    (with-current-buffer efrit-todo-buffer-name
+      (should (looking-at "      ○ t7"))
+      (should (null (get-text-property (+ (point) 4) 'face)))
+      (should (eq (get-text-property (+ (point) 6) 'face) 'efrit-todo-pending))
+      (should (eq (get-text-property (+ (point) 8) 'face) 'efrit-todo-id)))))
+
+(ert-deftest efrit-todo-ui-test-a-subtask-away-from-its-parent-names-it ()
+  "A subtask that does not follow its parent says whose it is; times still tick."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--subtask-sample session)
+    (efrit-todo-show)
+    ;; t2, running, moves under t4 but stays where it stands.
+    (efrit-todo-ui-test--merge session '((id . "t2") (parent . "t4")))
+    (should (string-match-p "^    ◐ t2  Renaming parse-config (under t4)  running [0-9]+s$"
+                            (efrit-todo-ui-test--section session)))
+    (efrit-todo-ui-test--goto-item session "t2")
+    (with-current-buffer efrit-todo-buffer-name
+      (search-forward "running ")
+      (should (numberp (get-text-property (point) 'efrit-todo-elapsed)))
+      (should (null (get-text-property (1- (point)) 'efrit-todo-elapsed)))
+      (search-backward "(under t4)")
+      (should (eq (get-text-property (point) 'face) 'efrit-todo-id)))
+    ;; Back to the top level, with "".
+    (efrit-todo-ui-test--merge session '((id . "t2") (parent . "")))
+    (should (string-match-p "^  ◐ t2  Renaming parse-config  running [0-9]+s$"
+                            (efrit-todo-ui-test--section session)))))
+
+(ert-deftest efrit-todo-ui-test-subtask-changes-redraw-as-a-full-redraw ()
+  "After each change of a tree, the partial redraw equals a full one."
+  (efrit-todo-ui-test-with-buffer session
+    (let* ((real-float-time (symbol-function 'float-time))
+           (now (+ (funcall real-float-time) 5)))
+      (cl-letf (((symbol-function 'float-time)
+                 (lambda (&optional time) (if time (funcall real-float-time time) now))))
+        (efrit-todo-ui-test--subtask-sample session)
+        (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
+        (efrit-todo-show)
+        (dolist (change
+                 (list
+                  ;; t6 moves to the top level: t7 under it moves out too.
+                  (lambda () (efrit-todo-ui-test--merge session '((id . "t6") (parent . ""))))
+                  (lambda () (efrit-todo-ui-test--merge session '((id . "t6") (parent . "t3"))))
+                  (lambda () (efrit-todo-ui-test--merge session '((id . "t2") (parent . "t4"))))
+                  (lambda () (efrit-todo-ui-test--goto-item session "t2")
+                    (efrit-todo-ui-test--press "TAB"))
+                  (lambda () (efrit-todo-ui-test--merge
+                              session '((id . "t7") (status . "cancelled"))))
+                  (lambda () (efrit-todo-user-set-status "t6" 'cancelled session))
+                  (lambda () (efrit-todo-user-clear-finished session))
+                  (lambda () (efrit-todo-undo session))))
+          (funcall change)
+          (let ((partial (efrit-todo-ui-test--rendering session)))
+            (with-current-buffer efrit-todo-buffer-name
+              (efrit-todo-refresh))
+            (should (equal partial (efrit-todo-ui-test--rendering session)))))
+        (should (string-match-p "^      ✗ t7  Check cli\\.el$"
+                                (efrit-todo-ui-test--section session)))))))
+
+(ert-deftest efrit-todo-ui-test-completing-a-parent-too-early-is-refused ()
+  "c on a parent with unfinished subtasks says why and changes nothing."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--subtask-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (let ((before (efrit-todo-list session)))
+      (should (string-match-p
+               "\\`Efrit-todo: status: t3 cannot be completed while its subtasks t5, t6, t7 are unfinished"
+               (cadr (should-error (efrit-todo-ui-test--press "c") :type 'user-error))))
+      (should (equal (efrit-todo-list session) before)))))
+
 (provide 'efrit-todo-ui-test)
 ;;; efrit-todo-ui-test.el ends here

@@ -451,7 +451,7 @@ Longer results are cut with a marker giving their full length."
   :type 'natnum
   :group 'efrit-todo-loop)
 
-(declare-function efrit-todo--module-before-tool "efrit-todo-module" (session tool))
+(declare-function efrit-todo--module-before-tool "efrit-todo-module" (session tool input options))
 (declare-function efrit-todo--module-after-tool "efrit-todo-module"
                   (session tool input result error duration options))
 (declare-function efrit-todo--module-turn-end "efrit-todo-module"
@@ -504,8 +504,9 @@ without converting it again.  An old vector is never altered."
   (or efrit-todo--loop-options (efrit-todo--make-loop-options)))
 
 (defvar efrit-todo--breaker-tripped nil
-  "Non-nil while the breaker of some session is tripped.
-The module sets it when a breaker trips or is reset.")
+  "Non-nil while the breaker of some session may refuse a call.
+That is, it tripped, or one of its count rules stands at its limit.
+The module sets it after a call and clears it when no longer so.")
 
 (defvar efrit-todo--checked-session nil
   "The session `efrit-todo-before-tool' last had the module check.")
@@ -513,9 +514,12 @@ The module sets it when a breaker trips or is reset.")
 (defvar efrit-todo--checked-tools (make-hash-table :test 'equal)
   "Tool names `efrit-todo-before-tool' has had the module check.")
 
-(defun efrit-todo-before-tool (name _input &optional session)
-  "Return nil to let tool NAME run in SESSION, or the refusal text.
-A tripped breaker refuses every call."
+(defun efrit-todo-before-tool (name input &optional session)
+  "Return nil to let tool NAME run with INPUT in SESSION, or the refusal.
+A count rule refuses the call that would take it past its limit, and
+only that kind of call (the same INPUT again, the same tool again, any
+but the todo tools without progress); a second refusal in a row trips
+the breaker, and a tripped breaker refuses every call."
   (let ((session (efrit-todo--session session)))
     ;; While no breaker is tripped, the answer for a session and tool the
     ;; module has checked before is nil: this runs before every tool call.
@@ -523,7 +527,7 @@ A tripped breaker refuses every call."
              (eq session efrit-todo--checked-session)
              (gethash name efrit-todo--checked-tools))
         nil
-      (prog1 (efrit-todo--module-before-tool session name)
+      (prog1 (efrit-todo--module-before-tool session name input (efrit-todo--loop-options))
         ;; The module signals for a bad session or name, so both are good.
         (setq efrit-todo--checked-session session)
         (unless (or (gethash name efrit-todo--checked-tools)

@@ -5,13 +5,18 @@
 //! fingerprint of its input, error text, whether it completed an item, whether
 //! it was a todo_write that changed nothing) and gets back a verdict.
 //!
-//! Rules (a limit of 0 turns its rule off).  Every count includes the call
-//! being recorded, and a rule trips on the call that brings its count to the
-//! limit, so with the defaults the 30th call without progress trips, not the
-//! 31st:
+//! Rules (a limit of 0 turns its rule off).  Counts include the call being
+//! recorded.  The count rules (`without_progress`, `same_tool`, `identical`)
+//! refuse, before it runs, the call that would exceed the limit, and only a
+//! call of that kind: with the default 3, a fourth identical call is refused
+//! and any other call goes ahead.  A model that asks for refused calls
+//! `MAX_REFUSALS_IN_ROW` times in a row trips the breaker.  The rules that
+//! judge results (`error_trip`, `oscillation`, `churn`) and the hard cap
+//! trip on the call that brings their count to the limit.
 //!
 //! - `without_progress` (30): calls since the last call that completed a todo
-//!   item.  Completing an item is the only thing that refills this budget.
+//!   item.  Completing an item is the only thing that refills this budget;
+//!   the todo tools themselves are never refused by it.
 //! - `same_tool` (15): calls of one tool *in a row*.  Efrit counts consecutive
 //!   calls (its counter restarts at 1 whenever another tool is called), so a
 //!   long task that interleaves tools is never stopped by this rule; it only
@@ -50,6 +55,14 @@
 //! when its text starts that way, and a refusal must never look like success.
 
 use crate::validate::Input;
+
+/// Tools that manage the list itself: never work on an item, and never
+/// refused for want of progress, since they are how progress is recorded.
+pub const TODO_TOOLS: [&str; 3] = ["todo_write", "todo_pause", "session_complete"];
+
+/// Refused calls in a row after which the breaker trips: a model that asks
+/// again for what was just refused is stuck.
+pub const MAX_REFUSALS_IN_ROW: u32 = 2;
 
 /// The limits of the breaker; see the module documentation for their meaning.
 /// A limit of 0 turns its rule off.
@@ -145,6 +158,8 @@ pub struct Breaker {
     errors: u32,
     churn: u32,
     oscillation: u32,
+    /// Calls refused in a row since the last call that ran.
+    refused: u32,
     /// The last call and the one before it.
     last: Option<Key>,
     before_last: Option<Key>,
@@ -192,6 +207,63 @@ impl Breaker {
         })
     }
 
+    /// Whether some call could be refused now: the breaker tripped, or a
+    /// count rule stands at its limit.  While not, `check` lets every call
+    /// run, so callers may skip it.
+    pub fn armed(&self, limits: &BreakerLimits) -> bool {
+        self.reason.is_some()
+            || reached(self.identical, limits.identical)
+            || reached(self.same_tool, limits.same_tool)
+            || reached(self.since_progress, limits.without_progress)
+    }
+
+    /// Decides on a call of TOOL with input FINGERPRINT before it runs: None
+    /// to let it run, or the refusal.  A count rule refuses the call that
+    /// would take it past its limit; refusing `MAX_REFUSALS_IN_ROW` calls in
+    /// a row trips the breaker.
+    pub fn check(&mut self, tool: &str, fingerprint: u64, limits: &BreakerLimits) -> Option<String> {
+        if self.reason.is_some() {
+            return self.refusal(tool);
+        }
+        let rule = self.exceeded_by(tool, fingerprint, limits)?;
+        self.refused = self.refused.saturating_add(1);
+        if self.refused >= MAX_REFUSALS_IN_ROW {
+            self.reason = Some(format!("{rule}, and {} refused calls came in a row", self.refused));
+            return self.refusal(tool);
+        }
+        Some(format!(
+            "Error: {tool} was not run: {rule}. Do something different; another call the breaker refuses ends the session."
+        ))
+    }
+
+    /// The count rule a call of TOOL with FINGERPRINT would break, if any.
+    fn exceeded_by(&self, tool: &str, fingerprint: u64, limits: &BreakerLimits) -> Option<String> {
+        let last_tool = self.last.as_ref().filter(|(last, _)| last == tool);
+        if let Some((_, last)) = last_tool {
+            if *last == fingerprint && reached(self.identical, limits.identical) {
+                return Some(format!(
+                    "it would be the same call to {tool} {} times in a row (limit {})",
+                    self.identical + 1,
+                    limits.identical
+                ));
+            }
+            if reached(self.same_tool, limits.same_tool) {
+                return Some(format!(
+                    "it would be call {} to {tool} in a row (limit {})",
+                    self.same_tool + 1,
+                    limits.same_tool
+                ));
+            }
+        }
+        if reached(self.since_progress, limits.without_progress) && !TODO_TOOLS.contains(&tool) {
+            return Some(format!(
+                "{} tool calls have run without completing a todo item (limit {}); mark the finished item completed with todo_write, or call todo_pause",
+                self.since_progress, limits.without_progress
+            ));
+        }
+        None
+    }
+
     /// Records a finished call; returns Go, a warning to append to the result,
     /// or Trip (after which refusal() is Some).
     pub fn record(&mut self, call: &Call, limits: &BreakerLimits) -> Verdict {
@@ -200,6 +272,7 @@ impl Breaker {
             // than count a call that should not have run.
             return Verdict::Trip(trip_text(reason));
         }
+        self.refused = 0;
         self.count(call);
         match self.trip_reason(call, limits) {
             Some(reason) => {
@@ -293,13 +366,6 @@ impl Breaker {
     }
 
     fn trip_reason(&self, call: &Call, limits: &BreakerLimits) -> Option<String> {
-        let tool = call.tool;
-        if reached(self.identical, limits.identical) {
-            return Some(format!(
-                "{} identical calls to {tool} in a row (limit {})",
-                self.identical, limits.identical
-            ));
-        }
         if reached(self.errors, limits.error_trip) {
             let text = call.error.unwrap_or_default().trim();
             let quoted: String = text.chars().take(ERROR_QUOTE_CHARS).collect();
@@ -322,18 +388,6 @@ impl Breaker {
                 self.churn, limits.churn
             ));
         }
-        if reached(self.same_tool, limits.same_tool) {
-            return Some(format!(
-                "{} calls to {tool} in a row (limit {})",
-                self.same_tool, limits.same_tool
-            ));
-        }
-        if reached(self.since_progress, limits.without_progress) {
-            return Some(format!(
-                "{} tool calls without completing a todo item (limit {})",
-                self.since_progress, limits.without_progress
-            ));
-        }
         if reached(self.calls, limits.hard_cap) {
             return Some(format!("{} tool calls in this session (hard cap {})", self.calls, limits.hard_cap));
         }
@@ -343,13 +397,10 @@ impl Breaker {
     fn warnings(&self, call: &Call, limits: &BreakerLimits) -> Vec<String> {
         let tool = call.tool;
         let mut out = Vec::new();
-        if self.identical >= 2 && within(self.identical, limits.identical, 1) {
-            let left = limits.identical - self.identical;
+        if self.identical >= 2 && reached(self.identical, limits.identical) {
             out.push(format!(
-                "Warning: {} to {tool} with this same input trips the circuit breaker: {} calls in a row were identical (limit {}). Do something different.",
-                plural(left, "more call", "more calls"),
-                self.identical,
-                limits.identical
+                "Warning: {tool} has run {} times in a row with this same input (limit {}): the same call again will be refused. Do something different.",
+                self.identical, limits.identical
             ));
         }
         if self.errors > 0
@@ -389,17 +440,27 @@ impl Breaker {
                 limits.churn
             ));
         }
-        if within(self.same_tool, limits.same_tool, limits.same_tool / 3) {
+        if reached(self.same_tool, limits.same_tool) && self.same_tool > 1 {
             out.push(format!(
-                "Warning: {} left before the circuit breaker trips because {tool} has been called {} times in a row (limit {}). Vary your approach.",
+                "Warning: {tool} has been called {} times in a row (limit {}): another call of it will be refused. Vary your approach.",
+                self.same_tool, limits.same_tool
+            ));
+        } else if within(self.same_tool, limits.same_tool, limits.same_tool / 3) {
+            out.push(format!(
+                "Warning: {} left before further calls to {tool} are refused: it has been called {} times in a row (limit {}). Vary your approach.",
                 plural(limits.same_tool - self.same_tool, "call of it", "calls of it"),
                 self.same_tool,
                 limits.same_tool
             ));
         }
-        if within(self.since_progress, limits.without_progress, BUDGET_WARN_WITHIN) {
+        if reached(self.since_progress, limits.without_progress) {
             out.push(format!(
-                "Warning: {} left before the circuit breaker trips because {} tool calls have run without completing a todo item (limit {}). Finish the current item and mark it completed, or stop and report.",
+                "Warning: {} tool calls have run without completing a todo item (limit {}): other tools will be refused until you mark the finished item completed with todo_write, or stop with todo_pause.",
+                self.since_progress, limits.without_progress
+            ));
+        } else if within(self.since_progress, limits.without_progress, BUDGET_WARN_WITHIN) {
+            out.push(format!(
+                "Warning: {} left before tool calls are refused: {} have run without completing a todo item (limit {}). Finish the current item and mark it completed, or stop and report.",
                 plural(limits.without_progress - self.since_progress, "call", "calls"),
                 self.since_progress,
                 limits.without_progress
@@ -625,7 +686,7 @@ mod tests {
     }
 
     #[test]
-    fn no_progress_warns_in_the_last_three_calls_and_trips_at_thirty() {
+    fn no_progress_warns_then_refuses_the_thirty_first_call_but_not_todo_tools() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         for i in 1..=26 {
@@ -636,17 +697,47 @@ mod tests {
             let text = warn_text_of(&v);
             assert!(text.starts_with("Warning: "), "{text}");
             assert!(text.contains(left), "{text}");
-            assert!(text.contains(&format!("{i} tool calls have run without completing a todo item (limit 30)")), "{text}");
-            assert_eq!(b.refusal("shell"), None);
+            assert!(text.contains(&format!("{i} have run without completing a todo item (limit 30)")), "{text}");
+            assert_eq!(b.check("shell", 1, &limits), None);
         }
-        let v = b.record(&varied(30), &limits);
-        let text = trip_text_of(&v);
-        assert!(text.starts_with("Error: circuit breaker tripped: 30 tool calls without completing a todo item (limit 30)"), "{text}");
-        assert!(text.ends_with("the session ends with the report."));
-        assert_eq!(b.state().since_progress, 30);
-        assert!(b.state().tripped);
+        // The thirtieth call runs; the next one would exceed the limit.
+        let text = warn_text_of(&b.record(&varied(30), &limits)).to_string();
+        assert!(text.contains("30 tool calls have run without completing a todo item (limit 30): other tools will be refused"), "{text}");
+        assert!(b.armed(&limits) && !b.state().tripped);
+        // The todo tools go ahead: they are how progress is made.
+        assert_eq!(b.check("todo_write", 5, &limits), None);
+        let refusal = b.check("shell", 31, &limits).expect("refused");
+        assert!(refusal.starts_with("Error: shell was not run: 30 tool calls have run without completing a todo item (limit 30)"), "{refusal}");
+        assert!(!b.state().tripped, "one refusal is no trip");
+        // Progress recorded: calls run again.
+        assert!(is_go(&b.record(&progress(1), &limits)));
+        assert_eq!(b.check("shell", 31, &limits), None);
+        assert!(!b.armed(&limits));
     }
 
+    #[test]
+    fn a_second_refused_call_in_a_row_trips() {
+        let limits = BreakerLimits::default();
+        let mut b = Breaker::default();
+        let c = call("read_file", 42);
+        run(&mut b, &limits, &[c, c, c]);
+        assert!(b.check("read_file", 42, &limits).is_some());
+        let text = b.check("read_file", 42, &limits).expect("refused");
+        assert!(
+            text.starts_with("Error: read_file was not run: circuit breaker tripped: it would be the same call to read_file 4 times in a row (limit 3), and 2 refused calls came in a row."),
+            "{text}"
+        );
+        assert!(b.state().tripped);
+        // A call that runs in between ends the run of refusals.
+        let mut b = Breaker::default();
+        run(&mut b, &limits, &[c, c, c]);
+        assert!(b.check("read_file", 42, &limits).is_some());
+        assert_eq!(b.check("shell", 1, &limits), None);
+        b.record(&call("shell", 1), &limits);
+        run(&mut b, &limits, &[c, c, c]);
+        assert!(b.check("read_file", 42, &limits).is_some());
+        assert!(!b.state().tripped);
+    }
     #[test]
     fn progress_refills_the_no_progress_budget() {
         let limits = BreakerLimits::default();
@@ -657,33 +748,31 @@ mod tests {
         assert!(is_go(&b.record(&progress(1), &limits)));
         assert_eq!(b.state().since_progress, 0);
         assert_eq!(b.state().calls, 30);
-        for i in 1..=29 {
+        for i in 1..=30 {
+            assert_eq!(b.check("shell", u64::from(i), &limits), None, "call {i}");
             assert!(!matches!(b.record(&varied(i), &limits), Verdict::Trip(_)), "call {i}");
         }
-        assert!(matches!(b.record(&varied(30), &limits), Verdict::Trip(_)));
+        assert!(b.check("shell", 99, &limits).is_some());
     }
-
     #[test]
     fn progress_refills_nothing_else() {
-        // Same tool: a progress call of todo_write in between is another tool
-        // and does end the run, so use progress on the same tool itself.
+        // Same tool: progress made by the tool itself does not end its run.
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
-        for i in 0..14 {
+        for i in 0..15 {
             let c = Call { progress: true, ..call("todo_write", i) };
             assert!(!matches!(b.record(&c, &limits), Verdict::Trip(_)));
         }
-        let c = Call { progress: true, ..call("todo_write", 99) };
-        let text = trip_text_of(&b.record(&c, &limits)).to_string();
-        assert!(text.contains("15 calls to todo_write in a row (limit 15)"), "{text}");
+        let text = b.check("todo_write", 99, &limits).expect("refused");
+        assert!(text.contains("it would be call 16 to todo_write in a row (limit 15)"), "{text}");
 
         // Identical: progress does not excuse repeating a call.
         let mut b = Breaker::default();
         let c = Call { progress: true, ..call("todo_write", 1) };
-        run(&mut b, &limits, &[c, c]);
-        assert!(trip_text_of(&b.record(&c, &limits)).contains("3 identical calls to todo_write"));
+        run(&mut b, &limits, &[c, c, c]);
+        let text = b.check("todo_write", 1, &limits).expect("refused");
+        assert!(text.contains("the same call to todo_write 4 times in a row"), "{text}");
     }
-
     #[test]
     fn hard_cap_holds_whatever_the_progress() {
         let limits = BreakerLimits::default();
@@ -702,7 +791,7 @@ mod tests {
     }
 
     #[test]
-    fn same_tool_counts_consecutive_calls_warns_from_ten_and_trips_at_fifteen() {
+    fn same_tool_warns_from_ten_and_refuses_the_sixteenth_call_of_that_tool_only() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         for i in 1..=9 {
@@ -710,14 +799,18 @@ mod tests {
         }
         for i in 10..=14 {
             let text = warn_text_of(&b.record(&call("eval_sexp", i), &limits)).to_string();
-            assert!(text.contains(&format!("eval_sexp has been called {i} times in a row (limit 15)")), "{text}");
+            assert!(text.contains(&format!("it has been called {i} times in a row (limit 15)")), "{text}");
             let left = 15 - i;
             assert!(text.contains(&format!("{left} call")), "{text}");
         }
-        let v = b.record(&call("eval_sexp", 15), &limits);
-        assert!(trip_text_of(&v).starts_with("Error: circuit breaker tripped: 15 calls to eval_sexp in a row (limit 15)"));
+        let text = warn_text_of(&b.record(&call("eval_sexp", 15), &limits)).to_string();
+        assert!(text.contains("eval_sexp has been called 15 times in a row (limit 15): another call of it will be refused"), "{text}");
+        let refusal = b.check("eval_sexp", 16, &limits).expect("refused");
+        assert!(refusal.starts_with("Error: eval_sexp was not run: it would be call 16 to eval_sexp in a row (limit 15)."), "{refusal}");
+        assert_eq!(b.check("read_file", 16, &limits), None);
+        assert!(is_go(&b.record(&call("read_file", 16), &limits)));
+        assert_eq!(b.check("eval_sexp", 17, &limits), None);
     }
-
     #[test]
     fn another_tool_restarts_the_same_tool_count() {
         let limits = BreakerLimits::default();
@@ -734,21 +827,26 @@ mod tests {
     }
 
     #[test]
-    fn identical_calls_warn_at_two_and_trip_at_three() {
+    fn three_identical_calls_run_and_only_a_fourth_identical_one_is_refused() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         let c = call("read_file", 42);
         assert!(is_go(&b.record(&c, &limits)));
+        assert!(is_go(&b.record(&c, &limits)));
+        assert_eq!(b.check("read_file", 42, &limits), None);
         let text = warn_text_of(&b.record(&c, &limits)).to_string();
-        assert!(text.contains("1 more call to read_file with this same input trips"), "{text}");
-        let v = b.record(&c, &limits);
-        assert_eq!(
-            trip_text_of(&v),
-            "Error: circuit breaker tripped: 3 identical calls to read_file in a row (limit 3). No further tool calls will run; the session ends with the report."
-        );
+        assert!(text.contains("read_file has run 3 times in a row with this same input (limit 3): the same call again will be refused"), "{text}");
         assert_eq!(b.state().identical, 3);
+        assert!(!b.state().tripped);
+        let refusal = b.check("read_file", 42, &limits).expect("refused");
+        assert_eq!(
+            refusal,
+            "Error: read_file was not run: it would be the same call to read_file 4 times in a row (limit 3). Do something different; another call the breaker refuses ends the session."
+        );
+        // Another input, or another tool, goes ahead.
+        assert_eq!(b.check("read_file", 43, &limits), None);
+        assert_eq!(b.check("shell", 42, &limits), None);
     }
-
     #[test]
     fn a_different_input_or_tool_ends_an_identical_run() {
         let limits = BreakerLimits::default();
@@ -826,14 +924,13 @@ mod tests {
     }
 
     #[test]
-    fn identical_unchanged_writes_trip_for_the_more_specific_reason() {
+    fn unchanged_writes_trip_the_churn_rule_on_the_third() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         let v = run(&mut b, &limits, &[unchanged_write(), unchanged_write(), unchanged_write()]);
-        assert!(trip_text_of(&v[2]).contains("3 identical calls to todo_write"));
+        assert!(trip_text_of(&v[2]).contains("3 todo_writes in a row that changed nothing (limit 3)"));
         assert_eq!(b.state().churn, 3);
     }
-
     #[test]
     fn same_error_warns_at_three_and_four_and_trips_at_five() {
         let limits = BreakerLimits::default();
@@ -893,12 +990,13 @@ mod tests {
     fn tripped_breaker_refuses_everything_until_reset() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
-        run(&mut b, &limits, &[call("read_file", 1), call("read_file", 1), call("read_file", 1)]);
+        run(&mut b, &limits, &[unchanged_write(), unchanged_write(), unchanged_write()]);
         let refusal = b.refusal("todo_write").expect("refused");
-        assert!(refusal.starts_with("Error: todo_write was not run: circuit breaker tripped: 3 identical calls to read_file"), "{refusal}");
+        assert!(refusal.starts_with("Error: todo_write was not run: circuit breaker tripped: 3 todo_writes in a row that changed nothing"), "{refusal}");
+        assert_eq!(b.check("shell", 1, &limits), Some(refusal.replace("todo_write was", "shell was")));
         let state = b.state();
         assert!(state.tripped);
-        assert_eq!(state.reason.as_deref(), Some("3 identical calls to read_file in a row (limit 3)"));
+        assert_eq!(state.reason.as_deref(), Some("3 todo_writes in a row that changed nothing (limit 3)"));
         // A call recorded anyway is not counted and trips again.
         assert!(matches!(b.record(&progress(1), &limits), Verdict::Trip(_)));
         assert_eq!(b.state().calls, 3);
@@ -907,7 +1005,6 @@ mod tests {
         assert_eq!(b.state(), BreakerState::default());
         assert!(is_go(&b.record(&call("read_file", 1), &limits)));
     }
-
     #[test]
     fn a_zero_limit_turns_its_rule_off() {
         let limits = BreakerLimits {

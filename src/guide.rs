@@ -9,8 +9,7 @@ use std::hash::{Hash, Hasher};
 use crate::model::{name_items, push_cut, Item, Status};
 use crate::validate::{InvalidInput, quote};
 
-/// Tools that manage the list itself: they never count as work on an item.
-pub const TODO_TOOLS: [&str; 3] = ["todo_write", "todo_pause", "session_complete"];
+pub use crate::breaker::TODO_TOOLS;
 
 pub const MAX_PAUSE_CHARS: usize = 500;
 

@@ -935,7 +935,12 @@ fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
         registry.reset(&session);
         registry.any_tripped()
     };
-    note_breakers(env, any_tripped)
+    // Clearing is left to the next `before_tool', which knows the limits:
+    // another session's breaker may stand at a count limit.
+    if any_tripped {
+        note_breakers(env, true)?;
+    }
+    Ok(())
 }
 
 #[defun]
@@ -1209,13 +1214,23 @@ fn duration_arg(env: &Env, value: Value) -> Result<std::result::Result<Option<f6
 }
 
 #[defun]
-fn before_tool<'e>(env: &'e Env, session: Value<'e>, tool: Value<'e>) -> Result<Value<'e>> {
+fn before_tool<'e>(env: &'e Env, session: Value<'e>, tool: Value<'e>, input: Value<'e>, options: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
+    let options = loop_options(env, options)?;
     let tool = match tool_name(env, tool)? {
         Ok(tool) => tool,
         Err(error) => return invalid(env, error),
     };
-    registry().get(&session).and_then(|s| s.before_tool(&tool)).into_lisp(env)
+    // The input is read only when the breaker may refuse: rarely.
+    let armed = registry().get(&session).is_some_and(|s| s.breaker_armed(&options.breaker));
+    let input = if armed { call_input(env, input)? } else { Input::Null };
+    let (refusal, any_armed) = {
+        let mut registry = registry();
+        let refusal = registry.session(&session).before_tool(&tool, || input, &options.breaker);
+        (refusal, registry.any_armed(&options.breaker))
+    };
+    note_breakers(env, any_armed)?;
+    refusal.into_lisp(env)
 }
 
 // The arity is the Lisp function's: one argument per thing the adapter knows.
@@ -1248,7 +1263,7 @@ fn after_tool<'e>(
         let mut registry = registry();
         let session = registry.session(&session);
         let returned = session.after_tool(&tool, input, text, error.is_not_nil(), duration, &options);
-        (returned, session.breaker.tripped())
+        (returned, session.breaker_armed(&options.breaker))
     };
     if tripped {
         note_breakers(env, true)?;
@@ -1376,7 +1391,12 @@ fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
         registry.session(&session).breaker.reset();
         registry.any_tripped()
     };
-    note_breakers(env, any_tripped)
+    // Clearing is left to the next `before_tool', which knows the limits:
+    // another session's breaker may stand at a count limit.
+    if any_tripped {
+        note_breakers(env, true)?;
+    }
+    Ok(())
 }
 
 /// Starts a new turn of SESSION: fresh breaker, ledger and guide, same list.
@@ -1388,7 +1408,12 @@ fn begin_turn<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
         registry.session(&session).begin_turn();
         registry.any_tripped()
     };
-    note_breakers(env, any_tripped)
+    // Clearing is left to the next `before_tool', which knows the limits:
+    // another session's breaker may stand at a count limit.
+    if any_tripped {
+        note_breakers(env, true)?;
+    }
+    Ok(())
 }
 
 /// STOP as a plist (:reason :time :running).
@@ -1421,7 +1446,12 @@ fn resume<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
         registry.session(&session).resume();
         registry.any_tripped()
     };
-    note_breakers(env, any_tripped)
+    // Clearing is left to the next `before_tool', which knows the limits:
+    // another session's breaker may stand at a count limit.
+    if any_tripped {
+        note_breakers(env, true)?;
+    }
+    Ok(())
 }
 
 /// How SESSION stopped with items open, as a plist, or nil.
@@ -1453,9 +1483,10 @@ fn unfinished(env: &Env) -> Result<Value<'_>> {
 }
 
 /// Sets `efrit-todo--breaker-tripped', which must be non-nil whenever some
-/// session's breaker is tripped: while it is nil, `efrit-todo-before-tool'
-/// lets a call run without asking the module.  Breakers trip only in
-/// `after_tool' and are reset only here and by `reset'.
+/// session's breaker may refuse a call (tripped, or a count rule at its
+/// limit): while it is nil, `efrit-todo-before-tool' lets a call run
+/// without asking the module.  Breakers arm only in `after_tool'; the
+/// variable is cleared by `before_tool', which knows the limits.
 fn note_breakers(env: &Env, any_tripped: bool) -> Result<()> {
     env.call(fn_set, (var_breaker_tripped.bind(env), any_tripped))?;
     Ok(())

@@ -487,9 +487,19 @@ impl Session {
         Some(notice)
     }
 
-    /// The breaker's answer before TOOL runs: None to go ahead, or the refusal.
-    pub fn before_tool(&self, tool: &str) -> Option<String> {
-        self.breaker.refusal(tool)
+    /// The breaker's answer before TOOL runs with INPUT: None to go ahead,
+    /// or the refusal.  INPUT is looked at only when a refusal is possible.
+    pub fn before_tool(&mut self, tool: &str, input: impl FnOnce() -> Input, limits: &BreakerLimits) -> Option<String> {
+        if !self.breaker.armed(limits) {
+            return None;
+        }
+        let fingerprint = fingerprint(tool, &input());
+        self.breaker.check(tool, fingerprint, limits)
+    }
+
+    /// Whether a call could be refused in this session now.
+    pub fn breaker_armed(&self, limits: &BreakerLimits) -> bool {
+        self.breaker.armed(limits)
     }
 
     /// Records a finished call.  Returns the text to send back to the model
@@ -902,6 +912,11 @@ impl Registry {
                 session.items.iter().any(|i| i.status.is_open()).then_some((name.as_str(), stop))
             })
             .max_by(|a, b| a.1.at.total_cmp(&b.1.at))
+    }
+
+    /// Whether a call could be refused in some session now.
+    pub fn any_armed(&self, limits: &BreakerLimits) -> bool {
+        self.sessions.iter().any(|(_, session)| session.breaker.armed(limits))
     }
 
     pub fn any_tripped(&self) -> bool {

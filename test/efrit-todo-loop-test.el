@@ -81,22 +81,34 @@
       (should-not (plist-get (car entries) :error))
       (should (plist-get (cadr entries) :error)))))
 
-(ert-deftest efrit-todo-loop-test-identical-calls-trip-and-everything-is-refused ()
-  "Three identical calls trip the breaker; then every tool is refused until reset."
+(ert-deftest efrit-todo-loop-test-a-fourth-identical-call-is-refused-and-a-repeat-trips ()
+  "Three identical calls run; a fourth is refused, other calls go ahead.
+Asking for a refused call twice in a row trips the breaker; then every
+tool is refused until reset."
   (efrit-todo-loop-test--in-session
     (let ((input (make-hash-table :test 'equal)))
       (puthash "path" "a.el" input)
-      (efrit-todo-loop-test--call "read_file" input "x")
-      (efrit-todo-loop-test--call "read_file" (copy-hash-table input) "x")
+      (should (equal (efrit-todo-loop-test--call "read_file" input "x") "x"))
+      (should (equal (efrit-todo-loop-test--call "read_file" (copy-hash-table input) "x") "x"))
+      (should (string-match-p "the same call again will be refused"
+                              (efrit-todo-loop-test--call "read_file" input "x")))
       (should-not (plist-get (efrit-todo-breaker) :tripped))
-      (efrit-todo-loop-test--call "read_file" input "x")
+      (should (string-prefix-p "Error: read_file was not run: it would be the same call to read_file 4 times in a row (limit 3)"
+                               (efrit-todo-before-tool "read_file" input)))
+      (let ((other (make-hash-table :test 'equal)))
+        (puthash "path" "b.el" other)
+        (should-not (efrit-todo-before-tool "read_file" other)))
+      (should-not (efrit-todo-before-tool "eval_sexp" input))
+      (should-not (plist-get (efrit-todo-breaker) :tripped))
+      (should (string-match-p "circuit breaker tripped"
+                              (efrit-todo-before-tool "read_file" input)))
       (let ((state (efrit-todo-breaker)))
         (should (plist-get state :tripped))
-        (should (stringp (plist-get state :reason))))
+        (should (string-match-p "2 refused calls came in a row" (plist-get state :reason))))
       (dolist (tool '("read_file" "todo_write" "session_complete" "eval_sexp"))
         (should (string-prefix-p "Error" (efrit-todo-before-tool tool nil))))
       (efrit-todo-breaker-reset)
-      (should-not (efrit-todo-before-tool "read_file" nil))
+      (should-not (efrit-todo-before-tool "read_file" input))
       (should-not (plist-get (efrit-todo-breaker) :tripped)))))
 
 (ert-deftest efrit-todo-loop-test-before-tool-refuses-after-a-trip-anywhere ()
@@ -106,7 +118,8 @@ While no breaker is tripped, `efrit-todo-before-tool' answers a session
 and tool it has seen without the module, so this is what keeps that honest."
   (let ((other (symbol-name (cl-gensym "loop-test-other-")))
         (trip (lambda (session)
-                (dotimes (_ 3) (efrit-todo-after-tool "read_file" '(:path "a.el") "x" nil session)))))
+                (dotimes (_ 3) (efrit-todo-after-tool "read_file" '(:path "a.el") "x" nil session))
+                (dotimes (_ 2) (efrit-todo-before-tool "read_file" '(:path "a.el") session)))))
     (unwind-protect
         (efrit-todo-loop-test--in-session
           (dotimes (_ 2)
@@ -124,8 +137,9 @@ and tool it has seen without the module, so this is what keeps that honest."
           (should-not (efrit-todo-before-tool "read_file" nil))
           (should (efrit-todo-before-tool "read_file" nil other))
           (efrit-todo-begin-turn other)
-          (should-not efrit-todo--breaker-tripped)
           (should-not (efrit-todo-before-tool "read_file" nil other))
+          ;; That call found no breaker that could refuse anything.
+          (should-not efrit-todo--breaker-tripped)
           (dolist (bad '("" "  " "a\0b" 42 nil read_file))
             (should-error (efrit-todo-before-tool bad nil) :type 'efrit-todo-invalid-input))
           (dolist (bad-session '("" "a\0b"))
@@ -134,22 +148,28 @@ and tool it has seen without the module, so this is what keeps that honest."
       (efrit-todo-reset other))))
 
 (ert-deftest efrit-todo-loop-test-breaker-limits-are-options ()
-  "The no-progress budget follows its option, and a warning comes first."
+  "The no-progress budget follows its option; warnings come first.
+Once spent, other tools are refused but the todo tools go ahead."
   (efrit-todo-loop-test--in-session
     (let ((efrit-todo-breaker-without-progress 6)
           (texts nil))
       (dotimes (i 6)
         (push (efrit-todo-after-tool (format "tool_%d" (% i 2)) (list :n i) "ok" nil) texts))
-      (should (cl-some (lambda (text) (string-match-p "calls? left before the circuit breaker trips" text)) texts))
-      (should (plist-get (efrit-todo-breaker) :tripped)))))
+      (should (cl-some (lambda (text) (string-match-p "calls? left before tool calls are refused" text)) texts))
+      (should (string-match-p "6 tool calls have run without completing a todo item (limit 6)" (car texts)))
+      (should-not (plist-get (efrit-todo-breaker) :tripped))
+      (should (efrit-todo-before-tool "tool_0" '(:n 9)))
+      (should-not (efrit-todo-before-tool "todo_write" '(:todos [])))
+      (should-not (plist-get (efrit-todo-breaker) :tripped)))))
 
 (ert-deftest efrit-todo-loop-test-options-changed-between-calls-apply ()
   "A limit changed by `setq', `let' or buffer-locally applies from the next call."
   (let ((identical (lambda (n)
-                     ;; N identical calls in a fresh session; non-nil if tripped.
+                     ;; N identical calls in a fresh session; non-nil if
+                     ;; the same call is then refused.
                      (efrit-todo-loop-test--in-session
                        (dotimes (_ n) (efrit-todo-after-tool "read_file" '(:path "a.el") "x" nil))
-                       (plist-get (efrit-todo-breaker) :tripped))))
+                       (efrit-todo-before-tool "read_file" '(:path "a.el")))))
         (saved efrit-todo-breaker-identical))
     (unwind-protect
         (progn
@@ -174,7 +194,8 @@ and tool it has seen without the module, so this is what keeps that honest."
       (should (equal result "Opened a.el")))
     (let ((efrit-todo-breaker-identical 3)
           (result (copy-sequence "Opened a.el")))
-      ;; The second identical call in a row carries a warning.
+      (should (eq result (efrit-todo-after-tool "find_file" '(:path "a.el") result nil)))
+      ;; The third identical call in a row carries a warning.
       (let ((text (efrit-todo-after-tool "find_file" '(:path "a.el") result nil)))
         (should-not (eq result text))
         (should (string-prefix-p "Opened a.el\n\n" text))
@@ -283,6 +304,7 @@ and tool it has seen without the module, so this is what keeps that honest."
   (efrit-todo-loop-test--in-session
     (efrit-todo-loop-test--plan "A")
     (dotimes (_ 3) (efrit-todo-after-tool "same" '(:x 1) "r" nil))
+    (dotimes (_ 2) (efrit-todo-before-tool "same" '(:x 1)))
     (efrit-todo-pause "Blocked")
     (should (plist-get (efrit-todo-breaker) :tripped))
     (efrit-todo-reset)

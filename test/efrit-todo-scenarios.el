@@ -604,6 +604,35 @@ That is the agent buffer, *efrit-do* and the last result."
     (efrit-todo-scenarios--user-sees outcome (regexp-quote reason))
     (efrit-todo-scenarios--should-be-valid outcome)))
 
+(ert-deftest efrit-todo-scenarios-breaker-refuses-only-the-call-past-a-limit ()
+  "After three identical calls a fourth is refused; a different call still runs."
+  (let* ((same (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)"))))
+         (outcome (efrit-todo-scenarios-run
+                   "Add one and one"
+                   (list same same same
+                         (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 2 2)")))
+                         same
+                         (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 3 3)")))
+                         (efrit-todo-scenarios--tool "session_complete" '(("message" . "done"))))))
+         (results (efrit-todo-scenarios-tool-results outcome)))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (equal (plist-get outcome :runs)
+                   '("eval_sexp" "eval_sexp" "eval_sexp" "eval_sexp" "eval_sexp" "eval_sexp"
+                     "session_complete")))
+    (should-not (cdr (nth 3 results)))
+    (should-not (plist-get (efrit-todo-breaker (plist-get outcome :session)) :tripped))
+    (efrit-todo-scenarios--should-be-valid outcome))
+  ;; Four identical in a row: the fourth is refused as an error, and asking
+  ;; again ends the session.
+  (let* ((same (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)"))))
+         (outcome (efrit-todo-scenarios-run "Add one and one" (make-list 6 same)))
+         (results (efrit-todo-scenarios-tool-results outcome)))
+    (should (equal (plist-get outcome :stop) "circuit-breaker"))
+    (should (equal (plist-get outcome :runs) '("eval_sexp" "eval_sexp" "eval_sexp")))
+    (should (cdr (nth 3 results)))
+    (should (string-match-p "was not run: it would be the same call to eval_sexp 4 times" (car (nth 3 results))))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
 (ert-deftest efrit-todo-scenarios-ids-survive-reordering ()
   "A list resent reordered and without ids keeps its ids; *efrit-todos* shows it."
   (let* ((outcome (efrit-todo-scenarios-play 'ids-survive))
@@ -894,7 +923,7 @@ those ids are accepted, and the list finishes there."
                          (regexp-quote
                           (cdr (assq how '((interrupt . "interrupted by the user")
                                            (quit . "interrupted by the user")
-                                           (breaker . "stopped by the circuit breaker: 3 identical")
+                                           (breaker . "stopped by the circuit breaker: it would be the same call to eval_sexp 4 times")
                                            (api-error . "an API error: overloaded_error")
                                            (pause . "paused by the model: I need the user's password.")
                                            (end-turn . "the model ended its turn with items still open")

@@ -131,6 +131,11 @@ same function (Efrit's own, a user's) keeps running around it.")
 (defvar efrit-todo-efrit--building-prompt nil
   "Non-nil while Efrit builds a system prompt that gets our guidance.")
 
+(defvar efrit-todo-efrit--binding-efrit nil
+  "Non-nil while the adapter binds Efrit's breaker settings itself.
+It does so while a tool runs, to keep Efrit's own breaker out of the
+way; those values are not the user's.")
+
 ;;;; Sessions
 
 (defvar efrit-todo-efrit--carried (make-hash-table :test 'equal)
@@ -306,10 +311,11 @@ Efrit's own breaker and error-loop checks are off for the call."
       (if refusal
           (efrit-todo-efrit--for-efrit refusal)
         (let* ((start (float-time))
-               (result (let ((efrit-do-circuit-breaker-enabled nil)
-                             (efrit-do-error-loop-auto-complete nil)
-                             (efrit-do-max-same-error-occurrences most-positive-fixnum))
-                         (funcall execute tool-item))))
+               (result (let ((efrit-todo-efrit--binding-efrit t))
+                         (let ((efrit-do-circuit-breaker-enabled nil)
+                               (efrit-do-error-loop-auto-complete nil)
+                               (efrit-do-max-same-error-occurrences most-positive-fixnum))
+                           (funcall execute tool-item)))))
           (if (or (not (stringp name)) (efrit-todo-efrit--completion-p result))
               result
             (efrit-todo-efrit--for-efrit
@@ -636,6 +642,60 @@ response, losing the output of every earlier tool."
                      callback)))
     (funcall finalize session result-text complete-p completion-message work-log callback)))
 
+;;;; Efrit's own breaker settings
+
+(defconst efrit-todo-efrit--efrit-limits
+  '((efrit-todo-breaker-without-progress . efrit-do-max-tool-calls-per-session)
+    (efrit-todo-breaker-same-tool . efrit-do-max-same-tool-calls)
+    (efrit-todo-breaker-identical . efrit-do-max-identical-tool-calls)
+    (efrit-todo-breaker-error-warn . efrit-do-max-same-error-occurrences)
+    (efrit-todo-breaker-error-trip . efrit-do-error-loop-auto-complete))
+  "Each efrit-todo breaker option and the Efrit setting it follows.")
+
+(defconst efrit-todo-efrit--switched-off-with-efrit
+  '(efrit-todo-breaker-without-progress efrit-todo-breaker-same-tool
+    efrit-todo-breaker-identical)
+  "The limits `efrit-do-circuit-breaker-enabled' nil turns off.")
+
+(defun efrit-todo-efrit--set-by-user-p (variable value)
+  "Return non-nil if VALUE of VARIABLE differs from its standard value."
+  (let ((standard (get variable 'standard-value)))
+    (and standard
+         (not (equal value (condition-case nil (eval (car standard) t) (error value)))))))
+
+(defun efrit-todo-efrit--efrit-value (variable)
+  "Return (VALUE) of Efrit's VARIABLE when its user set it, else nil.
+While the adapter binds it, the value outside any `let'."
+  (when (boundp variable)
+    (let ((value (if efrit-todo-efrit--binding-efrit
+                     (default-toplevel-value variable)
+                   (symbol-value variable))))
+      (and (efrit-todo-efrit--set-by-user-p variable value) (list value)))))
+
+(defun efrit-todo-efrit--option-value (option value)
+  "Return the value in effect of loop OPTION, whose own value is VALUE.
+An OPTION the user set wins; else the Efrit setting it follows, when
+the user set that (nil or 0 there turns the rule off); else VALUE."
+  (let ((efrit (cdr (assq option efrit-todo-efrit--efrit-limits))))
+    (cond ((efrit-todo-efrit--set-by-user-p option value) value)
+          ((and (memq option efrit-todo-efrit--switched-off-with-efrit)
+                (equal (efrit-todo-efrit--efrit-value 'efrit-do-circuit-breaker-enabled) '(nil)))
+           0)
+          ((and efrit (efrit-todo-efrit--efrit-value efrit))
+           (let ((theirs (car (efrit-todo-efrit--efrit-value efrit))))
+             (if (natnump theirs) theirs 0)))
+          (t value))))
+
+(defun efrit-todo-efrit--efrit-setting-changed (_symbol _value _operation _where)
+  "Forget the loop options: the user changed one of Efrit's settings.
+The adapter's own bindings of them are not the user's, and ignored."
+  (unless efrit-todo-efrit--binding-efrit
+    (setq efrit-todo--loop-options nil)))
+
+(defconst efrit-todo-efrit--efrit-settings
+  (cons 'efrit-do-circuit-breaker-enabled (mapcar #'cdr efrit-todo-efrit--efrit-limits))
+  "Efrit's settings the breaker follows.")
+
 ;;;; The mode
 
 (defun efrit-todo-efrit--suspend-efrit-ui (&rest _)
@@ -646,8 +706,32 @@ response, losing the output of every earlier tool."
       (unless (memq advice efrit-todo-efrit--suspended)
         (push advice efrit-todo-efrit--suspended)))))
 
+(defun efrit-todo-efrit--check-feature ()
+  "Signal a `user-error' unless the feature `efrit-todo' is efrit-todo's.
+Efrit has a file of the same name; when it comes first in `load-path',
+efrit-todo's is never loaded."
+  (unless (fboundp 'efrit-todo--module-version)
+    (user-error "Efrit-todo: the feature `efrit-todo' came from %s, Efrit's own file; put efrit-todo's directory (%s) before Efrit's in `load-path' and restart Emacs"
+                (or (car (seq-find (lambda (entry) (member '(provide . efrit-todo) (cdr entry)))
+                                   load-history))
+                    "another file")
+                (file-name-directory (or load-file-name (locate-library "efrit-todo-efrit") "")))))
+
+(defun efrit-todo-efrit--alias-efrit-variables ()
+  "Make Efrit's todo variables the names of efrit-todo's, as efrit-do.el does.
+Efrit's handlers read the list through them even when efrit-do.el,
+which makes the aliases, is not loaded."
+  (pcase-dolist (`(,name . ,base) '((efrit-do--current-todos . efrit-todo--current-todos)
+                                    (efrit-do--todo-counter . efrit-todo--counter)))
+    (unless (eq (indirect-variable name) base)
+      ;; A value set before is Efrit's stale copy: the module holds the list.
+      (makunbound name)
+      (defvaralias name base))))
+
 (defun efrit-todo-efrit--enable ()
   "Add the advice; save the values to restore later."
+  (efrit-todo-efrit--check-feature)
+  (efrit-todo-efrit--alias-efrit-variables)
   (setq efrit-todo-efrit--saved
         `((efrit-todo-current-session . ,efrit-todo-current-session)
           (efrit-todo-known-tools . ,efrit-todo-known-tools)))
@@ -661,7 +745,11 @@ response, losing the output of every earlier tool."
   ;; Efrit's UI file adds its advice when it is loaded, maybe later.
   (add-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui)
   ;; Before the lists are saved on exit (depth 90).
-  (add-hook 'kill-emacs-hook #'efrit-todo-efrit--note-exit 50))
+  (add-hook 'kill-emacs-hook #'efrit-todo-efrit--note-exit 50)
+  (setq efrit-todo--loop-option-function #'efrit-todo-efrit--option-value
+        efrit-todo--loop-options nil)
+  (dolist (variable efrit-todo-efrit--efrit-settings)
+    (add-variable-watcher variable #'efrit-todo-efrit--efrit-setting-changed)))
 
 (defun efrit-todo-efrit--disable ()
   "Remove the advice and restore what the mode changed."
@@ -669,6 +757,10 @@ response, losing the output of every earlier tool."
     (advice-remove function advice))
   (remove-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui)
   (remove-hook 'kill-emacs-hook #'efrit-todo-efrit--note-exit)
+  (dolist (variable efrit-todo-efrit--efrit-settings)
+    (remove-variable-watcher variable #'efrit-todo-efrit--efrit-setting-changed))
+  (setq efrit-todo--loop-option-function nil
+        efrit-todo--loop-options nil)
   (dolist (advice efrit-todo-efrit--suspended)
     (advice-add 'efrit-do--handle-todo-write :after advice))
   (setq efrit-todo-efrit--suspended nil)
@@ -689,9 +781,13 @@ it off gives Efrit back exactly as it was.  Efrit need not be loaded
 yet."
   :global t
   :group 'efrit-todo
-  (if efrit-todo-efrit-mode
-      (efrit-todo-efrit--enable)
-    (efrit-todo-efrit--disable)))
+  (if (not efrit-todo-efrit-mode)
+      (efrit-todo-efrit--disable)
+    (condition-case err
+        (efrit-todo-efrit--enable)
+      (user-error
+       (setq efrit-todo-efrit-mode nil)
+       (signal (car err) (cdr err))))))
 
 (defun efrit-todo-efrit-unload-function ()
   "Turn the mode off before the file is unloaded."

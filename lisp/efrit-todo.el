@@ -489,9 +489,20 @@ Longer results are cut with a marker giving their full length."
 (dolist (variable efrit-todo--loop-option-variables)
   (add-variable-watcher variable #'efrit-todo--loop-option-changed))
 
+(defvar efrit-todo--loop-option-function nil
+  "Nil, or a function that gives a loop option's value in effect.
+Called with the option's symbol and its value; returns the value to
+use.  The Efrit adapter sets it to follow Efrit's own settings.")
+
 (defun efrit-todo--make-loop-options ()
   "Return a new options vector, and keep it unless an option is buffer-local."
-  (let ((options (apply #'vector (mapcar #'symbol-value efrit-todo--loop-option-variables))))
+  (let ((options (apply #'vector
+                        (mapcar (lambda (variable)
+                                  (if efrit-todo--loop-option-function
+                                      (funcall efrit-todo--loop-option-function
+                                               variable (symbol-value variable))
+                                    (symbol-value variable)))
+                                efrit-todo--loop-option-variables))))
     (unless efrit-todo--loop-options-local
       (setq efrit-todo--loop-options options))
     options))

@@ -12,6 +12,9 @@
 (require 'efrit-todo)
 (require 'efrit-todo-efrit)
 
+;; Efrit's breaker settings, made real by the test that needs them.
+(defvar efrit-do-max-identical-tool-calls)
+
 (defun efrit-todo-efrit-mode-test--advised ()
   "Return the functions that carry one of the mode's advice."
   (seq-filter (lambda (entry)
@@ -95,6 +98,70 @@ The model gets a short confirmation; the report is kept for the user."
         (should (string-prefix-p "[Session report" report))
         (should (string-match-p "42" report))
         (should (string-match-p "done\\'" report))))))
+
+(defmacro efrit-todo-efrit-mode-test--with-efrit-settings (settings &rest body)
+  "Run BODY with Efrit's breaker SETTINGS, ((VARIABLE STANDARD VALUE) ...).
+Each VARIABLE is made a customizable variable with the STANDARD value,
+as Efrit's file would, and set to VALUE; afterwards it is gone again."
+  (declare (indent 1) (debug t))
+  `(let ((settings ,settings))
+     (unwind-protect
+         (progn
+           (pcase-dolist (`(,variable ,standard ,value) settings)
+             (put variable 'standard-value (list standard))
+             (set-default variable value))
+           (efrit-todo-efrit-mode 1)
+           ,@body)
+       (efrit-todo-efrit-mode -1)
+       (pcase-dolist (`(,variable . ,_) settings)
+         (put variable 'standard-value nil)
+         (makunbound variable)))))
+
+(defun efrit-todo-efrit-mode-test--limit (option)
+  "Return the value of loop OPTION the module gets."
+  (aref (efrit-todo--loop-options) (seq-position efrit-todo--loop-option-variables option)))
+
+(ert-deftest efrit-todo-efrit-mode-test-efrit-breaker-settings-are-followed ()
+  "Efrit's breaker settings, when the user set them, set the module's limits.
+Our own option, when the user set it, wins; Efrit's defaults change nothing."
+  (efrit-todo-efrit-mode-test--with-efrit-settings
+      '((efrit-do-max-identical-tool-calls 3 5)
+        (efrit-do-max-same-tool-calls 15 15)
+        (efrit-do-max-tool-calls-per-session 30 40)
+        (efrit-do-error-loop-auto-complete 5 nil))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 5))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-same-tool) 15))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-without-progress) 40))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-error-trip) 0))
+    ;; The module refuses by Efrit's limit: five identical calls run.
+    (let ((efrit-todo-current-session (format "mode-%s" (random))))
+      (unwind-protect
+          (progn
+            (dotimes (_ 5) (efrit-todo-after-tool "read_file" '(:path "a") "x" nil))
+            (should (efrit-todo-before-tool "read_file" '(:path "a"))))
+        (efrit-todo-reset)))
+    ;; A setting the user changes later applies at once, by `setq' or
+    ;; `let'; the adapter's own binding while a tool runs does not count.
+    (setq efrit-do-max-identical-tool-calls 7)
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 7))
+    (let ((efrit-do-max-identical-tool-calls 6))
+      (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 6)))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 7))
+    (let ((efrit-todo-efrit--binding-efrit t))
+      (let ((efrit-do-max-identical-tool-calls most-positive-fixnum))
+        (setq efrit-todo--loop-options nil)
+        (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 7))))
+    ;; Our own option, set by the user, wins.
+    (let ((efrit-todo-breaker-identical 2))
+      (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 2))))
+  ;; Efrit's breaker switched off turns the count rules off.
+  (efrit-todo-efrit-mode-test--with-efrit-settings
+      '((efrit-do-circuit-breaker-enabled t nil))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 0))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-same-tool) 0))
+    (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-hard-cap) 100)))
+  ;; Without the mode, Efrit's settings are Efrit's business.
+  (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 3)))
 
 (ert-deftest efrit-todo-efrit-mode-test-unique-session-ids ()
   "A session id already in use gets a suffix, and becomes current."

@@ -163,6 +163,43 @@ Our own option, when the user set it, wins; Efrit's defaults change nothing."
   ;; Without the mode, Efrit's settings are Efrit's business.
   (should (= (efrit-todo-efrit-mode-test--limit 'efrit-todo-breaker-identical) 3)))
 
+(ert-deftest efrit-todo-efrit-mode-test-efrit-variables-follow-the-list ()
+  "With the mode on, Efrit's todo variables are efrit-todo's, loaded efrit-do.el or not."
+  (let ((efrit-todo-current-session (format "mode-%s" (random))))
+    (unwind-protect
+        (progn
+          (efrit-todo-efrit-mode 1)
+          (should (eq (indirect-variable 'efrit-do--current-todos) 'efrit-todo--current-todos))
+          (should (eq (indirect-variable 'efrit-do--todo-counter) 'efrit-todo--counter))
+          (efrit-todo-write "{\"todos\": [{\"content\": \"One\", \"status\": \"pending\"}]}")
+          (should (equal (mapcar #'efrit-todo-item-content (symbol-value 'efrit-do--current-todos))
+                         '("One"))))
+      (efrit-todo-reset)
+      (efrit-todo-efrit-mode -1))))
+
+(ert-deftest efrit-todo-efrit-mode-test-efrit-own-file-first-is-explained ()
+  "With Efrit's efrit-todo.el loaded first, enabling the mode says what to fix."
+  (skip-unless invocation-name)
+  (let* ((dir (make-temp-file "efrit-todo-other-" t))
+         (other (expand-file-name "efrit-todo.el" dir)))
+    (unwind-protect
+        (progn
+          (with-temp-file other
+            (insert ";;; efrit-todo.el --- Another file of this name  -*- lexical-binding: t; -*-\n"
+                    "(provide 'efrit-todo)\n"))
+          (with-temp-buffer
+            (call-process (expand-file-name invocation-name invocation-directory) nil t nil
+                          ;; The other directory first, as a load-path in the wrong order.
+                          "-Q" "--batch" "-L" dir
+                          "-L" (file-name-directory (locate-library "efrit-todo-efrit"))
+                          "-l" "efrit-todo" "-l" "efrit-todo-efrit"
+                          "--eval" "(condition-case err (efrit-todo-efrit-mode 1) (user-error (princ (format \"refused: %s; mode %s\" (cadr err) efrit-todo-efrit-mode))))")
+            (let ((output (buffer-string)))
+              (should (string-match-p "refused: Efrit-todo: the feature .efrit-todo. came from " output))
+              (should (string-match-p (regexp-quote other) output))
+              (should (string-match-p "before Efrit.s in .load-path. and restart Emacs; mode nil" output)))))
+      (delete-directory dir t))))
+
 (ert-deftest efrit-todo-efrit-mode-test-unique-session-ids ()
   "A session id already in use gets a suffix, and becomes current."
   (let* ((efrit-todo-current-session nil)

@@ -215,6 +215,26 @@ pub fn push_cut(out: &mut String, text: &str) {
     }
 }
 
+/// "t4, t5 and 3 more": IDS, at most MAX_NAMED of them named.
+pub fn push_ids<'a>(out: &mut String, ids: impl IntoIterator<Item = &'a str>) {
+    let mut more = 0usize;
+    for (n, id) in ids.into_iter().enumerate() {
+        if n >= MAX_NAMED {
+            more += 1;
+            continue;
+        }
+        if n > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(id);
+    }
+    if more > 0 {
+        out.push_str(" and ");
+        out.push_str(&more.to_string());
+        out.push_str(" more");
+    }
+}
+
 /// Names ITEMS as `t3 [pending] Write the docs`, at most MAX_NAMED of them
 /// and then "and N more", each between BEFORE and AFTER.
 pub fn name_items<'a>(out: &mut String, items: impl IntoIterator<Item = &'a Item>, before: &str, after: &str) {

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use rustc_hash::FxHashSet;
 
 use crate::guide::named_tool;
-use crate::model::{name_items, push_cut, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS};
+use crate::model::{name_items, push_cut, push_ids, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS};
 use crate::reconcile::Diff;
 use crate::tree::{self, Layout};
 
@@ -227,33 +227,17 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
     }
 }
 
-fn joined<'a>(out: &mut String, ids: impl Iterator<Item = &'a str>) {
-    let mut more = 0;
-    for (n, id) in ids.enumerate() {
-        if n >= MAX_NAMED {
-            more += 1;
-            continue;
-        }
-        if n > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(id);
-    }
-    if more > 0 {
-        let _ = write!(out, " and {more} more");
-    }
-}
 
 fn warnings(out: &mut String, items: &[Item], diff: &Diff) {
     if !diff.removed.is_empty() {
         out.push_str("Removed finished items: ");
-        joined(out, diff.removed.iter().map(|i| i.id.as_str()));
+        push_ids(out, diff.removed.iter().map(|i| i.id.as_str()));
         out.push('\n');
     }
     if !diff.demoted.is_empty() {
         let kept = items.iter().find(|i| i.status == Status::InProgress).map_or("none", |i| i.id.as_str());
         let _ = write!(out, "Warning: only one item may be in_progress: {kept} stays in progress, ");
-        joined(out, diff.demoted.iter().map(String::as_str));
+        push_ids(out, diff.demoted.iter().map(String::as_str));
         out.push_str(" set back to pending.\n");
     }
     if !diff.dropped.is_empty() {

@@ -1250,14 +1250,15 @@ mod tests {
     #[test]
     fn after_tool_returns_text_only_when_it_is_not_the_result_as_given() {
         let mut s = edit_session();
-        let options = LoopOptions::default();
+        let options = LoopOptions { guide: GuideOptions { reminders: false, ..GuideOptions::default() }, ..LoopOptions::default() };
         let mut call = |n: i64, result: Option<&str>| {
             s.after_tool("eval_sexp", Input::Int(n), result.map(String::from), false, None, &options)
         };
         assert_eq!(call(1, Some("42")), None);
         assert_eq!(call(2, None).as_deref(), Some("eval_sexp returned no output"));
         assert_eq!(call(3, Some(" \n")).as_deref(), Some("eval_sexp returned no output"));
-        // A second identical call in a row brings the breaker's warning.
+        assert_eq!(call(3, Some("42")), None);
+        // A third identical call in a row brings the breaker's warning.
         let reply = call(3, Some("42")).unwrap_or_default();
         assert!(reply.starts_with("42\n\nWarning: "), "{reply}");
         assert_eq!(s.entries().last().map(|e| e.result.as_str()), Some("42"));

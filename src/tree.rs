@@ -8,7 +8,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::model::{push_cut, Item, Status, MAX_NAMED};
+use crate::model::{push_cut, push_ids, Item, Status, MAX_NAMED};
 use crate::validate::{quote, InvalidInput};
 
 /// Levels of a tree: a top-level item is level 1, its subtasks level 2,
@@ -91,26 +91,6 @@ fn is_ancestor(up: &[Option<usize>], a: usize, n: usize) -> bool {
         }
     }
     false
-}
-
-/// "t4, t5 and 3 more": at most MAX_NAMED ids.
-fn push_ids<'a>(out: &mut String, ids: impl IntoIterator<Item = &'a str>) {
-    let mut more = 0usize;
-    for (n, id) in ids.into_iter().enumerate() {
-        if n >= MAX_NAMED {
-            more += 1;
-            continue;
-        }
-        if n > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(id);
-    }
-    if more > 0 {
-        out.push_str(" and ");
-        out.push_str(&more.to_string());
-        out.push_str(" more");
-    }
 }
 
 /// "its subtask t4 is" or "its subtasks t4, t5 are".

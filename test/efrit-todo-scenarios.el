@@ -1023,6 +1023,27 @@ those ids are accepted, and the list finishes there."
      (kill-emacs 0))
   "A child Emacs that closes while an efrit-do command runs.")
 
+(ert-deftest efrit-todo-scenarios-carry-over-can-ask ()
+  "With `efrit-todo-carry-over' ask, the user's answer decides."
+  (dolist (answer '(yes no))
+    (let* ((first (efrit-todo-scenarios-run "Do three steps"
+                                            (efrit-todo-scenarios--stopping-script 'interrupt)))
+           (asked nil)
+           (efrit-todo-carry-over 'ask)
+           (efrit-todo-scenarios--keep-unfinished t)
+           (second (cl-letf (((symbol-function 'y-or-n-p)
+                              (lambda (prompt) (setq asked prompt) (eq answer 'yes))))
+                     (let ((noninteractive nil))
+                       (efrit-todo-scenarios-run "Go on" efrit-todo-scenarios--going-on))))
+           (system (efrit-todo-scenarios--system-text (car (plist-get second :requests)))))
+      (ert-info ((format "answered %s" answer))
+        (should (string-match-p (concat "Go on with the unfinished todo list of "
+                                        (regexp-quote (plist-get first :session))
+                                        " (2 of 3 open; it stopped: interrupted by the user)")
+                                asked))
+        (should (eq (and (string-match-p "THE PREVIOUS COMMAND STOPPED" system) t)
+                    (eq answer 'yes)))))))
+
 (ert-deftest efrit-todo-scenarios-list-survives-closing-emacs ()
   "Emacs closed mid-command: after the restart the next command goes on."
   (skip-unless invocation-name)

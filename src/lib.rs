@@ -1512,7 +1512,7 @@ fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
 }
 
 // ---------------------------------------------------------------------------
-// History and persistence (issue 7)
+// History and persistence
 
 fn strings<'e>(env: &'e Env, texts: &[String]) -> Result<Value<'e>> {
     let values = texts.iter().map(|t| t.as_str().into_lisp(env)).collect::<Result<Vec<_>>>()?;

@@ -107,7 +107,7 @@ pub struct ExternalItem {
 }
 
 /// Who changed a list.  The model learns about the user's changes at its
-/// next request; history (issue 7) keeps both.
+/// next tool result; the history keeps both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor {
     Model,

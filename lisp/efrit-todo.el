@@ -1092,7 +1092,10 @@ Runs from `efrit-todo-change-functions', so every change is saved."
 
 (defun efrit-todo-flush ()
   "Finish every pending save before returning.
-Return the messages of saves that failed (each is also shown)."
+A save that failed earlier is tried again.  Return the messages of
+the saves that have not landed (each is also shown): a failed save
+stays pending, is retried in the background and is named by every
+flush until it lands."
   (let ((failures (efrit-todo--module-store-flush)))
     (efrit-todo--report-save-failures failures)
     failures))
@@ -1102,7 +1105,7 @@ Return the messages of saves that failed (each is also shown)."
   "Write every todo list waiting to be saved to disk now, and wait.
 With ALL (interactively, a prefix argument), save every live session
 into `efrit-todo-state-directory' as well.  Return the number of
-failed saves."
+saves that have not landed; they stay pending and are retried."
   (interactive "P")
   (let ((dir (efrit-todo--state-dir)))
     (when (and all dir)
@@ -1110,7 +1113,10 @@ failed saves."
         (efrit-todo--module-store-schedule session dir)))
     (let ((failures (efrit-todo-flush)))
       (when (called-interactively-p 'interactive)
-        (cond (failures)
+        (cond (failures
+               (message "Efrit-todo: %d save%s failed; %s pending and retried"
+                        (length failures) (if (cdr failures) "s" "")
+                        (if (cdr failures) "they stay" "it stays")))
               ((not dir)
                (message "Efrit-todo: efrit-todo-state-directory is nil; lists stay in memory"))
               (t (message "Efrit-todo: saved in %s" dir))))

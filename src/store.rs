@@ -15,7 +15,7 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use once_cell::sync::Lazy;
 use serde::{Deserialize, Serialize};
@@ -816,6 +816,9 @@ static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
 struct Queue {
     /// Dirty sessions and the directory each goes to.
     pending: HashMap<String, PathBuf>,
+    /// Saves that failed: still pending, retried with backoff until one
+    /// lands, and reported by every flush until then.
+    failed: HashMap<String, Failed>,
     /// Directories holding renames not synced yet, and the files those
     /// renames replaced: the end of each save, which the writer thread
     /// finishes off the saving call's path (see `settle`).
@@ -836,7 +839,99 @@ impl Queue {
         let excess = self.errors.len().saturating_sub(MAX_ERRORS);
         self.errors.drain(..excess);
     }
+
+    /// When the next failed save is due for a retry.
+    fn next_retry(&self) -> Option<Instant> {
+        self.failed.values().map(|f| f.retry_at).min()
+    }
+
+    /// Takes the pending saves, and the failed ones that are due (all of
+    /// them with EVERY_FAILED).  A failed save stays in `failed` until one
+    /// of its attempts lands.
+    fn take_batch(&mut self, every_failed: bool) -> HashMap<String, PathBuf> {
+        let mut batch = std::mem::take(&mut self.pending);
+        let now = Instant::now();
+        for (session, failed) in &self.failed {
+            if every_failed || failed.retry_at <= now {
+                batch.entry(session.clone()).or_insert_with(|| failed.dir.clone());
+            }
+        }
+        batch
+    }
+
+    /// Records how the saves of a batch went: a landed save is no longer
+    /// failed, a failed one is retried later, sooner after its first
+    /// failure than after its tenth.  The writer thread is woken to
+    /// time the retries.
+    fn record_outcomes(&mut self, outcomes: Vec<Outcome>) {
+        let now = Instant::now();
+        if outcomes.iter().any(|o| o.failure.is_some()) && ensure_thread(self) {
+            WRITER.wake.notify_one();
+        }
+        for Outcome { session, dir, failure } in outcomes {
+            let Some(message) = failure else {
+                self.failed.remove(&session);
+                continue;
+            };
+            let attempts = self.failed.get(&session).map_or(0, |f| f.attempts) + 1;
+            // Said once in the background; the same failure again is not news.
+            let reported = self.failed.get(&session).is_some_and(|f| f.reported && f.message == message);
+            let backoff = RETRY_FIRST.saturating_mul(1 << (attempts - 1).min(16)).min(RETRY_MAX);
+            self.failed.insert(session, Failed { dir, message, attempts, retry_at: now + backoff, reported });
+        }
+    }
+
+    /// Failures not reported yet, each once: for `schedule`.
+    fn news(&mut self) -> Vec<String> {
+        let mut news = std::mem::take(&mut self.errors);
+        for failed in self.failed.values_mut().filter(|f| !f.reported) {
+            failed.reported = true;
+            news.push(failed.describe());
+        }
+        news
+    }
+
+    /// Every save that has not landed, and the failures not reported yet:
+    /// for `flush`, which must tell the truth every time.
+    fn truth(&mut self) -> Vec<String> {
+        let mut truth = std::mem::take(&mut self.errors);
+        let mut failed: Vec<&mut Failed> = self.failed.values_mut().collect();
+        failed.sort_by(|a, b| a.message.cmp(&b.message));
+        for failed in failed {
+            failed.reported = true;
+            truth.push(failed.describe());
+        }
+        truth
+    }
 }
+
+/// A save that failed and waits for its retry.
+struct Failed {
+    dir: PathBuf,
+    message: String,
+    attempts: u32,
+    retry_at: Instant,
+    reported: bool,
+}
+
+impl Failed {
+    fn describe(&self) -> String {
+        let tries = if self.attempts == 1 { "once".to_string() } else { format!("{} times", self.attempts) };
+        format!("{}; the save stays pending and is retried (tried {tries})", self.message)
+    }
+}
+
+/// How one save of a batch went: None when it landed (or the session is gone).
+struct Outcome {
+    session: String,
+    dir: PathBuf,
+    failure: Option<String>,
+}
+
+/// A failed save is retried after this, then twice as long each time, up
+/// to `RETRY_MAX`.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Failures kept until the Lisp side collects them.
 const MAX_ERRORS: usize = 20;
@@ -911,16 +1006,20 @@ fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
 }
 
 /// Saves every session of BATCH and leaves the syncing of their
-/// directories, one sync per directory, to `settle`.  Returns the failures.
-fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<String> {
-    let mut failures = Vec::new();
+/// directories, one sync per directory, to `settle`.  Returns how each went.
+fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
     let mut done = Vec::new();
     for (session, dir) in batch {
-        match save_locked(scratch, &session, &dir) {
-            Ok(Some(replaced)) => done.push((dir, replaced)),
-            Ok(None) => {}
-            Err(e) => failures.push(describe_failure(&session, &dir, &e)),
-        }
+        let failure = match save_locked(scratch, &session, &dir) {
+            Ok(Some(replaced)) => {
+                done.push((dir.clone(), replaced));
+                None
+            }
+            Ok(None) => None,
+            Err(e) => Some(describe_failure(&session, &dir, &e)),
+        };
+        outcomes.push(Outcome { session, dir, failure });
     }
     if !done.is_empty() {
         let mut queue = lock(&WRITER.queue);
@@ -929,7 +1028,7 @@ fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<St
             queue.replaced.extend(replaced.replaced);
         }
     }
-    failures
+    outcomes
 }
 
 /// Finishes the saves made so far: closes the files they replaced and syncs
@@ -964,21 +1063,37 @@ fn settle() {
 /// burst of changes becomes one write instead of one per fsync.
 const COALESCE: Duration = Duration::from_millis(20);
 
+/// Waits until the queue holds work: a save, a sync, or a failed save
+/// whose retry is due.
+fn wait_for_work() {
+    let mut queue = lock(&WRITER.queue);
+    loop {
+        if !queue.idle() {
+            return;
+        }
+        match queue.next_retry() {
+            None => queue = WRITER.wake.wait(queue).unwrap_or_else(|p| p.into_inner()),
+            Some(due) => {
+                let now = Instant::now();
+                if due <= now {
+                    return;
+                }
+                queue = WRITER.wake.wait_timeout(queue, due - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        }
+    }
+}
+
 fn writer_loop() {
     loop {
-        {
-            let queue = lock(&WRITER.queue);
-            drop(WRITER.wake.wait_while(queue, |q| q.idle()).unwrap_or_else(|p| p.into_inner()));
-        }
+        wait_for_work();
         std::thread::sleep(COALESCE);
         {
             let mut scratch = lock(&WRITER.writing);
-            let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
-            let failures = write_batch(&mut scratch, batch);
-            if !failures.is_empty() {
-                // Still under `writing`, so a flush waiting for this batch sees them.
-                lock(&WRITER.queue).record_failures(failures);
-            }
+            let batch = lock(&WRITER.queue).take_batch(false);
+            let outcomes = write_batch(&mut scratch, batch);
+            // Still under `writing`, so a flush waiting for this batch sees them.
+            lock(&WRITER.queue).record_outcomes(outcomes);
         }
         // Outside `writing`: a save made meanwhile need not wait for it.
         settle();
@@ -1012,22 +1127,22 @@ pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
     if was_idle {
         WRITER.wake.notify_one();
     }
-    std::mem::take(&mut queue.errors)
+    queue.news()
 }
 
 /// Writes every pending save before returning, including one the thread
-/// has begun, syncs the directories of every save so far, and returns all
-/// failures not reported yet.
+/// has begun, tries every failed save again, syncs the directories of
+/// every save so far, and returns the saves that have still not landed
+/// (every time, until they do) and the other failures not reported yet.
 pub fn flush() -> Vec<String> {
-    let failures = {
+    {
         let mut scratch = lock(&WRITER.writing);
-        let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
-        write_batch(&mut scratch, batch)
-    };
+        let batch = lock(&WRITER.queue).take_batch(true);
+        let outcomes = write_batch(&mut scratch, batch);
+        lock(&WRITER.queue).record_outcomes(outcomes);
+    }
     settle();
-    let mut errors = std::mem::take(&mut lock(&WRITER.queue).errors);
-    errors.extend(failures);
-    errors
+    lock(&WRITER.queue).truth()
 }
 
 /// Saves SESSION into DIR now, waiting for any save under way.  The file
@@ -1037,7 +1152,17 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
     let saved = {
         let mut scratch = lock(&WRITER.writing);
         lock(&WRITER.queue).pending.remove(session);
-        save_locked(&mut scratch, session, dir)?
+        let saved = save_locked(&mut scratch, session, dir);
+        // A failed save stays pending like a scheduled one; it is the
+        // caller's error, so it counts as reported.
+        let failure = saved.as_ref().err().map(|e| describe_failure(session, dir, e));
+        let reported = failure.is_some();
+        let mut queue = lock(&WRITER.queue);
+        queue.record_outcomes(vec![Outcome { session: session.to_string(), dir: dir.to_path_buf(), failure }]);
+        if let Some(failed) = queue.failed.get_mut(session).filter(|_| reported) {
+            failed.reported = true;
+        }
+        saved?
     };
     let Some(Replaced { path, replaced }) = saved else { return Ok(None) };
     let mut queue = lock(&WRITER.queue);
@@ -1261,9 +1386,9 @@ mod tests {
         for n in 0..20 {
             let todos: Vec<Json> = (0..=n).map(|i| json!({"content": format!("step {i}"), "status": "pending"})).collect();
             write(registry().session(&name), Json::Array(todos));
-            assert!(schedule(&name, &dir).is_empty());
+            assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
         }
-        assert!(flush().is_empty());
+        assert!(failures_of(&name, flush()).is_empty());
         let (loaded, s) = load_file(&file_path(&dir, &name)).unwrap();
         assert_eq!(loaded, name);
         assert_eq!(s.items.len(), 20);
@@ -1296,14 +1421,15 @@ mod tests {
             for name in &names {
                 let todos = vec![json!({"content": format!("round {round}"), "status": "pending"})];
                 write(registry().session(name), Json::Array(todos));
-                assert!(schedule(name, &dir).is_empty());
-                assert!(schedule(name, &dir).is_empty());
+                assert!(failures_of(name, schedule(name, &dir)).is_empty());
+                assert!(failures_of(name, schedule(name, &dir)).is_empty());
             }
             wait_for(round, &names);
             // Long enough for the writer to be waiting again, idle.
             std::thread::sleep(COALESCE * 5);
         }
-        assert!(flush().is_empty());
+        let errors = flush();
+        assert!(names.iter().all(|name| failures_of(name, errors.clone()).is_empty()));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1371,7 +1497,58 @@ mod tests {
         schedule(&name, &blocker.join("sub"));
         let errors = flush();
         assert!(errors.iter().any(|e| e.contains(&name)), "{errors:?}");
+        // The save stays pending: let it land somewhere harmless.
         let _ = fs::remove_file(&blocker);
+        schedule(&name, &blocker);
+        assert!(!flush().iter().any(|e| e.contains(&name)));
+        let _ = fs::remove_dir_all(&blocker);
+    }
+
+    /// The failures of FLUSH that name SESSION: other tests share the writer.
+    fn failures_of(session: &str, errors: Vec<String>) -> Vec<String> {
+        errors.into_iter().filter(|e| e.contains(session)).collect()
+    }
+
+    #[test]
+    fn a_failed_save_stays_pending_is_retried_and_every_flush_says_so() {
+        let dir = temp_dir("retry");
+        let name = format!("retry test {}", std::process::id());
+        registry().session(&name).add("Must not be lost".into(), None, &Options::default()).unwrap();
+        // A directory where the state file goes: the rename fails.
+        let target = file_path(&dir, &name);
+        fs::create_dir_all(target.join("in the way")).unwrap();
+        assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
+        assert_eq!(failures_of(&name, flush()).len(), 1);
+        // Reported once in the background, but not forgotten: a flush
+        // tries again and tells the truth every time.
+        assert_eq!(failures_of(&name, flush()).len(), 1, "a second flush forgot the failed save");
+        assert_eq!(failures_of(&name, flush()).len(), 1);
+        // Once the obstacle is gone the writer retries on its own, no
+        // flush and no new change needed.
+        fs::remove_dir_all(&target).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while load_file(&target).is_err() {
+            assert!(std::time::Instant::now() < deadline, "the failed save was never retried");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(load_file(&target).unwrap().1.items[0].content, "Must not be lost");
+        assert!(failures_of(&name, flush()).is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_failed_save_now_stays_pending_too() {
+        let dir = temp_dir("retry-now");
+        let name = format!("retry now test {}", std::process::id());
+        registry().session(&name).add("Keep".into(), None, &Options::default()).unwrap();
+        let target = file_path(&dir, &name);
+        fs::create_dir_all(target.join("in the way")).unwrap();
+        assert!(save_now(&name, &dir).is_err());
+        assert_eq!(failures_of(&name, flush()).len(), 1, "a failed save_now was forgotten");
+        fs::remove_dir_all(&target).unwrap();
+        assert!(failures_of(&name, flush()).is_empty());
+        assert_eq!(load_file(&target).unwrap().1.items[0].content, "Keep");
+        let _ = fs::remove_dir_all(&dir);
     }
 
     fn arb_status() -> impl Strategy<Value = &'static str> {

@@ -144,7 +144,35 @@ The directory is deleted afterwards, once pending saves are done."
           (efrit-todo-store-test-write session '("Cannot be saved" "pending"))
           (should (= 1 (efrit-todo-save)))
           (should (cl-some (lambda (m) (string-match-p (regexp-quote session) m)) messages)))
-      (delete-file blocker))))
+      ;; The save stays pending: let it land, then remove what it made.
+      (delete-file blocker)
+      (efrit-todo-save)
+      (delete-directory blocker t))))
+
+(ert-deftest efrit-todo-store-test-a-failed-save-stays-pending ()
+  "A failed save is not forgotten: every save says so until it lands."
+  (let* ((root (make-temp-file "efrit-todo-store-test-" t))
+         (blocker (expand-file-name "blocker" root))
+         (efrit-todo-state-directory (expand-file-name "state/" blocker))
+         (session (efrit-todo-store-test-session))
+         (inhibit-message t))
+    (unwind-protect
+        (progn
+          (write-region "" nil blocker)
+          (efrit-todo-store-test-write session '("Must not be lost" "pending"))
+          (should (= 1 (efrit-todo-save)))
+          ;; Nothing changed since, but the list is still not on disk.
+          (should (= 1 (efrit-todo-save)))
+          (should (string-match-p (regexp-quote session) (car (efrit-todo-flush))))
+          (delete-file blocker)
+          (should (= 0 (efrit-todo-save)))
+          (should (equal (alist-get 'content
+                                    (car (alist-get 'items (efrit-todo-store-test-read-json
+                                                            (efrit-todo-state-file session)))))
+                         "Must not be lost"))
+          (should-not (efrit-todo-flush)))
+      (efrit-todo-flush)
+      (delete-directory root t))))
 
 (ert-deftest efrit-todo-store-test-batch-emacs-saves-nothing-by-default ()
   "The default directory is nil in batch Emacs and under the user's Emacs directory otherwise."

@@ -1007,7 +1007,9 @@ a prefix argument, ask which."
 ;;;; Persistence
 
 (declare-function efrit-todo--module-store-schedule "efrit-todo-module" (session dir))
-(declare-function efrit-todo--module-store-flush "efrit-todo-module" ())
+(declare-function efrit-todo--module-store-flush-begin "efrit-todo-module" ())
+(declare-function efrit-todo--module-store-flush-wait "efrit-todo-module" (ticket seconds))
+(declare-function efrit-todo--module-store-flush-end "efrit-todo-module" (ticket waited))
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-file "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-restore "efrit-todo-module"
@@ -1039,6 +1041,16 @@ days are deleted, damaged files moved aside as .corrupt included.
 The file of a session live in this Emacs is never deleted."
   :type '(choice (number :tag "Days")
                  (const :tag "Keep every list" nil))
+  :group 'efrit-todo)
+
+(defcustom efrit-todo-flush-timeout 10
+  "Seconds `efrit-todo-flush' waits at most for the saves to land.
+Saves are written by a thread of the module; a flush (also
+`efrit-todo-save' and the one as Emacs exits) waits for it, never
+longer than this, so that a disk that does not answer cannot hang
+Emacs.  When the time runs out, the flush says so and the saves stay
+pending.  \[keyboard-quit] stops the waiting too."
+  :type 'number
   :group 'efrit-todo)
 
 (defconst efrit-todo--state-file-regexp
@@ -1096,9 +1108,18 @@ A save that failed earlier is tried again.  Return the messages of
 the saves that have not landed (each is also shown): a failed save
 stays pending, is retried in the background and is named by every
 flush until it lands."
-  (let ((failures (efrit-todo--module-store-flush)))
-    (efrit-todo--report-save-failures failures)
-    failures))
+  (let* ((limit (if (and (numberp efrit-todo-flush-timeout) (> efrit-todo-flush-timeout 0))
+                    (float efrit-todo-flush-timeout)
+                  10.0))
+         (ticket (efrit-todo--module-store-flush-begin))
+         (deadline (+ (float-time) limit))
+         left)
+    ;; Short waits in a Lisp loop, so that C-g can stop it.
+    (while (and (> (setq left (- deadline (float-time))) 0)
+                (not (efrit-todo--module-store-flush-wait ticket (min left 0.05)))))
+    (let ((failures (efrit-todo--module-store-flush-end ticket limit)))
+      (efrit-todo--report-save-failures failures)
+      failures)))
 
 ;;;###autoload
 (defun efrit-todo-save (&optional all)
@@ -1126,6 +1147,7 @@ saves that have not landed; they stay pending and are retried."
   "Write what is pending to disk as Emacs exits; never stop the exit."
   (condition-case err
       (efrit-todo-flush)
+    (quit (message "Efrit-todo: stopped waiting for the saves to land"))
     (error (message "Efrit-todo: could not save: %s" (error-message-string err)))))
 
 ;; Late, so that changes other exit functions make are saved too.

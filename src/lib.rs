@@ -1561,10 +1561,38 @@ thread_local! {
     static LAST_DIR: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
-/// Writes every pending save now; returns the failures not reported yet.
+/// Writes every pending save now, waiting at most `store::FLUSH_WAIT`;
+/// returns the saves that have not landed and the failures not reported yet.
 #[defun]
 fn store_flush(env: &Env) -> Result<Value<'_>> {
     strings(env, &store::flush())
+}
+
+/// Asks the writer thread to write every pending save and retry every
+/// failed one; returns the ticket that `store-flush-wait` waits for.
+#[defun]
+fn store_flush_begin() -> Result<i64> {
+    Ok(i64::try_from(store::flush_begin()).unwrap_or(i64::MAX))
+}
+
+/// A duration in seconds from Lisp: a number, bounded to an hour.
+fn seconds(value: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(if value.is_finite() { value.clamp(0.0, 3600.0) } else { 0.0 })
+}
+
+/// Waits up to SECONDS (a float) for the flush TICKET; t once it is done.
+/// Lisp waits in short slices, so that C-g stops the waiting.
+#[defun]
+fn store_flush_wait(ticket: i64, wait: f64) -> Result<bool> {
+    Ok(store::flush_wait(u64::try_from(ticket).unwrap_or(0), seconds(wait)))
+}
+
+/// The saves that have not landed after the flush TICKET, the failures
+/// not reported yet, and, when the flush is not done after WAITED seconds,
+/// that it gave up.
+#[defun]
+fn store_flush_end(env: &Env, ticket: i64, waited: f64) -> Result<Value<'_>> {
+    strings(env, &store::flush_end(u64::try_from(ticket).unwrap_or(0), seconds(waited)))
 }
 
 /// Saves SESSION into DIR now; the file name, or nil for an unknown session.

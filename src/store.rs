@@ -615,16 +615,78 @@ fn ensure_dir(dir: &Path) -> io::Result<()> {
 
 fn create_private(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
+    // create_new never follows a symlink: one at PATH fails the call.
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)
 }
 
+/// What kind of file TYPE is, when it is not a regular file.
+fn special_kind(file_type: fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        return None;
+    }
+    if file_type.is_dir() {
+        return Some("a directory");
+    }
+    if file_type.is_symlink() {
+        return Some("a symbolic link");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return Some("a FIFO");
+        }
+        if file_type.is_socket() {
+            return Some("a socket");
+        }
+        if file_type.is_block_device() || file_type.is_char_device() {
+            return Some("a device");
+        }
+    }
+    Some("not a plain file")
+}
+
+fn not_regular(path: &Path, kind: &str) -> io::Error {
+    io::Error::other(format!(
+        "{} is not a regular file ({kind}); efrit-todo reads and replaces only regular files, so it leaves it alone",
+        path.display()
+    ))
+}
+
+/// Opens PATH for reading without ever blocking or following a symlink:
+/// a FIFO, a device or a symlink at PATH is an error naming what it is,
+/// never a read that waits for a writer.
+fn open_regular(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        // O_NOFOLLOW fails on a symlink with ELOOP.
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular(path, "a symbolic link")),
+        Err(e) => return Err(e),
+    };
+    match special_kind(file.metadata()?.file_type()) {
+        Some(kind) => Err(not_regular(path, kind)),
+        None => Ok(file),
+    }
+}
+
 /// Makes a rename in DIR durable.  Not every platform can open a directory.
 fn sync_dir(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
+    {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        // Whatever DIR has become since, opening it never blocks.
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_DIRECTORY);
+        options.open(dir)?.sync_all()?;
+    }
     let _ = dir;
     Ok(())
 }
@@ -656,6 +718,17 @@ pub struct Replaced {
 pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced> {
     ensure_dir(dir)?;
     let target = dir.join(file);
+    // Only a regular file is replaced: a FIFO, a directory or a symlink
+    // someone put there stays, and the save fails saying why.
+    match fs::symlink_metadata(&target) {
+        Ok(meta) => {
+            if let Some(kind) = special_kind(meta.file_type()) {
+                return Err(not_regular(&target, kind));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     let temp = dir.join(format!(".{file}.{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
     let written = (|| {
         let mut out = create_private(&temp)?;
@@ -677,8 +750,9 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
         out.sync_data()?;
         drop(out);
         // Unix only: elsewhere an open file cannot be renamed over.
+        // Never blocking: the target may have become a FIFO since the check.
         #[cfg(unix)]
-        let replaced = File::open(&target).ok();
+        let replaced = open_regular(&target).ok();
         #[cfg(not(unix))]
         let replaced = None;
         fs::rename(&temp, &target)?;
@@ -743,20 +817,24 @@ pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
     Ok(target)
 }
 
-/// Reads one state file.
+/// Reads one state file; only a regular file, never following a symlink.
 pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
-    let size = fs::metadata(file)?.len();
+    let opened = open_regular(file)?;
+    let size = opened.metadata()?.len();
     if size > MAX_FILE_BYTES {
         return Err(corrupt(format!("{size} bytes is more than a state file can hold")));
     }
-    decode(&fs::read(file)?)
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // At most one byte more than the size seen, should the file grow.
+    io::Read::read_to_end(&mut io::Read::take(opened, size + 1), &mut bytes)?;
+    decode(&bytes)
 }
 
 fn is_stale_temp(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     name.starts_with('.')
         && name.ends_with(".tmp")
-        && fs::metadata(path)
+        && fs::symlink_metadata(path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| SystemTime::now().duration_since(t).ok())
@@ -781,8 +859,17 @@ pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
             continue;
         }
         let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.starts_with('.') || file.extension().and_then(|e| e.to_str()) != Some(EXTENSION) || !file.is_file() {
+        if name.starts_with('.') || file.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
             continue;
+        }
+        // Named like a state file but not one: never opened, and said so.
+        match fs::symlink_metadata(&file).map(|meta| special_kind(meta.file_type())) {
+            Ok(None) => {}
+            Ok(Some(kind)) => {
+                report.skipped.push((file.clone(), not_regular(&file, kind).to_string()));
+                continue;
+            }
+            Err(_) => continue,
         }
         match load_file(&file) {
             Ok((name, session)) => {
@@ -827,11 +914,31 @@ struct Queue {
     /// Failures of background writes, for the Lisp side to report.
     errors: Vec<String>,
     thread_started: bool,
+    /// Flushes asked of the writer thread, and the newest it has done: a
+    /// flush waits for the thread (a bounded time) rather than touching
+    /// the disk itself, so that no file operation can hang Emacs.
+    flushes_asked: u64,
+    flushes_done: u64,
+    /// The sessions of the batch the thread is writing, to name them when
+    /// a flush gives up waiting.
+    in_hand: Vec<String>,
 }
 
 impl Queue {
     fn idle(&self) -> bool {
-        self.pending.is_empty() && self.unsynced.is_empty() && self.replaced.is_empty()
+        self.pending.is_empty()
+            && self.unsynced.is_empty()
+            && self.replaced.is_empty()
+            && self.flushes_asked == self.flushes_done
+    }
+
+    /// The sessions whose saves have not landed, sorted.
+    fn unsaved(&self) -> Vec<&str> {
+        let mut names: Vec<&str> =
+            self.pending.keys().chain(self.failed.keys()).chain(&self.in_hand).map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     fn record_failures(&mut self, failures: Vec<String>) {
@@ -952,6 +1059,8 @@ const MAX_KEPT_BUFFER: usize = 4 * 1024 * 1024;
 struct Writer {
     queue: Mutex<Queue>,
     wake: Condvar,
+    /// Signalled when the thread has done a flush.
+    flushed: Condvar,
     /// Held for the whole of a save, snapshot included: saves of a session
     /// land in the order their snapshots were taken, so the file never goes
     /// back to an older state.
@@ -964,6 +1073,7 @@ struct Writer {
 static WRITER: Lazy<Writer> = Lazy::new(|| Writer {
     queue: Mutex::new(Queue::default()),
     wake: Condvar::new(),
+    flushed: Condvar::new(),
     writing: Mutex::new(Scratch::default()),
     settling: Mutex::new(()),
 });
@@ -1087,16 +1197,33 @@ fn wait_for_work() {
 fn writer_loop() {
     loop {
         wait_for_work();
-        std::thread::sleep(COALESCE);
         {
-            let mut scratch = lock(&WRITER.writing);
-            let batch = lock(&WRITER.queue).take_batch(false);
-            let outcomes = write_batch(&mut scratch, batch);
-            // Still under `writing`, so a flush waiting for this batch sees them.
-            lock(&WRITER.queue).record_outcomes(outcomes);
+            // Changes gather for a moment, unless a flush waits.
+            let queue = lock(&WRITER.queue);
+            drop(WRITER.wake.wait_timeout_while(queue, COALESCE, |q| q.flushes_asked == q.flushes_done));
         }
+        let serving = {
+            let mut scratch = lock(&WRITER.writing);
+            let (batch, serving) = {
+                let mut queue = lock(&WRITER.queue);
+                let serving = queue.flushes_asked;
+                // A flush tries every failed save again, not only those due.
+                let flushing = serving > queue.flushes_done;
+                let batch = queue.take_batch(flushing);
+                queue.in_hand = batch.keys().cloned().collect();
+                (batch, serving)
+            };
+            let outcomes = write_batch(&mut scratch, batch);
+            let mut queue = lock(&WRITER.queue);
+            queue.record_outcomes(outcomes);
+            queue.in_hand.clear();
+            serving
+        };
         // Outside `writing`: a save made meanwhile need not wait for it.
         settle();
+        let mut queue = lock(&WRITER.queue);
+        queue.flushes_done = queue.flushes_done.max(serving);
+        WRITER.flushed.notify_all();
     }
 }
 
@@ -1130,19 +1257,67 @@ pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
     queue.news()
 }
 
-/// Writes every pending save before returning, including one the thread
-/// has begun, tries every failed save again, syncs the directories of
-/// every save so far, and returns the saves that have still not landed
-/// (every time, until they do) and the other failures not reported yet.
-pub fn flush() -> Vec<String> {
-    {
+/// How long `flush` waits for the writer thread by default.
+pub const FLUSH_WAIT: Duration = Duration::from_secs(10);
+
+/// Asks the writer thread to write every pending save, including one it
+/// has begun, to try every failed save again and to sync the directories
+/// of every save so far.  Returns the flush's ticket for `flush_wait` and
+/// `flush_end`.  Without a thread it does all that itself, at once.
+pub fn flush_begin() -> u64 {
+    let mut queue = lock(&WRITER.queue);
+    if !ensure_thread(&mut queue) {
+        drop(queue);
         let mut scratch = lock(&WRITER.writing);
         let batch = lock(&WRITER.queue).take_batch(true);
         let outcomes = write_batch(&mut scratch, batch);
         lock(&WRITER.queue).record_outcomes(outcomes);
+        drop(scratch);
+        settle();
+        return 0;
     }
-    settle();
-    lock(&WRITER.queue).truth()
+    queue.flushes_asked += 1;
+    WRITER.wake.notify_one();
+    queue.flushes_asked
+}
+
+/// Waits up to LIMIT for the flush TICKET; true once it is done.
+pub fn flush_wait(ticket: u64, limit: Duration) -> bool {
+    let queue = lock(&WRITER.queue);
+    let (queue, _) =
+        WRITER.flushed.wait_timeout_while(queue, limit, |q| q.flushes_done < ticket).unwrap_or_else(|p| p.into_inner());
+    queue.flushes_done >= ticket
+}
+
+/// What the flush TICKET leaves to say: the saves that have still not
+/// landed (every time, until they do), the other failures not reported
+/// yet, and, when the flush is not done (its waiting ran out after
+/// WAITED), that it gave up and what stays pending.
+pub fn flush_end(ticket: u64, waited: Duration) -> Vec<String> {
+    let mut queue = lock(&WRITER.queue);
+    let done = queue.flushes_done >= ticket;
+    let unsaved = if done { String::new() } else { queue.unsaved().iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(", ") };
+    let mut truth = queue.truth();
+    if !done {
+        truth.push(format!(
+            "gave up waiting for the writer after {:.1} s, with the disk not answering; {} stay pending and are written when it does",
+            waited.as_secs_f64(),
+            if unsaved.is_empty() { "the saves under way".to_string() } else { format!("the saves of {unsaved}") }
+        ));
+    }
+    truth
+}
+
+/// A whole flush, waiting at most LIMIT: `flush_begin`, `flush_wait`, `flush_end`.
+pub fn flush_within(limit: Duration) -> Vec<String> {
+    let ticket = flush_begin();
+    flush_wait(ticket, limit);
+    flush_end(ticket, limit)
+}
+
+/// A flush that waits at most `FLUSH_WAIT`.
+pub fn flush() -> Vec<String> {
+    flush_within(FLUSH_WAIT)
 }
 
 /// Saves SESSION into DIR now, waiting for any save under way.  The file
@@ -1548,6 +1723,97 @@ mod tests {
         fs::remove_dir_all(&target).unwrap();
         assert!(failures_of(&name, flush()).is_empty());
         assert_eq!(load_file(&target).unwrap().1.items[0].content, "Keep");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    fn make_fifo(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    }
+
+    /// Runs F on a thread of its own and returns its value, or None when it
+    /// has not returned after SECONDS (it is left running).
+    fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(seconds)).ok()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_symlink_at_a_state_file_is_never_opened_for_writing() {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let dir = temp_dir("fifo");
+        ensure_dir(&dir).unwrap();
+        let name = format!("fifo test {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        let target = file_path(&dir, &name);
+        make_fifo(&target);
+        let (n, d) = (name.clone(), dir.clone());
+        let saved = within(5, move || save_now(&n, &d).map_err(|e| e.to_string()));
+        let Some(saved) = saved else {
+            // Let the stuck save go, so that the other tests can go on.
+            let _ = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&target);
+            panic!("a save blocked on the FIFO at {}", target.display());
+        };
+        let error = saved.unwrap_err();
+        assert!(error.contains("not a regular file") && error.contains("FIFO"), "{error}");
+        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+        // Scheduled and flushed, the same, and the flush comes back.
+        assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
+        let errors = within(5, flush).expect("a flush blocked on a FIFO");
+        assert!(failures_of(&name, errors).iter().any(|e| e.contains("FIFO")));
+        // Reading the directory skips it, and says so.
+        let report = within(5, {
+            let dir = dir.clone();
+            move || load_dir(&dir, false).unwrap()
+        })
+        .expect("a restore blocked on a FIFO");
+        assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("FIFO")), "{:?}", report.skipped);
+        // A symlink is not followed: the file it points to stays as it was.
+        fs::remove_file(&target).unwrap();
+        let outside = temp_dir("fifo-outside");
+        fs::write(&outside, b"not yours").unwrap();
+        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        let error = save_now(&name, &dir).unwrap_err().to_string();
+        assert!(error.contains("symbolic link"), "{error}");
+        assert_eq!(fs::read(&outside).unwrap(), b"not yours");
+        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_symlink());
+        let report = load_dir(&dir, false).unwrap();
+        assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("symbolic link")), "{:?}", report.skipped);
+        // Gone, the save lands.
+        fs::remove_file(&target).unwrap();
+        assert!(failures_of(&name, flush()).is_empty());
+        assert!(load_file(&target).is_ok());
+        let _ = fs::remove_file(&outside);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_flush_waits_a_bounded_time_for_a_stuck_writer_and_says_so() {
+        let dir = temp_dir("stuck");
+        let name = format!("stuck test {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        // A writer stuck in a save: it holds `writing` for three seconds.
+        let stuck = lock(&WRITER.writing);
+        assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
+        let started = std::time::Instant::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(flush_within(Duration::from_millis(200)));
+        });
+        let errors = rx.recv_timeout(Duration::from_secs(3));
+        drop(stuck);
+        let errors = errors.expect("the flush waited for the stuck writer");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(errors.iter().any(|e| e.contains("gave up") && e.contains(&name)), "{errors:?}");
+        // The save was not dropped: it lands once the writer is free.
+        assert!(failures_of(&name, flush()).is_empty());
+        assert!(load_file(&file_path(&dir, &name)).is_ok());
         let _ = fs::remove_dir_all(&dir);
     }
 

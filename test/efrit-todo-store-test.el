@@ -547,6 +547,81 @@ file and rename it would leave a damaged state file there."
             (delete-process process))
           (kill-buffer (process-buffer process)))))))
 
+(defconst efrit-todo-store-test--fifo-child
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left)))
+     (setq command-line-args-left nil)
+     (make-directory efrit-todo-state-directory t)
+     (call-process "mkfifo" nil nil nil (efrit-todo-state-file session))
+     (efrit-todo-write (list :todos (vector (list :content "Blocked?" :status "pending"))) session)
+     (let ((failures (efrit-todo-flush)))
+       (princ (format "failures %d: %s\n" (length failures) (car failures))))
+     (kill-emacs 0))
+  "A child Emacs that saves a session whose state file is a FIFO.")
+
+(ert-deftest efrit-todo-store-test-a-fifo-never-hangs-emacs ()
+  "A FIFO at a state file's path: the save fails at once, saying why.
+In a child Emacs, because a writer that opened the FIFO would hang."
+  (skip-unless (and invocation-name (executable-find "mkfifo")))
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (format "fifo-%s" (cl-gensym)))
+           (process (efrit-todo-store-test--spawn
+                     "efrit-todo-fifo" efrit-todo-store-test--fifo-child dir session)))
+      (unwind-protect
+          (progn
+            (efrit-todo-store-test--wait
+             process (lambda (_) (not (process-live-p process))) 30 "the child to exit")
+            (should (equal (process-exit-status process) 0))
+            (let ((output (with-current-buffer (process-buffer process) (buffer-string)))
+                  (file (expand-file-name (file-name-nondirectory
+                                           (efrit-todo--module-store-file session dir))
+                                          dir)))
+              (should (string-match-p "^failures 1: .*not a regular file (a FIFO)" output))
+              (should (file-exists-p file))
+              (should-not (file-regular-p file))
+              ;; Restoring leaves it alone and says so, without blocking.
+              (efrit-todo-store-test-capturing-warnings warnings
+                (should-not (efrit-todo-restore t))
+                (should (cl-some (lambda (w) (string-match-p "FIFO" w)) warnings)))
+              (delete-file file)))
+        (when (process-live-p process)
+          (delete-process process))
+        (kill-buffer (process-buffer process))))))
+
+(defconst efrit-todo-store-test--stuck-child
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left))
+         (efrit-todo-flush-timeout 0.3))
+     (setq command-line-args-left nil)
+     (efrit-todo-write (list :todos (vector (list :content "Slow" :status "pending"))) session)
+     (let* ((start (float-time))
+            (failures (efrit-todo-flush)))
+       (princ (format "waited %.2f, failures %d: %s\n"
+                      (- (float-time) start) (length failures) (car failures))))
+     (kill-emacs 0))
+  "A child Emacs whose flush meets a writer busy for seconds.")
+
+(ert-deftest efrit-todo-store-test-a-flush-gives-up-after-its-timeout ()
+  "A flush waits at most `efrit-todo-flush-timeout' for the writer, and says so."
+  (skip-unless invocation-name)
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (format "stuck-%s" (cl-gensym)))
+           (process-environment (cons "EFRIT_TODO_TEST_WRITE_PAUSE_MS=3000" process-environment))
+           (process (efrit-todo-store-test--spawn
+                     "efrit-todo-stuck" efrit-todo-store-test--stuck-child dir session)))
+      (unwind-protect
+          (progn
+            (efrit-todo-store-test--wait
+             process (lambda (out) (string-match-p "^waited" out)) 30 "the flush to return")
+            (let ((output (with-current-buffer (process-buffer process) (buffer-string))))
+              (should (string-match "^waited \\([0-9.]+\\), failures 1: \\(.*\\)$" output))
+              (should (< (string-to-number (match-string 1 output)) 2))
+              (should (string-match-p "gave up" (match-string 2 output)))
+              (should (string-match-p (regexp-quote session) (match-string 2 output)))))
+        (when (process-live-p process)
+          (delete-process process))
+        (kill-buffer (process-buffer process))))))
+
 (ert-deftest efrit-todo-store-test-exit-flushes-unsaved-writes ()
   "A child that writes and exits without saving leaves its last write on disk."
   (skip-unless invocation-name)

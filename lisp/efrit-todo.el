@@ -1013,7 +1013,7 @@ a prefix argument, ask which."
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-file "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-restore "efrit-todo-module"
-                  (dir only-open force))
+                  (dir only-open force max-items max-content))
 
 (defcustom efrit-todo-state-directory
   (and (not noninteractive) (locate-user-emacs-file "efrit-todo/"))
@@ -1189,7 +1189,9 @@ With ONLY-OPEN, only sessions with unfinished items.  Files older than
 report plist, with the deleted files under :pruned."
   (efrit-todo-flush)
   (let* ((pruned (efrit-todo--prune-state-files dir))
-         (report (append (efrit-todo--module-store-restore dir only-open force)
+         (report (append (efrit-todo--module-store-restore
+                          dir only-open force
+                          efrit-todo-max-items efrit-todo-max-content-length)
                          (list :pruned pruned))))
     (pcase-dolist (`(,file ,aside ,reason) (plist-get report :moved))
       (display-warning
@@ -1198,6 +1200,8 @@ report plist, with the deleted files under :pruned."
                file reason aside)))
     (pcase-dolist (`(,file ,reason) (plist-get report :skipped))
       (display-warning 'efrit-todo (format "%s was left alone: %s" file reason)))
+    (pcase-dolist (`(,file ,text) (plist-get report :warnings))
+      (display-warning 'efrit-todo (format "%s: %s" file text)))
     (let ((efrit-todo--restoring t))
       (mapc #'efrit-todo--changed (plist-get report :restored)))
     report))

@@ -1612,13 +1612,23 @@ fn store_file(env: &Env, session: Value, dir: String) -> Result<String> {
     Ok(store::file_path(std::path::Path::new(&dir), &session).to_string_lossy().into_owned())
 }
 
-/// Reads the sessions saved in DIR into the registry.  With ONLY-OPEN, only
+/// Reads the sessions saved in DIR into the registry, within the limits
+/// todo_write keeps (MAX-ITEMS, MAX-CONTENT).  With ONLY-OPEN, only
 /// sessions with unfinished items; a session here whose list is not empty is
 /// replaced only with FORCE.  Returns (:restored NAMES :kept NAMES
-/// :moved ((FILE AS REASON) ...) :skipped ((FILE REASON) ...)).
+/// :moved ((FILE AS REASON) ...) :skipped ((FILE REASON) ...)
+/// :warnings ((FILE TEXT) ...)).
 #[defun]
-fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>) -> Result<Value<'e>> {
-    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil()) {
+fn store_restore<'e>(
+    env: &'e Env,
+    dir: String,
+    only_open: Value<'e>,
+    force: Value<'e>,
+    max_items: i64,
+    max_content: i64,
+) -> Result<Value<'e>> {
+    let limits = options(max_items, max_content, 0).limits;
+    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil(), &limits) {
         Ok(report) => report,
         Err(e) => return env.call("error", ("Efrit-todo: could not read %s: %s", dir.as_str(), e.to_string())),
     };
@@ -1647,6 +1657,8 @@ fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Val
         .map(|(from, to, why)| env.list((path(from), path(to), why.as_str())))
         .collect::<Result<Vec<_>>>()?;
     let skipped = report.skipped.iter().map(|(file, why)| env.list((path(file), why.as_str()))).collect::<Result<Vec<_>>>()?;
+    let warnings =
+        report.warnings.iter().map(|(file, text)| env.list((path(file), text.as_str()))).collect::<Result<Vec<_>>>()?;
     env.list([
         keyword(env, "restored")?,
         strings(env, &restored)?,
@@ -1656,5 +1668,7 @@ fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Val
         env.list(&moved)?,
         keyword(env, "skipped")?,
         env.list(&skipped)?,
+        keyword(env, "warnings")?,
+        env.list(&warnings)?,
     ])
 }

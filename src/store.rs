@@ -19,13 +19,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use once_cell::sync::Lazy;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+#[cfg(test)]
 use serde_json::Value as Json;
 
-use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
+use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS};
 use crate::ledger::Entry;
 use crate::model::{now, Item, Status, Timestamp};
 use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
-use crate::validate::{checked_text, Input};
+use crate::validate::{checked_text, Input, Limits};
 
 /// The layout this code writes.  Version 1 was the first, list-only layout:
 /// `session`, `counter` and `todos`.
@@ -33,9 +35,6 @@ pub const SCHEMA_VERSION: u64 = 2;
 
 /// Suffix of state files.
 pub const EXTENSION: &str = "json";
-
-/// Files larger than this are not read: no list within the limits comes near.
-const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Retired items kept in a file, newest first.  Ids beyond them are still
 /// never reissued (the counter is saved); only bringing such an item back
@@ -53,6 +52,8 @@ pub enum LoadError {
     Newer(u64),
     #[error("{0}")]
     Io(#[from] io::Error),
+    #[error("{0}")]
+    Refused(String),
 }
 
 fn corrupt(message: impl Into<String>) -> LoadError {
@@ -263,16 +264,28 @@ struct StoredChange {
 }
 
 impl StoredChange {
-    fn into_change(self, path: &str) -> Result<Change, LoadError> {
-        let actor = Actor::parse(&self.actor).ok_or_else(|| corrupt(format!("{path}.actor: unknown actor {:?}", self.actor)))?;
-        let kind = ChangeKind::parse(&self.kind).ok_or_else(|| corrupt(format!("{path}.kind: unknown kind {:?}", self.kind)))?;
+    /// The change, or what is wrong with it (a path and a reason).
+    fn into_change(self, path: &str, limits: &Limits) -> Result<Change, String> {
+        let actor = Actor::parse(&self.actor).ok_or_else(|| format!("{path}.actor: unknown actor {:?}", self.actor))?;
+        let kind = ChangeKind::parse(&self.kind).ok_or_else(|| format!("{path}.kind: unknown kind {:?}", self.kind))?;
+        let items = |stored: Vec<StoredItem>, field: &str| {
+            let path = format!("{path}.undo.{field}");
+            let items = items_of(stored, &path).map_err(|e| match e {
+                LoadError::Corrupt(why) => why,
+                other => other.to_string(),
+            })?;
+            for (i, item) in items.iter().enumerate() {
+                check_item(item, &format!("{path}[{i}]"), limits)?;
+            }
+            Ok::<_, String>(items)
+        };
         let undo = match self.undo {
             None => None,
             Some(undo) => Some(UndoData {
                 order: undo.order,
                 added: undo.added,
-                before: items_of(undo.before, &format!("{path}.undo.before"))?,
-                retired_before: items_of(undo.retired_before, &format!("{path}.undo.retired_before"))?,
+                before: items(undo.before, "before")?,
+                retired_before: items(undo.retired_before, "retired_before")?,
             }),
         };
         Ok(Change {
@@ -293,49 +306,333 @@ fn items_of(stored: Vec<StoredItem>, path: &str) -> Result<Vec<Item>, LoadError>
     stored.into_iter().enumerate().map(|(i, item)| item.into_item(&format!("{path}[{i}]"))).collect()
 }
 
-/// The whole file, in the current layout, as read.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-struct StoredState {
+/// The whole file as read.  What the list needs is typed, and a mistake
+/// there refuses the file; the parts kept only for the record are taken
+/// raw and read one by one, so that a bad one is dropped with a warning
+/// and the list kept.  Version 1 called `id_counter` `counter` and `items`
+/// `todos`.
+#[derive(Deserialize)]
+struct StoredState<'a> {
     schema_version: u64,
     session: String,
-    #[serde(default)]
-    saved_at: Timestamp,
-    #[serde(default)]
-    created: Timestamp,
-    #[serde(default)]
+    #[serde(default, alias = "counter")]
     id_counter: u64,
-    #[serde(default)]
-    writes: u64,
-    items: Vec<StoredItem>,
-    #[serde(default)]
-    retired: Vec<StoredItem>,
-    #[serde(default)]
-    user_notes: Vec<String>,
-    #[serde(default)]
-    breaker: StoredBreaker,
-    #[serde(default)]
-    ledger: LedgerSummary,
-    #[serde(default)]
-    history_seq: u64,
-    #[serde(default)]
-    history: Vec<StoredChange>,
-    #[serde(default)]
-    stopped: Option<StoredStop>,
+    #[serde(borrow, alias = "todos")]
+    items: &'a RawValue,
+    #[serde(default, borrow)]
+    saved_at: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    created: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    writes: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    retired: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    user_notes: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    breaker: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    ledger: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    history_seq: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    history: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    stopped: Option<&'a RawValue>,
 }
 
-impl StoredState {
-    fn into_session(self) -> Result<(String, Session), LoadError> {
+/// Just the version, to tell a newer layout from a damaged file.
+#[derive(Deserialize)]
+struct VersionOnly {
+    schema_version: u64,
+}
+
+/// The largest id counter a file may hold: ids stay exact numbers in Lisp
+/// and JSON, and the counter can never wrap around to reissue an id.
+pub const MAX_ID_COUNTER: u64 = 1 << 53;
+
+/// User notes kept from a file; a session gathers them only between two
+/// writes of the model.
+const MAX_STORED_NOTES: usize = 1000;
+
+/// The number of `t<N>` ID, if it has that form.
+fn id_number(id: &str) -> Option<u64> {
+    id.strip_prefix('t').and_then(|digits| digits.parse().ok())
+}
+
+/// ITEM (read at PATH) within LIMITS, as todo_write keeps its texts: no
+/// NUL, at most `max_content_chars` characters in every text field.
+fn check_item(item: &Item, path: &str, limits: &Limits) -> Result<(), String> {
+    let texts = [
+        ("id", Some(&item.id)),
+        ("content", Some(&item.content)),
+        ("activeForm", Some(&item.active_form)),
+        ("parent", item.parent.as_ref()),
+        ("priority", item.priority.as_ref()),
+    ];
+    for (field, text) in texts {
+        let Some(text) = text else { continue };
+        if text.contains('\0') {
+            return Err(format!("{path}.{field}: contains a NUL character"));
+        }
+        let max = limits.max_content_chars;
+        if text.len() > max {
+            let chars = text.chars().count();
+            if chars > max {
+                return Err(format!(
+                    "{path}.{field}: is {chars} characters long; the limit is {max} (efrit-todo-max-content-length)"
+                ));
+            }
+        }
+    }
+    match id_number(&item.id) {
+        Some(n) if n > MAX_ID_COUNTER => Err(format!("{path}.id: {} is beyond the largest id, t{MAX_ID_COUNTER}", item.id)),
+        _ => Ok(()),
+    }
+}
+
+/// The path ("breaker.calls", "history[2].undo.before[0]") of the value
+/// being read at byte END of TEXT, the JSON of the part PREFIX: where a
+/// serde_json error points.  MISSING: the error is a missing field, which
+/// points at the end of its object, past the last key read.
+fn path_at(text: &str, end: usize, prefix: &str, missing: bool) -> String {
+    enum Frame {
+        Object(Option<String>),
+        Array(usize),
+    }
+    let bytes = text.as_bytes();
+    let end = end.min(bytes.len());
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match bytes[i] {
+            b'{' => stack.push(Frame::Object(None)),
+            b'[' => stack.push(Frame::Array(0)),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Array(n)) => *n += 1,
+                Some(Frame::Object(key)) => *key = None,
+                None => {}
+            },
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                // A string in an object with no key yet is the next key.
+                if let Some(Frame::Object(key @ None)) = stack.last_mut() {
+                    let quoted = text.get(start..(i + 1).min(bytes.len())).unwrap_or("\"\"");
+                    *key = Some(serde_json::from_str(quoted).unwrap_or_default());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if missing {
+        if let Some(Frame::Object(key)) = stack.last_mut() {
+            *key = None;
+        }
+    }
+    let mut path = prefix.to_string();
+    for frame in stack {
+        match frame {
+            Frame::Object(Some(key)) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&key);
+            }
+            Frame::Object(None) => {}
+            Frame::Array(n) => {
+                let _ = write!(path, "[{n}]");
+            }
+        }
+    }
+    path
+}
+
+/// ERROR, from reading TEXT as the part PREFIX, as "path: what is wrong".
+fn located(text: &str, prefix: &str, error: &serde_json::Error) -> String {
+    let line_start: usize = text.split_inclusive('\n').take(error.line().saturating_sub(1)).map(str::len).sum();
+    let end = (line_start + error.column()).saturating_sub(1);
+    let message = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    let message = message.strip_suffix(&position).unwrap_or(&message);
+    let path = path_at(text, end, prefix, message.starts_with("missing field"));
+    if path.is_empty() {
+        message.to_string()
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
+/// What reading the record-only parts of a file found wrong.
+struct Records {
+    warnings: Vec<String>,
+}
+
+impl Records {
+    /// Part NAME read as T; None, with a warning naming the field, when it
+    /// does not read (or is absent).
+    fn part<T: serde::de::DeserializeOwned>(&mut self, raw: Option<&RawValue>, name: &str) -> Option<T> {
+        let raw = raw?;
+        match serde_json::from_str(raw.get()) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.drop_part(name, located(raw.get(), name, &e));
+                None
+            }
+        }
+    }
+
+    /// Part NAME, a JSON object, read as T, like `part`.  (Serde would take
+    /// a list for a struct, field by field.)
+    fn object<T: serde::de::DeserializeOwned>(&mut self, raw: Option<&RawValue>, name: &str) -> Option<T> {
+        let raw = raw?;
+        if !raw.get().starts_with('{') {
+            self.drop_part(name, format!("{name}: expected an object, got {}", raw.get().chars().take(40).collect::<String>()));
+            return None;
+        }
+        self.part(Some(raw), name)
+    }
+
+    fn drop_part(&mut self, name: &str, why: String) {
+        self.warnings.push(format!("{why}; the {name} part was dropped and the list kept"));
+    }
+
+    fn note(&mut self, text: String) {
+        self.warnings.push(text);
+    }
+}
+
+/// Reads a list of items from RAW, keeping at most CAP: the rest are
+/// only counted, without building them.  Returns the items and how many
+/// there were.
+fn read_capped_items(raw: &RawValue, cap: usize) -> Result<(Vec<StoredItem>, usize), serde_json::Error> {
+    struct Capped(usize);
+    impl<'de> serde::de::Visitor<'de> for Capped {
+        type Value = (Vec<StoredItem>, usize);
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of items")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::new();
+            while items.len() < self.0 {
+                match seq.next_element()? {
+                    Some(item) => items.push(item),
+                    None => {
+                        let n = items.len();
+                        return Ok((items, n));
+                    }
+                }
+            }
+            let mut n = items.len();
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                n += 1;
+            }
+            Ok((items, n))
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+    let read = serde::Deserializer::deserialize_seq(&mut deserializer, Capped(cap))?;
+    deserializer.end()?;
+    Ok(read)
+}
+
+/// A session read back from a file, and what was dropped on the way.
+#[derive(Debug)]
+pub struct Decoded {
+    pub name: String,
+    pub session: Session,
+    /// Parts of the file dropped or cut, each naming its field path.
+    pub warnings: Vec<String>,
+}
+
+impl StoredState<'_> {
+    fn into_session(self, limits: &Limits) -> Result<Decoded, LoadError> {
         check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
-        let items = items_of(self.items, "items")?;
-        let retired = items_of(self.retired, "retired")?;
+        if self.id_counter > MAX_ID_COUNTER {
+            return Err(LoadError::Refused(format!(
+                "id_counter: {} is beyond the largest id counter, {MAX_ID_COUNTER}",
+                self.id_counter
+            )));
+        }
+        let (stored, count) =
+            read_capped_items(self.items, limits.max_items).map_err(|e| corrupt(located(self.items.get(), "items", &e)))?;
+        if count > limits.max_items {
+            return Err(LoadError::Refused(format!(
+                "items: has {count} items; the limit is {} (efrit-todo-max-items)",
+                limits.max_items
+            )));
+        }
+        let items = items_of(stored, "items")?;
+        for (i, item) in items.iter().enumerate() {
+            check_item(item, &format!("items[{i}]"), limits).map_err(LoadError::Refused)?;
+        }
         // Ids are not checked for uniqueness: Efrit's compatibility calls can
         // put any ids in a list, and such a list must come back as it was.
-        let history = self
-            .history
-            .into_iter()
-            .enumerate()
-            .map(|(i, change)| change.into_change(&format!("history[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?;
+
+        let mut records = Records { warnings: Vec::new() };
+        let _: Option<Timestamp> = records.part(self.saved_at, "saved_at");
+        let created: Timestamp = records.part(self.created, "created").unwrap_or_default();
+        let writes: u64 = records.part(self.writes, "writes").unwrap_or_default();
+        // The breaker and the ledger are summaries for the record: checked,
+        // never restored.
+        let _: Option<StoredBreaker> = records.object(self.breaker, "breaker");
+        let _: Option<LedgerSummary> = records.object(self.ledger, "ledger");
+        let retired = records
+            .part::<Vec<StoredItem>>(self.retired, "retired")
+            .and_then(|mut stored| {
+                if stored.len() > MAX_STORED_RETIRED {
+                    records.note(format!(
+                        "retired: {} items, more than the {MAX_STORED_RETIRED} a file keeps; the first {MAX_STORED_RETIRED} were kept",
+                        stored.len()
+                    ));
+                    stored.truncate(MAX_STORED_RETIRED);
+                }
+                let checked = items_of(stored, "retired").map_err(|e| e.to_string()).and_then(|items| {
+                    for (i, item) in items.iter().enumerate() {
+                        check_item(item, &format!("retired[{i}]"), limits)?;
+                    }
+                    Ok(items)
+                });
+                checked.map_err(|why| records.drop_part("retired", why.trim_start_matches("not a valid state file: ").to_string())).ok()
+            })
+            .unwrap_or_default();
+        let mut user_notes: Vec<String> = records.part(self.user_notes, "user_notes").unwrap_or_default();
+        if user_notes.len() > MAX_STORED_NOTES {
+            records.note(format!(
+                "user_notes: {} notes, more than the {MAX_STORED_NOTES} kept; the newest were kept",
+                user_notes.len()
+            ));
+            user_notes.drain(..user_notes.len() - MAX_STORED_NOTES);
+        }
+        let history_seq: u64 = records.part(self.history_seq, "history_seq").unwrap_or_default();
+        let history = records
+            .part::<Vec<StoredChange>>(self.history, "history")
+            .and_then(|mut stored| {
+                if stored.len() > MAX_CHANGES {
+                    records.note(format!(
+                        "history: {} changes, more than the {MAX_CHANGES} kept; the oldest {} were dropped",
+                        stored.len(),
+                        stored.len() - MAX_CHANGES
+                    ));
+                    stored.drain(..stored.len() - MAX_CHANGES);
+                }
+                let changes = stored
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, change)| change.into_change(&format!("history[{i}]"), limits))
+                    .collect::<Result<Vec<_>, String>>();
+                changes.map_err(|why| records.drop_part("history", why)).ok()
+            })
+            .unwrap_or_default();
+        let stopped = records.object::<StoredStop>(self.stopped, "stopped").and_then(StoredStop::into_stop);
+
         let mut session = Session::default();
         session.ids.raise_to(self.id_counter);
         for item in items.iter().chain(&retired) {
@@ -346,12 +643,12 @@ impl StoredState {
         // damaged or hand-edited file) is dropped; the items stay.
         crate::tree::repair(&mut session.items, &[]);
         session.retired = retired.into_iter().map(|item| (item.id.clone(), item)).collect();
-        session.created = self.created;
-        session.writes = self.writes;
-        session.user_notes = self.user_notes;
-        session.history = History::from_parts(history, self.history_seq);
-        session.stopped = self.stopped.and_then(StoredStop::into_stop);
-        Ok((self.session, session))
+        session.created = created;
+        session.writes = writes;
+        session.user_notes = user_notes;
+        session.history = History::from_parts(history, history_seq);
+        session.stopped = stopped;
+        Ok(Decoded { name: self.session, session, warnings: records.warnings })
     }
 }
 
@@ -549,20 +846,6 @@ impl<'a> StateOut<'a> {
     }
 }
 
-/// Upgrades a file of an older layout to the current one.
-fn upgrade(mut json: Json, version: u64) -> Result<Json, LoadError> {
-    if version == 1 {
-        let object = json.as_object_mut().ok_or_else(|| corrupt("expected a JSON object"))?;
-        if let Some(counter) = object.remove("counter") {
-            object.insert("id_counter".into(), counter);
-        }
-        if let Some(todos) = object.remove("todos") {
-            object.insert("items".into(), todos);
-        }
-    }
-    Ok(json)
-}
-
 /// The bytes of SESSION's file.
 pub fn encode(name: &str, session: &Session) -> Vec<u8> {
     let mut bytes = Vec::new();
@@ -577,24 +860,40 @@ fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &Ledg
     let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger));
 }
 
-/// Reads a state file: the session's name and its state.
+/// Reads a state file within the default limits: the session's name and
+/// its state.
 pub fn decode(bytes: &[u8]) -> Result<(String, Session), LoadError> {
+    decode_within(bytes, &Limits::default()).map(|decoded| (decoded.name, decoded.session))
+}
+
+/// Reads a state file within LIMITS, the limits todo_write keeps: a list
+/// over them is refused (`LoadError::Refused`), records over theirs cut.
+pub fn decode_within(bytes: &[u8], limits: &Limits) -> Result<Decoded, LoadError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty"));
     }
-    let json: Json = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
-    let version = json
-        .get("schema_version")
-        .and_then(Json::as_u64)
-        .ok_or_else(|| corrupt("schema_version: missing or not a number"))?;
-    if version == 0 {
+    let state: StoredState = match serde_json::from_slice(bytes) {
+        Ok(state) => state,
+        Err(e) => {
+            // A newer layout need not read as this one.
+            if let Ok(VersionOnly { schema_version }) = serde_json::from_slice(bytes) {
+                if schema_version > SCHEMA_VERSION {
+                    return Err(LoadError::Newer(schema_version));
+                }
+            }
+            return Err(corrupt(match std::str::from_utf8(bytes) {
+                Ok(text) => located(text, "", &e),
+                Err(_) => e.to_string(),
+            }));
+        }
+    };
+    if state.schema_version == 0 {
         return Err(corrupt("schema_version: 0 is not a version"));
     }
-    if version > SCHEMA_VERSION {
-        return Err(LoadError::Newer(version));
+    if state.schema_version > SCHEMA_VERSION {
+        return Err(LoadError::Newer(state.schema_version));
     }
-    let state: StoredState = serde_json::from_value(upgrade(json, version)?).map_err(|e| corrupt(e.to_string()))?;
-    state.into_session()
+    state.into_session(limits)
 }
 
 // ---------------------------------------------------------------------------
@@ -790,8 +1089,11 @@ pub struct DirReport {
     pub loaded: Vec<Loaded>,
     /// Damaged files: where each was, where it went, what was wrong.
     pub moved_aside: Vec<(PathBuf, PathBuf, String)>,
-    /// Files left where they are, and why (newer layout, unreadable).
+    /// Files left where they are, and why (newer layout, over the limits,
+    /// not a regular file, unreadable).
     pub skipped: Vec<(PathBuf, String)>,
+    /// Parts of loaded files that were dropped or cut, and why.
+    pub warnings: Vec<(PathBuf, String)>,
 }
 
 /// The first free name among FILE.corrupt, FILE.1.corrupt, FILE.2.corrupt...
@@ -817,17 +1119,39 @@ pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
     Ok(target)
 }
 
-/// Reads one state file; only a regular file, never following a symlink.
+/// The largest file a list within LIMITS can make: every item, retired
+/// item and earlier value kept for undo at its longest, at four bytes a
+/// character, and the history's ids and summaries.  A bigger file is
+/// refused before it is read, so that reading one costs bounded time.
+pub fn max_file_bytes(limits: &Limits) -> u64 {
+    let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let item = wide(limits.max_content_chars).saturating_mul(8).saturating_add(512);
+    let items = wide(limits.max_items).saturating_mul(2).saturating_add(wide(MAX_STORED_RETIRED + MAX_UNDO_ITEMS));
+    let history = wide(MAX_CHANGES).saturating_mul(wide(limits.max_items).saturating_mul(16).saturating_add(4096));
+    (1u64 << 20).saturating_add(items.saturating_mul(item)).saturating_add(history)
+}
+
+/// Reads one state file within the default limits.
 pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
+    load_file_within(file, &Limits::default()).map(|decoded| (decoded.name, decoded.session))
+}
+
+/// Reads one state file within LIMITS; only a regular file, never
+/// following a symlink, and not one bigger than `max_file_bytes`.
+pub fn load_file_within(file: &Path, limits: &Limits) -> Result<Decoded, LoadError> {
     let opened = open_regular(file)?;
     let size = opened.metadata()?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(corrupt(format!("{size} bytes is more than a state file can hold")));
+    let bound = max_file_bytes(limits);
+    if size > bound {
+        return Err(LoadError::Refused(format!(
+            "{size} bytes, more than a list within efrit-todo-max-items ({}) and efrit-todo-max-content-length ({}) can take ({bound} bytes); not read",
+            limits.max_items, limits.max_content_chars
+        )));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     // At most one byte more than the size seen, should the file grow.
     io::Read::read_to_end(&mut io::Read::take(opened, size + 1), &mut bytes)?;
-    decode(&bytes)
+    decode_within(&bytes, limits)
 }
 
 fn is_stale_temp(path: &Path) -> bool {
@@ -841,10 +1165,11 @@ fn is_stale_temp(path: &Path) -> bool {
             .is_some_and(|age| age > STALE_TEMP)
 }
 
-/// Reads every state file in DIR.  With ONLY_OPEN, sessions without
-/// unfinished items are left on disk.  Damaged files are moved aside;
-/// nothing here panics or gives up on the other files.
-pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
+/// Reads every state file in DIR within LIMITS.  With ONLY_OPEN, sessions
+/// without unfinished items are left on disk.  Damaged files are moved
+/// aside, files over the limits left alone; nothing here panics or gives
+/// up on the other files.
+pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirReport> {
     let mut report = DirReport::default();
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -871,9 +1196,10 @@ pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
             }
             Err(_) => continue,
         }
-        match load_file(&file) {
-            Ok((name, session)) => {
+        match load_file_within(&file, limits) {
+            Ok(Decoded { name, session, warnings }) => {
                 if !only_open || session.counts().open() > 0 {
+                    report.warnings.extend(warnings.into_iter().map(|w| (file.clone(), w)));
                     report.loaded.push(Loaded { name, session, file });
                 }
             }
@@ -1352,11 +1678,13 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
     Ok(Some(path))
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::MAX_CHANGES;
     use crate::session::{Options, UserEdit};
-    use crate::validate::Input;
+    use crate::validate::{Input, Limits};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -1482,6 +1810,150 @@ mod tests {
         assert!(matches!(decode(newer.to_string().as_bytes()), Err(LoadError::Newer(99))));
     }
 
+    /// A file of `busy_session` stopped, as JSON to damage.
+    fn busy_file() -> (Session, Json) {
+        let mut s = busy_session();
+        s.user_notes.push("the user added t4".into());
+        assert!(s.stop("interrupted").unwrap());
+        let json = serde_json::from_slice(&encode("work", &s)).unwrap();
+        (s, json)
+    }
+
+    #[test]
+    fn a_bad_record_only_field_drops_that_part_and_keeps_the_list() {
+        let (s, good) = busy_file();
+        assert!(good["history"][0]["undo"].is_object() && good["retired"][0].is_object());
+        type Damage = fn(&mut Json);
+        let cases: [(Damage, &str); 14] = [
+            (|j| j["breaker"]["calls"] = json!(-1), "breaker.calls:"),
+            (|j| j["breaker"] = json!([1, 2]), "breaker:"),
+            (|j| j["ledger"]["tools"]["eval"] = json!("many"), "ledger.tools.eval:"),
+            (|j| j["ledger"]["first"] = json!("yesterday"), "ledger.first:"),
+            (|j| j["history"][1]["kind"] = json!("explode"), "history[1].kind:"),
+            (|j| j["history"][2]["seq"] = json!(-5), "history[2].seq:"),
+            (|j| j["history"][0]["undo"]["added"] = json!([7]), "history[0].undo.added[0]:"),
+            (|j| j["history_seq"] = json!("many"), "history_seq:"),
+            (|j| j["stopped"]["at"] = json!("just now"), "stopped.at:"),
+            (|j| j["user_notes"] = json!(["fine", 5]), "user_notes[1]:"),
+            (|j| j["retired"][0]["status"] = json!("gone"), "retired[0].status:"),
+            (|j| j["saved_at"] = json!("now"), "saved_at:"),
+            (|j| j["created"] = json!({}), "created:"),
+            (|j| j["writes"] = json!(-3), "writes:"),
+        ];
+        for (damage, path) in cases {
+            let mut json = good.clone();
+            damage(&mut json);
+            let decoded = decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default())
+                .unwrap_or_else(|e| panic!("{path} lost the whole list: {e}"));
+            assert_eq!(decoded.session.items, s.items, "{path}");
+            assert_eq!(decoded.session.ids.issued(), s.ids.issued(), "{path}");
+            assert_eq!(decoded.warnings.len(), 1, "{path}: {:?}", decoded.warnings);
+            assert!(decoded.warnings[0].starts_with(path), "{path}: {:?}", decoded.warnings);
+            assert!(decoded.warnings[0].contains("dropped"), "{:?}", decoded.warnings);
+            // The part goes, the rest stays.
+            let part = path.split(['.', '[', ':']).next().unwrap();
+            match part {
+                "history" => assert!(decoded.session.history.is_empty()),
+                "retired" => assert!(decoded.session.retired.is_empty()),
+                "stopped" => assert!(decoded.session.stopped.is_none()),
+                "user_notes" => assert!(decoded.session.user_notes.is_empty()),
+                _ => {}
+            }
+            if part != "history" {
+                assert_eq!(decoded.session.history, s.history, "{path}");
+            }
+            if part != "stopped" {
+                assert_eq!(decoded.session.stopped, s.stopped, "{path}");
+            }
+        }
+        // The list itself is not a record: a bad item still refuses the file,
+        // naming it.
+        let mut json = good.clone();
+        json["items"][1]["content"] = json!(5);
+        match decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default()) {
+            Err(LoadError::Corrupt(why)) => assert!(why.starts_with("items[1].content:"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_is_read_within_the_limits_todo_write_keeps() {
+        let limits = Limits { max_items: 5, max_content_chars: 20 };
+        let item = |n: usize| json!({"id": format!("t{n}"), "content": format!("Item {n}"), "status": "pending", "created": 1.0});
+        let file = |items: Vec<Json>| json!({"schema_version": 2, "session": "big", "id_counter": 9, "items": items});
+        let refused = |json: &Json, what: &str| match decode_within(json.to_string().as_bytes(), &limits) {
+            Err(e) => {
+                let why = e.to_string();
+                assert!(matches!(e, LoadError::Refused(_)), "{what}: {why}");
+                assert!(why.contains(what), "{what}: {why}");
+            }
+            Ok(d) => panic!("{what}: read {} items", d.session.items.len()),
+        };
+        assert_eq!(decode_within(file((1..=5).map(item).collect()).to_string().as_bytes(), &limits).unwrap().session.items.len(), 5);
+        refused(&file((1..=6).map(item).collect()), "6 items; the limit is 5");
+        let mut long = file(vec![item(1), item(2), item(3)]);
+        long["items"][2]["content"] = json!("x".repeat(21));
+        refused(&long, "items[2].content: is 21 characters long; the limit is 20");
+        let mut long = file(vec![item(1)]);
+        long["items"][0]["activeForm"] = json!("é".repeat(21));
+        refused(&long, "items[0].activeForm:");
+        let mut counter = file(vec![item(1)]);
+        counter["id_counter"] = json!(u64::MAX);
+        refused(&counter, "id_counter:");
+        let mut id = file(vec![item(1)]);
+        id["items"][0]["id"] = json!(format!("t{}", u64::MAX));
+        refused(&id, "items[0].id:");
+        // Records are kept within their bounds: the newest changes, the
+        // first retired items; the list stays.
+        let mut s = Session::default();
+        for n in 0..(MAX_CHANGES + 30) {
+            write(&mut s, json!([{"content": format!("step {n}"), "status": "pending"}]));
+        }
+        let mut json: Json = serde_json::from_slice(&encode("long", &s)).unwrap();
+        let mut history = json["history"].as_array().unwrap().clone();
+        let extra: Vec<Json> = history.iter().take(60).cloned().collect();
+        history.splice(0..0, extra.into_iter().map(|mut c| {
+            c["seq"] = json!(c["seq"].as_u64().unwrap() - 100);
+            c
+        }));
+        json["history"] = Json::Array(history);
+        let decoded = decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default()).unwrap();
+        assert_eq!(decoded.session.history.len(), MAX_CHANGES);
+        assert_eq!(decoded.session.history.changes().last(), s.history.changes().last());
+        assert!(decoded.warnings.iter().any(|w| w.starts_with("history:") && w.contains("260")), "{:?}", decoded.warnings);
+        let retired: Vec<Json> = (0..MAX_STORED_RETIRED + 5).map(|n| item(n + 10)).collect();
+        let mut json = file(vec![item(1)]);
+        json["retired"] = Json::Array(retired);
+        let decoded = decode_within(json.to_string().as_bytes(), &Limits::default()).unwrap();
+        assert_eq!(decoded.session.retired.len(), MAX_STORED_RETIRED);
+        assert!(decoded.warnings.iter().any(|w| w.starts_with("retired:")), "{:?}", decoded.warnings);
+        // A retired item over the content limit is dropped with its part.
+        let mut json = file(vec![item(1)]);
+        json["retired"] = json!([{"id": "t2", "content": "y".repeat(30), "status": "completed"}]);
+        let decoded = decode_within(json.to_string().as_bytes(), &limits).unwrap();
+        assert!(decoded.session.retired.is_empty());
+        assert!(decoded.warnings.iter().any(|w| w.starts_with("retired[0].content:")), "{:?}", decoded.warnings);
+    }
+
+    #[test]
+    fn a_file_over_the_size_bound_is_refused_before_it_is_read() {
+        let limits = Limits { max_items: 5, max_content_chars: 20 };
+        let dir = temp_dir("huge");
+        ensure_dir(&dir).unwrap();
+        let path = dir.join("huge.json");
+        // Garbage a parser would chew on: refused by its size alone.
+        fs::write(&path, "[".repeat(max_file_bytes(&limits) as usize + 1)).unwrap();
+        match load_file_within(&path, &limits) {
+            Err(e @ LoadError::Refused(_)) => assert!(e.to_string().contains("bytes"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        // Left where it is, not moved aside: it may be fine under other limits.
+        let report = load_dir(&dir, false, &limits).unwrap();
+        assert!(report.moved_aside.is_empty() && report.skipped.len() == 1, "{report:?}");
+        assert!(path.exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn only_the_newest_retired_items_are_kept_on_disk() {
         let mut s = Session::default();
@@ -1539,7 +2011,7 @@ mod tests {
         fs::write(dir.join("bad.json.corrupt"), b"older damage").unwrap();
         write_atomic(&dir, "newer.json", br#"{"schema_version": 9, "session": "n", "items": []}"#).unwrap();
         fs::write(dir.join("notes.txt"), b"not mine").unwrap();
-        let report = load_dir(&dir, true).unwrap();
+        let report = load_dir(&dir, true, &Limits::default()).unwrap();
         let names: Vec<_> = report.loaded.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["good"]);
         assert_eq!(report.moved_aside.len(), 1);
@@ -1549,8 +2021,8 @@ mod tests {
         assert!(dir.join("newer.json").exists());
         registry().session("newer").add("x".into(), None, &Options::default()).unwrap();
         assert!(save_now("newer", &dir).unwrap_err().to_string().contains("newer efrit-todo"));
-        assert_eq!(load_dir(&dir, false).unwrap().loaded.len(), 2);
-        assert!(load_dir(&dir.join("missing"), false).unwrap().loaded.is_empty());
+        assert_eq!(load_dir(&dir, false, &Limits::default()).unwrap().loaded.len(), 2);
+        assert!(load_dir(&dir.join("missing"), false, &Limits::default()).unwrap().loaded.is_empty());
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1770,7 +2242,7 @@ mod tests {
         // Reading the directory skips it, and says so.
         let report = within(5, {
             let dir = dir.clone();
-            move || load_dir(&dir, false).unwrap()
+            move || load_dir(&dir, false, &Limits::default()).unwrap()
         })
         .expect("a restore blocked on a FIFO");
         assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("FIFO")), "{:?}", report.skipped);
@@ -1783,7 +2255,7 @@ mod tests {
         assert!(error.contains("symbolic link"), "{error}");
         assert_eq!(fs::read(&outside).unwrap(), b"not yours");
         assert!(fs::symlink_metadata(&target).unwrap().file_type().is_symlink());
-        let report = load_dir(&dir, false).unwrap();
+        let report = load_dir(&dir, false, &Limits::default()).unwrap();
         assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("symbolic link")), "{:?}", report.skipped);
         // Gone, the save lands.
         fs::remove_file(&target).unwrap();

@@ -290,6 +290,82 @@ The directory is deleted afterwards, once pending saves are done."
       (should (equal (efrit-todo-store-test-contents open) '("Still to do")))
       (should-not (efrit-todo-list done)))))
 
+(defun efrit-todo-store-test-edit-file (file regexp replacement)
+  "Replace the one match of REGEXP in FILE by REPLACEMENT."
+  (with-temp-file file
+    (insert-file-contents file)
+    (goto-char (point-min))
+    (should (re-search-forward regexp nil t))
+    (replace-match replacement t t)
+    (should-not (re-search-forward regexp nil t))))
+
+(ert-deftest efrit-todo-store-test-a-bad-record-field-keeps-the-list ()
+  "A bad value in a record-only part drops that part with a warning naming it.
+The list comes back, and the file is not moved aside."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write session '("Keep me" "in_progress") '("And me" "pending"))
+      (efrit-todo-save)
+      (let ((file (efrit-todo-state-file session)))
+        (efrit-todo-store-test-edit-file file "\"breaker\":{\"tripped\":false,\"calls\":[0-9]+"
+                                         "\"breaker\":{\"tripped\":false,\"calls\":-1")
+        (let ((efrit-todo-state-directory nil))
+          (efrit-todo-reset session))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (should (member session (efrit-todo-restore t)))
+          (should (= (length warnings) 1))
+          (should (string-match-p (regexp-quote file) (car warnings)))
+          (should (string-match-p "breaker\\.calls: .*dropped" (car warnings))))
+        (should (equal (efrit-todo-store-test-contents session) '("Keep me" "And me")))
+        (should (file-exists-p file))
+        (should-not (file-exists-p (concat file ".corrupt")))))))
+
+(ert-deftest efrit-todo-store-test-restore-keeps-the-limits ()
+  "A file over `efrit-todo-max-items' or the content length is left alone, saying why."
+  (efrit-todo-store-test-with-dir dir
+    (let ((three (efrit-todo-store-test-session))
+          (long (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write three '("One" "pending") '("Two" "pending") '("Three" "pending"))
+      (efrit-todo-store-test-write long '("A rather long item" "pending"))
+      (efrit-todo-save)
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-reset three)
+        (efrit-todo-reset long))
+      (let ((efrit-todo-max-items 2))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (let ((restored (efrit-todo-restore t)))
+            (should-not (member three restored))
+            (should (member long restored)))
+          (should (cl-some (lambda (w) (string-match-p "has 3 items; the limit is 2 (efrit-todo-max-items)" w))
+                           warnings))))
+      (should-not (efrit-todo-list three))
+      (let ((efrit-todo-max-content-length 10))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (let ((restored (efrit-todo-restore t)))
+            (should (member three restored))
+            (should-not (member long restored)))
+          (should (cl-some (lambda (w) (string-match-p "items\\[0\\]\\.content: is 18 characters long; the limit is 10" w))
+                           warnings))))
+      (dolist (session (list three long))
+        (should (file-exists-p (efrit-todo-state-file session)))
+        (should-not (file-exists-p (concat (efrit-todo-state-file session) ".corrupt")))))))
+
+(ert-deftest efrit-todo-store-test-a-huge-file-is-refused-unread ()
+  "A file bigger than any list within the limits is left alone, unparsed."
+  (efrit-todo-store-test-with-dir dir
+    (let ((file (expand-file-name "huge.json" dir))
+          (efrit-todo-max-items 2)
+          (efrit-todo-max-content-length 5))
+      (make-directory dir t)
+      (with-temp-file file
+        (insert (make-string (* 8 1024 1024) ?\[)))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should-not (efrit-todo-restore t))
+        (should (= (length warnings) 1))
+        (should (string-match-p "huge\\.json was left alone: .*8388608 bytes" (car warnings))))
+      (should (file-exists-p file))
+      (should-not (file-exists-p (concat file ".corrupt"))))))
+
 ;;;; Pruning
 
 (defun efrit-todo-store-test-write-file (dir session)

@@ -1037,8 +1037,9 @@ from batch Emacs too."
   "Days a saved list is kept after its last change, or nil to keep all.
 Before lists are restored (on load and by `efrit-todo-restore'),
 the files in `efrit-todo-state-directory' not modified for this many
-days are deleted, damaged files moved aside as .corrupt included.
-The file of a session live in this Emacs is never deleted."
+days are deleted, damaged files moved aside as .corrupt and other
+Emacsen's saves kept beside as .conflict included.  The file of a
+session live in this Emacs is never deleted."
   :type '(choice (number :tag "Days")
                  (const :tag "Keep every list" nil))
   :group 'efrit-todo)
@@ -1054,10 +1055,12 @@ pending.  \[keyboard-quit] stops the waiting too."
   :group 'efrit-todo)
 
 (defconst efrit-todo--state-file-regexp
-  "\\`[^.].*\\.json\\(?:\\(?:\\.[0-9]+\\)?\\.corrupt\\)?\\'"
+  "\\`[^.].*\\.json\\(?:\\(?:\\.[0-9]+\\)?\\.\\(?:corrupt\\|conflict\\)\\)?\\'"
   "Names of the files the module keeps in the state directory.
-State files NAME.json and damaged ones moved aside as NAME.json.corrupt
-or NAME.json.N.corrupt; never the temporary dot files of a save.")
+State files NAME.json, damaged ones moved aside as NAME.json.corrupt
+or NAME.json.N.corrupt, and saves of another Emacs kept beside as
+NAME.json.conflict or NAME.json.N.conflict; never the dot files (the
+temporary files of a save, the directory's lock).")
 
 (defvar efrit-todo--restoring nil
   "Non-nil while sessions are read back, which need no saving.")
@@ -1082,10 +1085,18 @@ Expanding a file name costs more than scheduling the save itself.")
            (cddr cache))
           (t (efrit-todo--expand-state-dir)))))
 
-(defun efrit-todo--report-save-failures (failures)
-  "Show FAILURES, the messages of failed writes to disk."
-  (dolist (failure failures)
-    (message "Efrit-todo: %s" failure)))
+(defun efrit-todo--report-save-failures (news)
+  "Show NEWS from the store; return the failures among it.
+A string is the message of a failed save; (warning TEXT) is something
+a save did that the user must know, such as another Emacs's save
+kept beside as a conflict copy, and is shown with `display-warning'."
+  (let (failures)
+    (dolist (item news)
+      (if (stringp item)
+          (progn (message "Efrit-todo: %s" item)
+                 (push item failures))
+        (display-warning 'efrit-todo (cadr item))))
+    (nreverse failures)))
 
 (defun efrit-todo--schedule-save (session)
   "Have SESSION saved off the caller's path, when persistence is on.
@@ -1117,9 +1128,8 @@ flush until it lands."
     ;; Short waits in a Lisp loop, so that C-g can stop it.
     (while (and (> (setq left (- deadline (float-time))) 0)
                 (not (efrit-todo--module-store-flush-wait ticket (min left 0.05)))))
-    (let ((failures (efrit-todo--module-store-flush-end ticket limit)))
-      (efrit-todo--report-save-failures failures)
-      failures)))
+    (efrit-todo--report-save-failures
+     (efrit-todo--module-store-flush-end ticket limit))))
 
 ;;;###autoload
 (defun efrit-todo-save (&optional all)
@@ -1131,7 +1141,8 @@ saves that have not landed; they stay pending and are retried."
   (let ((dir (efrit-todo--state-dir)))
     (when (and all dir)
       (dolist (session (efrit-todo-sessions))
-        (efrit-todo--module-store-schedule session dir)))
+        (efrit-todo--report-save-failures
+         (efrit-todo--module-store-schedule session dir))))
     (let ((failures (efrit-todo-flush)))
       (when (called-interactively-p 'interactive)
         (cond (failures
@@ -1155,8 +1166,9 @@ saves that have not landed; they stay pending and are retried."
 
 (defun efrit-todo--prune-state-files (dir)
   "Delete the files in DIR older than `efrit-todo-state-max-age'.
-Only state files and damaged files moved aside are candidates, and
-never the file of a live session.  Return the deleted file names."
+Only state files, damaged files moved aside and conflict copies are
+candidates, and never the file of a live session.  Return the deleted
+file names."
   (when (and (numberp efrit-todo-state-max-age) (file-directory-p dir))
     (let ((cutoff (time-subtract nil (* 86400 efrit-todo-state-max-age)))
           ;; The current session may not have been created yet, and may

@@ -1542,17 +1542,30 @@ fn undo(env: &Env, session: Value) -> Result<Option<String>> {
     Ok(registry().session(&session).undo())
 }
 
+/// FAILURES as strings and WARNINGS as (warning TEXT) lists, in one list:
+/// what the store has to say to the user.
+fn store_news<'e>(env: &'e Env, failures: &[String], warnings: &[String]) -> Result<Value<'e>> {
+    let warning = env.intern("warning")?;
+    let mut news = failures.iter().map(|f| lisp_text(env, f)).collect::<Result<Vec<_>>>()?;
+    for text in warnings {
+        news.push(env.list((warning, lisp_text(env, text)?))?);
+    }
+    env.list(&news)
+}
+
 /// Marks SESSION to be saved into DIR off the caller's path; returns the
-/// failures of earlier background saves.
+/// failures of earlier background saves, and their warnings as (warning
+/// TEXT).
 #[defun]
 fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let dir = read_cached(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
     let failures = store::schedule(&session, std::path::Path::new(&*dir));
-    if failures.is_empty() {
+    let warnings = store::take_warnings();
+    if failures.is_empty() && warnings.is_empty() {
         return ().into_lisp(env);
     }
-    strings(env, &failures)
+    store_news(env, &failures, &warnings)
 }
 
 thread_local! {
@@ -1565,7 +1578,7 @@ thread_local! {
 /// returns the saves that have not landed and the failures not reported yet.
 #[defun]
 fn store_flush(env: &Env) -> Result<Value<'_>> {
-    strings(env, &store::flush())
+    store_news(env, &store::flush(), &store::take_warnings())
 }
 
 /// Asks the writer thread to write every pending save and retry every
@@ -1589,10 +1602,11 @@ fn store_flush_wait(ticket: i64, wait: f64) -> Result<bool> {
 
 /// The saves that have not landed after the flush TICKET, the failures
 /// not reported yet, and, when the flush is not done after WAITED seconds,
-/// that it gave up.
+/// that it gave up; then the warnings of saves as (warning TEXT).
 #[defun]
 fn store_flush_end(env: &Env, ticket: i64, waited: f64) -> Result<Value<'_>> {
-    strings(env, &store::flush_end(u64::try_from(ticket).unwrap_or(0), seconds(waited)))
+    let failures = store::flush_end(u64::try_from(ticket).unwrap_or(0), seconds(waited));
+    store_news(env, &failures, &store::take_warnings())
 }
 
 /// Saves SESSION into DIR now; the file name, or nil for an unknown session.
@@ -1635,6 +1649,15 @@ fn store_restore<'e>(
     let (mut restored, mut kept) = (Vec::new(), Vec::new());
     {
         let mut registry = registry();
+        // A save of a session read back here, or not wanted back (finished)
+        // with no list of that name here, is this Emacs's to save over; a
+        // live list kept instead is not.
+        let dir_path = std::path::Path::new(&dir);
+        for seen in &report.seen {
+            if registry.get(&seen.name).is_none() {
+                store::adopt(dir_path, seen);
+            }
+        }
         for loaded in report.loaded {
             let live = registry.get(&loaded.name).is_some_and(|s| !s.items.is_empty());
             if live && !force.is_not_nil() {
@@ -1648,6 +1671,10 @@ fn store_restore<'e>(
                 registry.install(&loaded.name, session);
                 restored.push(loaded.name);
             }
+        }
+        let installed: std::collections::HashSet<&str> = restored.iter().map(String::as_str).collect();
+        for seen in report.seen.iter().filter(|seen| installed.contains(seen.name.as_str())) {
+            store::adopt(dir_path, seen);
         }
     }
     let path = |p: &std::path::Path| p.to_string_lossy().into_owned();

@@ -320,6 +320,8 @@ struct StoredState<'a> {
     #[serde(borrow, alias = "todos")]
     items: &'a RawValue,
     #[serde(default, borrow)]
+    generation: Option<&'a RawValue>,
+    #[serde(default, borrow)]
     saved_at: Option<&'a RawValue>,
     #[serde(default, borrow)]
     created: Option<&'a RawValue>,
@@ -548,6 +550,9 @@ fn read_capped_items(raw: &RawValue, cap: usize) -> Result<(Vec<StoredItem>, usi
 pub struct Decoded {
     pub name: String,
     pub session: Session,
+    /// The save's place among the saves of its session: one more than the
+    /// save it replaced.  It, not a file time, tells which save is newest.
+    pub generation: u64,
     /// Parts of the file dropped or cut, each naming its field path.
     pub warnings: Vec<String>,
 }
@@ -577,6 +582,7 @@ impl StoredState<'_> {
         // put any ids in a list, and such a list must come back as it was.
 
         let mut records = Records { warnings: Vec::new() };
+        let generation: u64 = records.part(self.generation, "generation").unwrap_or_default();
         let _: Option<Timestamp> = records.part(self.saved_at, "saved_at");
         let created: Timestamp = records.part(self.created, "created").unwrap_or_default();
         let writes: u64 = records.part(self.writes, "writes").unwrap_or_default();
@@ -648,7 +654,7 @@ impl StoredState<'_> {
         session.user_notes = user_notes;
         session.history = History::from_parts(history, history_seq);
         session.stopped = stopped;
-        Ok(Decoded { name: self.session, session, warnings: records.warnings })
+        Ok(Decoded { name: self.session, session, generation, warnings: records.warnings })
     }
 }
 
@@ -795,6 +801,7 @@ impl Serialize for HistoryOut<'_> {
 struct StateOut<'a> {
     schema_version: u64,
     session: &'a str,
+    generation: u64,
     saved_at: Timestamp,
     created: Timestamp,
     id_counter: u64,
@@ -811,11 +818,12 @@ struct StateOut<'a> {
 }
 
 impl<'a> StateOut<'a> {
-    fn of(name: &'a str, session: &'a Session, ledger: &'a LedgerSummary) -> StateOut<'a> {
+    fn of(name: &'a str, session: &'a Session, ledger: &'a LedgerSummary, generation: u64) -> StateOut<'a> {
         let breaker = session.breaker.state();
         StateOut {
             schema_version: SCHEMA_VERSION,
             session: name,
+            generation,
             saved_at: now(),
             created: session.created,
             id_counter: session.ids.issued(),
@@ -846,18 +854,18 @@ impl<'a> StateOut<'a> {
     }
 }
 
-/// The bytes of SESSION's file.
+/// The bytes of SESSION's file, as a first save (generation 0).
 pub fn encode(name: &str, session: &Session) -> Vec<u8> {
     let mut bytes = Vec::new();
-    encode_into(&mut bytes, name, session, &LedgerSummary::of(session.entries()));
+    encode_into(&mut bytes, name, session, &LedgerSummary::of(session.entries()), 0);
     bytes
 }
 
 /// Appends SESSION's file to BYTES: compact JSON written straight from the
 /// session's own data, nothing copied on the way.
-fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &LedgerSummary) {
+fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &LedgerSummary, generation: u64) {
     // Serializing strings, numbers and sequences into memory cannot fail.
-    let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger));
+    let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger, generation));
 }
 
 /// Reads a state file within the default limits: the session's name and
@@ -976,6 +984,64 @@ fn open_regular(path: &Path) -> io::Result<File> {
     }
 }
 
+/// The lock file of a state directory: saves of every Emacs sharing the
+/// directory hold it from looking at a state file until theirs replaces it.
+pub const LOCK_FILE: &str = ".efrit-todo.lock";
+
+/// How long a save waits for another Emacs's save to let go of the lock.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// The lock of a state directory, held until dropped.
+struct DirLock(#[allow(dead_code)] Option<File>);
+
+/// Takes the lock of DIR, waiting at most `LOCK_WAIT`.  On a file system
+/// without locks the save goes on unlocked: the generation check still
+/// catches all but a save landing in the same instant.
+fn lock_dir(dir: &Path) -> io::Result<DirLock> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).mode(0o600).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        let file = match options.open(&path) {
+            Ok(file) => file,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular(&path, "a symbolic link")),
+            Err(e) => return Err(e),
+        };
+        if let Some(kind) = special_kind(file.metadata()?.file_type()) {
+            return Err(not_regular(&path, kind));
+        }
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(DirLock(Some(file)));
+            }
+            let error = io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
+                Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => return Ok(DirLock(None)),
+                _ => return Err(error),
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "another process has held {} for more than {} s",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(DirLock(None))
+    }
+}
+
 /// Makes a rename in DIR durable.  Not every platform can open a directory.
 fn sync_dir(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
@@ -999,10 +1065,34 @@ static TEST_WRITE_PAUSE: Lazy<Option<Duration>> = Lazy::new(|| {
     std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS").ok().and_then(|ms| ms.parse().ok()).map(Duration::from_millis)
 });
 
+/// What tells one version of a file from another without reading it:
+/// a rename puts a new inode in place, a write in place changes the size
+/// or the modification time.  Only ever compared for equality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+fn file_id(meta: &fs::Metadata) -> FileId {
+    #[cfg(unix)]
+    let (device, inode) = {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let (device, inode) = (0, 0);
+    FileId { device, inode, len: meta.len(), modified: meta.modified().ok() }
+}
+
 /// A file put in place by `replace_file`, before its directory is synced.
 #[derive(Debug)]
 pub struct Replaced {
     pub path: PathBuf,
+    /// The new file's identity, as it now is at PATH.
+    pub id: FileId,
     /// The file it replaced, still open.  The last close of a replaced file
     /// frees its blocks, which costs as much as the rename itself (measured
     /// ~110 us for 32 KB on ext4); holding it lets the writer thread pay
@@ -1047,6 +1137,8 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
         // matters before the rename, and it saves a journal write of the
         // inode's times (measured 396 against 503 us).
         out.sync_data()?;
+        // A rename keeps the inode, the size and the modification time.
+        let id = file_id(&out.metadata()?);
         drop(out);
         // Unix only: elsewhere an open file cannot be renamed over.
         // Never blocking: the target may have become a FIFO since the check.
@@ -1055,10 +1147,10 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
         #[cfg(not(unix))]
         let replaced = None;
         fs::rename(&temp, &target)?;
-        Ok(replaced)
+        Ok((replaced, id))
     })();
     match written {
-        Ok(replaced) => Ok(Replaced { path: target, replaced }),
+        Ok((replaced, id)) => Ok(Replaced { path: target, id, replaced }),
         Err(e) => {
             let _ = fs::remove_file(&temp);
             Err(e)
@@ -1069,7 +1161,7 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
 /// Writes BYTES as DIR/FILE atomically and durably: `replace_file`, then an
 /// fsync of DIR so that the rename survives a power cut too.
 pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    let Replaced { path, replaced } = replace_file(dir, file, bytes)?;
+    let Replaced { path, replaced, .. } = replace_file(dir, file, bytes)?;
     drop(replaced);
     sync_dir(dir)?;
     Ok(path)
@@ -1094,29 +1186,58 @@ pub struct DirReport {
     pub skipped: Vec<(PathBuf, String)>,
     /// Parts of loaded files that were dropped or cut, and why.
     pub warnings: Vec<(PathBuf, String)>,
+    /// The newest save of every session found, loaded or not (a finished
+    /// one, with ONLY_OPEN): for `adopt`.
+    pub seen: Vec<Seen>,
 }
 
-/// The first free name among FILE.corrupt, FILE.1.corrupt, FILE.2.corrupt...
-fn aside_name(file: &Path) -> PathBuf {
+/// The newest save of a session in a directory.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub name: String,
+    pub file: PathBuf,
+    pub generation: u64,
+    pub id: FileId,
+}
+
+/// The first free name among FILE.WHY, FILE.1.WHY, FILE.2.WHY...
+fn aside_name(file: &Path, why: &str) -> PathBuf {
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut candidate = file.with_file_name(format!("{name}.corrupt"));
+    let mut candidate = file.with_file_name(format!("{name}.{why}"));
     let mut n = 1;
-    while candidate.exists() {
-        candidate = file.with_file_name(format!("{name}.{n}.corrupt"));
+    while fs::symlink_metadata(&candidate).is_ok() {
+        candidate = file.with_file_name(format!("{name}.{n}.{why}"));
         n += 1;
     }
     candidate
 }
 
-/// Moves a damaged file aside, so that it is kept for inspection and the
-/// next save does not meet it again.
-pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
-    let target = aside_name(file);
+/// Moves FILE aside as FILE.WHY (`corrupt`, `conflict`), so that it is
+/// kept for inspection and no load or save meets it again.
+fn move_aside_as(file: &Path, why: &str) -> io::Result<PathBuf> {
+    let target = aside_name(file, why);
     fs::rename(file, &target)?;
     if let Some(dir) = file.parent() {
         let _ = sync_dir(dir);
     }
     Ok(target)
+}
+
+/// Moves a damaged file aside as FILE.corrupt.
+pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
+    move_aside_as(file, "corrupt")
+}
+
+/// Moves the damaged FILE aside, unless it changed since it was read as
+/// ID: another Emacs may have saved over it meanwhile.
+fn move_aside_unchanged(file: &Path, id: Option<FileId>) -> io::Result<PathBuf> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let _lock = lock_dir(dir)?;
+    let now = fs::symlink_metadata(file).map(|meta| file_id(&meta)).ok();
+    if id.is_none() || now != id {
+        return Err(io::Error::other("it changed while it was read, so it is left for the next restore"));
+    }
+    move_aside(file)
 }
 
 /// The largest file a list within LIMITS can make: every item, retired
@@ -1139,8 +1260,16 @@ pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
 /// Reads one state file within LIMITS; only a regular file, never
 /// following a symlink, and not one bigger than `max_file_bytes`.
 pub fn load_file_within(file: &Path, limits: &Limits) -> Result<Decoded, LoadError> {
+    let mut id = None;
+    read_state_file(file, limits, &mut id)
+}
+
+/// `load_file_within`, and the identity of the file read in ID.
+fn read_state_file(file: &Path, limits: &Limits, id: &mut Option<FileId>) -> Result<Decoded, LoadError> {
     let opened = open_regular(file)?;
-    let size = opened.metadata()?.len();
+    let meta = opened.metadata()?;
+    *id = Some(file_id(&meta));
+    let size = meta.len();
     let bound = max_file_bytes(limits);
     if size > bound {
         return Err(LoadError::Refused(format!(
@@ -1178,6 +1307,7 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
     };
     let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     files.sort();
+    let mut found = Vec::new();
     for file in files {
         if is_stale_temp(&file) {
             let _ = fs::remove_file(&file);
@@ -1196,31 +1326,143 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
             }
             Err(_) => continue,
         }
-        match load_file_within(&file, limits) {
-            Ok(Decoded { name, session, warnings }) => {
-                if !only_open || session.counts().open() > 0 {
-                    report.warnings.extend(warnings.into_iter().map(|w| (file.clone(), w)));
-                    report.loaded.push(Loaded { name, session, file });
+        let mut id = None;
+        match read_state_file(&file, limits, &mut id) {
+            Ok(decoded) => {
+                if let Some(id) = id {
+                    found.push((file, decoded, id));
                 }
             }
-            Err(LoadError::Corrupt(why)) => match move_aside(&file) {
+            Err(LoadError::Corrupt(why)) => match move_aside_unchanged(&file, id) {
                 Ok(to) => report.moved_aside.push((file, to, why)),
-                Err(e) => report.skipped.push((file, format!("{why}; could not move it aside: {e}"))),
+                Err(e) => report.skipped.push((file, format!("{why}; not moved aside: {e}"))),
             },
-            Err(other) => {
-                if matches!(other, LoadError::Newer(_)) {
-                    lock(&NEWER_FILES).insert(file.clone());
-                }
-                report.skipped.push((file, other.to_string()))
-            }
+            Err(other) => report.skipped.push((file, other.to_string())),
+        }
+    }
+    // Copies of a session's file (a backup, a file renamed by hand) hold
+    // the same session: its newest save wins, by generation, never by file
+    // name or time; at equal generations its own file does.
+    let mut order: Vec<String> = Vec::new();
+    let mut by_name: HashMap<String, Vec<(PathBuf, Decoded, FileId)>> = HashMap::new();
+    for found in found {
+        if !by_name.contains_key(&found.1.name) {
+            order.push(found.1.name.clone());
+        }
+        by_name.entry(found.1.name.clone()).or_default().push(found);
+    }
+    for name in order {
+        let Some(mut copies) = by_name.remove(&name) else { continue };
+        let own = file_name(&name);
+        let rank = |(file, decoded, _): &(PathBuf, Decoded, FileId)| {
+            (decoded.generation, file.file_name().is_some_and(|f| f.to_string_lossy() == own))
+        };
+        let newest = (0..copies.len()).max_by_key(|&i| rank(&copies[i])).unwrap_or(0);
+        let (file, decoded, id) = copies.swap_remove(newest);
+        for (copy, older, _) in copies {
+            let age = if older.generation < decoded.generation { "an older copy" } else { "a copy" };
+            report.skipped.push((
+                copy,
+                format!(
+                    "it holds {age} of session {name:?} (generation {}); the newest save of it, generation {}, is {}",
+                    older.generation,
+                    decoded.generation,
+                    file.display()
+                ),
+            ));
+        }
+        report.seen.push(Seen { name: name.clone(), file: file.clone(), generation: decoded.generation, id });
+        if !only_open || decoded.session.counts().open() > 0 {
+            report.warnings.extend(decoded.warnings.into_iter().map(|w| (file.clone(), w)));
+            report.loaded.push(Loaded { name, session: decoded.session, file });
         }
     }
     Ok(report)
 }
 
-/// Files a newer efrit-todo wrote, found by `load_dir`: saving over them
-/// would throw away what that version kept, so saves to them fail instead.
-static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
+/// The newest save of each state file this process knows: the one it
+/// wrote last, or read and took its list from.  A file found otherwise
+/// holds a save this process has not seen, another Emacs's.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    generation: u64,
+    /// None when it was read from another file (a copy that won).
+    id: Option<FileId>,
+}
+
+static KNOWN: Lazy<Mutex<HashMap<PathBuf, Known>>> = Lazy::new(Mutex::default);
+
+/// Records that this process's list of SEEN's session, saved in DIR,
+/// goes on from SEEN: saving it over that save is no conflict.
+pub fn adopt(dir: &Path, seen: &Seen) {
+    let target = file_path(dir, &seen.name);
+    let id = (seen.file == target).then_some(seen.id);
+    lock(&KNOWN).insert(target, Known { generation: seen.generation, id });
+}
+
+/// What a save finds at its state file's path.
+enum OnDisk {
+    Absent,
+    /// This process's newest save of it, unchanged.
+    Known,
+    /// A save of SESSION of GENERATION, not the known one.
+    Other { session: String, generation: u64 },
+    /// Something that does not read as a state file.
+    Damaged(String),
+}
+
+/// The start of a state file, enough to tell whose save it is.
+#[derive(Deserialize)]
+struct Header<'a> {
+    schema_version: u64,
+    session: String,
+    #[serde(default, borrow)]
+    generation: Option<&'a RawValue>,
+}
+
+/// Looks at TARGET before a save replaces it; KNOWN is this process's
+/// newest save of it.  Only a file that changed since is read.
+fn examine(target: &Path, known: Option<Known>) -> io::Result<OnDisk> {
+    let meta = match fs::symlink_metadata(target) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OnDisk::Absent),
+        Err(e) => return Err(e),
+    };
+    if let Some(kind) = special_kind(meta.file_type()) {
+        return Err(not_regular(target, kind));
+    }
+    if known.and_then(|k| k.id) == Some(file_id(&meta)) {
+        return Ok(OnDisk::Known);
+    }
+    let opened = open_regular(target)?;
+    // Read whole, whatever its size: it is kept, not parsed into a list.
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(opened, MAX_EXAMINED_BYTES), &mut bytes)?;
+    match serde_json::from_slice::<Header>(&bytes) {
+        Ok(header) if header.schema_version > SCHEMA_VERSION => Err(newer_file(header.schema_version)),
+        Ok(header) => {
+            let generation = header.generation.and_then(|g| serde_json::from_str(g.get()).ok()).unwrap_or(0);
+            Ok(OnDisk::Other { session: header.session, generation })
+        }
+        Err(e) => match serde_json::from_slice::<VersionOnly>(&bytes) {
+            Ok(VersionOnly { schema_version }) if schema_version > SCHEMA_VERSION => Err(newer_file(schema_version)),
+            _ if bytes.len() as u64 >= MAX_EXAMINED_BYTES => {
+                Ok(OnDisk::Other { session: String::new(), generation: 0 })
+            }
+            _ => Ok(OnDisk::Damaged(e.to_string())),
+        },
+    }
+}
+
+/// A file bigger than this found where a save goes is kept as a conflict
+/// without being read to its end.
+const MAX_EXAMINED_BYTES: u64 = 256 * 1024 * 1024;
+
+fn newer_file(version: u64) -> io::Error {
+    io::Error::other(format!(
+        "its file was written by a newer efrit-todo (schema version {version}); not overwriting it"
+    ))
+}
 
 // ---------------------------------------------------------------------------
 // The writer
@@ -1239,6 +1481,9 @@ struct Queue {
     replaced: Vec<File>,
     /// Failures of background writes, for the Lisp side to report.
     errors: Vec<String>,
+    /// What saves did that the user must know (a conflict kept beside), not
+    /// reported yet.
+    warnings: Vec<String>,
     thread_started: bool,
     /// Flushes asked of the writer thread, and the newest it has done: a
     /// flush waits for the thread (a bounded time) rather than touching
@@ -1410,11 +1655,31 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Saves SESSION into DIR now; the caller holds `writing`, which SCRATCH
 /// comes from.  Ok(None) when the session does not exist.
+///
+/// A save never replaces a save of the file it has not seen: one written
+/// by another Emacs since this one last wrote or read the file, or one of a
+/// session this one never read (two Emacsen that started a session of the
+/// same name).  That file is kept beside as FILE.conflict, with a warning,
+/// and this save gets a generation above it.  The directory's lock keeps
+/// the saves of all Emacsen apart from looking to replacing.
 fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<Option<Replaced>> {
     let file = file_name(session);
-    if lock(&NEWER_FILES).contains(&dir.join(&file)) {
-        return Err(io::Error::other("its file was written by a newer efrit-todo; not overwriting it"));
-    }
+    let target = dir.join(&file);
+    ensure_dir(dir)?;
+    let _lock = lock_dir(dir)?;
+    let known = lock(&KNOWN).get(&target).copied();
+    let seen = known.map_or(0, |k| k.generation);
+    let (generation, aside) = match examine(&target, known)? {
+        OnDisk::Absent | OnDisk::Known => (seen, None),
+        OnDisk::Damaged(why) => (seen, Some(("corrupt", why))),
+        // The same session, no newer than what this process has: an older
+        // copy put back, or a touch.  Nothing to keep.
+        OnDisk::Other { session: name, generation } if name == session && known.is_some_and(|k| generation <= k.generation) => {
+            (seen, None)
+        }
+        OnDisk::Other { generation, .. } => (seen.max(generation), Some(("conflict", generation.to_string()))),
+    };
+    let generation = generation.saturating_add(1);
     scratch.buffer.clear();
     {
         // The file is encoded under the registry's lock, straight from the
@@ -1428,13 +1693,38 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
         };
         let ledger = scratch.ledgers.entry(session.to_string()).or_default();
         ledger.catch_up(state.entries());
-        encode_into(&mut scratch.buffer, session, state, ledger);
+        encode_into(&mut scratch.buffer, session, state, ledger, generation);
+    }
+    if let Some((kind, what)) = aside {
+        let kept = move_aside_as(&target, kind)?;
+        let warning = if kind == "conflict" {
+            format!(
+                "session {session:?}: {} held a save this Emacs had not seen (generation {what}, by another Emacs or an earlier one); it was kept as {} and this Emacs's list saved in its place",
+                target.display(),
+                kept.display()
+            )
+        } else {
+            format!(
+                "session {session:?}: {} could not be read ({what}); it was moved aside as {} and this Emacs's list saved in its place",
+                target.display(),
+                kept.display()
+            )
+        };
+        lock(&WRITER.queue).warnings.push(warning);
     }
     let replaced = replace_file(dir, &file, &scratch.buffer);
     if scratch.buffer.capacity() > MAX_KEPT_BUFFER {
         scratch.buffer = Vec::new();
     }
-    replaced.map(Some)
+    let replaced = replaced?;
+    lock(&KNOWN).insert(target, Known { generation, id: Some(replaced.id) });
+    Ok(Some(replaced))
+}
+
+/// The warnings of saves not reported yet: a save of another Emacs kept
+/// beside as a conflict, a damaged file moved aside.
+pub fn take_warnings() -> Vec<String> {
+    std::mem::take(&mut lock(&WRITER.queue).warnings)
 }
 
 fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
@@ -1665,7 +1955,7 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
         }
         saved?
     };
-    let Some(Replaced { path, replaced }) = saved else { return Ok(None) };
+    let Some(Replaced { path, replaced, .. }) = saved else { return Ok(None) };
     let mut queue = lock(&WRITER.queue);
     queue.unsynced.insert(dir.to_path_buf());
     queue.replaced.extend(replaced);
@@ -1677,6 +1967,7 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
     }
     Ok(Some(path))
 }
+
 
 
 #[cfg(test)]
@@ -2130,8 +2421,137 @@ mod tests {
         assert!(!flush().iter().any(|e| e.contains(&name)));
         let (_, back) = load_file(&path).unwrap();
         assert_eq!(back.items.len(), 2);
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        // No temporary file left: the state file and the directory's lock.
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != LOCK_FILE).collect();
         assert_eq!(names.len(), 1, "{names:?}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn json_of(path: &Path) -> Json {
+        serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+    }
+
+    fn contents(json: &Json) -> Vec<&str> {
+        json["items"].as_array().unwrap().iter().map(|i| i["content"].as_str().unwrap()).collect()
+    }
+
+    /// Sets the modification time of PATH SECONDS from now.
+    fn touch(path: &Path, seconds: i64) {
+        let now = SystemTime::now();
+        let when = if seconds >= 0 {
+            now + Duration::from_secs(seconds.unsigned_abs())
+        } else {
+            now - Duration::from_secs(seconds.unsigned_abs())
+        };
+        OpenOptions::new().write(true).open(path).unwrap().set_modified(when).unwrap();
+    }
+
+    #[test]
+    fn the_newest_write_of_a_session_wins_over_its_copies_whatever_their_names_and_times() {
+        let dir = temp_dir("copies");
+        let name = format!("copies test {}", std::process::id());
+        registry().session(&name).add("first".into(), None, &Options::default()).unwrap();
+        let file = save_now(&name, &dir).unwrap().unwrap();
+        let first = fs::read(&file).unwrap();
+        assert_eq!(json_of(&file)["generation"], 1);
+        registry().session(&name).add("second".into(), None, &Options::default()).unwrap();
+        save_now(&name, &dir).unwrap();
+        let second = fs::read(&file).unwrap();
+        assert_eq!(json_of(&file)["generation"], 2, "every save counts one generation up");
+        // A user's backups of the older save: one sorted before the file,
+        // one after, both with a newer time.
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let backups = [dir.join(format!("{stem}-backup.json")), dir.join("zz copy.json")];
+        for backup in &backups {
+            fs::write(backup, &first).unwrap();
+            touch(backup, 3600);
+        }
+        let report = load_dir(&dir, false, &Limits::default()).unwrap();
+        let mine: Vec<&Loaded> = report.loaded.iter().filter(|l| l.name == name).collect();
+        assert_eq!(mine.len(), 1, "one list per session, not one per copy");
+        assert_eq!(mine[0].file, file);
+        assert_eq!(mine[0].session.items.len(), 2);
+        for backup in &backups {
+            let why = report.skipped.iter().find(|(f, _)| f == backup).map(|(_, why)| why.as_str()).unwrap_or("");
+            assert!(why.contains("older copy") && why.contains(&file.display().to_string()), "{backup:?}: {why}");
+        }
+        // The session's own file put back to the older save: the newest
+        // write, wherever it is, still wins.
+        fs::write(&file, &first).unwrap();
+        fs::write(&backups[1], &second).unwrap();
+        touch(&backups[1], -3600);
+        let report = load_dir(&dir, false, &Limits::default()).unwrap();
+        let mine: Vec<&Loaded> = report.loaded.iter().filter(|l| l.name == name).collect();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].file, backups[1]);
+        assert_eq!(mine[0].session.items.len(), 2);
+        assert!(report.skipped.iter().any(|(f, why)| *f == file && why.contains("older copy")), "{:?}", report.skipped);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_never_overwrites_a_save_it_has_not_seen_without_keeping_it() {
+        let dir = temp_dir("conflict");
+        let name = format!("conflict test {}", std::process::id());
+        registry().session(&name).add("mine".into(), None, &Options::default()).unwrap();
+        let file = save_now(&name, &dir).unwrap().unwrap();
+        // Saving again over its own save is no conflict.
+        save_now(&name, &dir).unwrap();
+        assert!(take_warnings().iter().all(|w| !w.contains(&name)));
+        assert_eq!(json_of(&file)["generation"], 2);
+        // Another Emacs read that save and saved twice since, its own list:
+        // generation 4, written by a rename as every save is.
+        let mut theirs = json_of(&file);
+        theirs["generation"] = json!(4);
+        theirs["items"][0]["content"] = json!("theirs");
+        let theirs = serde_json::to_vec(&theirs).unwrap();
+        write_atomic(&dir, &file_name(&name), &theirs).unwrap();
+        registry().session(&name).add("mine too".into(), None, &Options::default()).unwrap();
+        save_now(&name, &dir).unwrap();
+        // Theirs is kept beside, byte for byte; ours is the session's file,
+        // newer than theirs; and the user is told.
+        let kept = dir.join(format!("{}.conflict", file_name(&name)));
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        assert_eq!(text(fs::read(&kept).unwrap_or_default()), text(theirs), "the other save was not kept");
+        assert_eq!(contents(&json_of(&file)), ["mine", "mine too"]);
+        assert_eq!(json_of(&file)["generation"], 5);
+        let warnings = take_warnings();
+        assert!(
+            warnings.iter().any(|w| w.contains(&name) && w.contains(&kept.display().to_string())),
+            "{warnings:?}"
+        );
+        // Since then ours is the newest: no conflict.
+        save_now(&name, &dir).unwrap();
+        assert!(!dir.join(format!("{}.1.conflict", file_name(&name))).exists());
+        // An older save of the same session put back by hand is no
+        // newer save: it is replaced.
+        let older = fs::read(&file).unwrap();
+        save_now(&name, &dir).unwrap();
+        write_atomic(&dir, &file_name(&name), &older).unwrap();
+        save_now(&name, &dir).unwrap();
+        assert!(!dir.join(format!("{}.1.conflict", file_name(&name))).exists());
+        assert!(take_warnings().iter().all(|w| !w.contains(&name)));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn two_processes_starting_the_same_session_name_keep_both_lists() {
+        // Efrit names sessions by the second: two Emacsen starting a command
+        // in the same second share a name.  This one never read the other's file.
+        let dir = temp_dir("collision");
+        let name = format!("efrit-do-20250101120000 {}", std::process::id());
+        let mut other = Session::default();
+        write(&mut other, json!([{"content": "The other command", "status": "in_progress"}]));
+        let mut theirs: Json = serde_json::from_slice(&encode(&name, &other)).unwrap();
+        theirs["generation"] = json!(1);
+        let theirs = serde_json::to_vec(&theirs).unwrap();
+        write_atomic(&dir, &file_name(&name), &theirs).unwrap();
+        registry().session(&name).add("This command".into(), None, &Options::default()).unwrap();
+        let file = save_now(&name, &dir).unwrap().unwrap();
+        let kept = fs::read(dir.join(format!("{}.conflict", file_name(&name)))).unwrap_or_default();
+        assert_eq!(String::from_utf8(kept).unwrap(), String::from_utf8(theirs).unwrap(), "the other list was not kept");
+        assert_eq!(contents(&json_of(&file)), ["This command"]);
+        assert!(take_warnings().iter().any(|w| w.contains(&name)));
         let _ = fs::remove_dir_all(&dir);
     }
 

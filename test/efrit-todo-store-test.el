@@ -366,6 +366,93 @@ The list comes back, and the file is not moved aside."
       (should (file-exists-p file))
       (should-not (file-exists-p (concat file ".corrupt"))))))
 
+(ert-deftest efrit-todo-store-test-copies-never-replace-the-newest-list ()
+  "A copy of an older save, whatever its name and time, is skipped with a warning."
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (efrit-todo-store-test-session))
+           (file nil)
+           (copy (expand-file-name "zz-copy-of-my-list.json" dir)))
+      (efrit-todo-store-test-write session '("Old plan" "pending"))
+      (efrit-todo-save)
+      (setq file (efrit-todo-state-file session))
+      (copy-file file copy)
+      (efrit-todo-store-test-write session '("New plan" "in_progress") '("More" "pending"))
+      (efrit-todo-save)
+      ;; The copy looks newer by its time, and sorts after the file.
+      (set-file-times copy (time-add nil 3600))
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-reset session))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should (equal (efrit-todo-restore t) (list session)))
+        (should (equal (efrit-todo-store-test-contents session) '("New plan" "More")))
+        (should (cl-some (lambda (w) (string-match-p (concat (regexp-quote copy) " was left alone: .*older copy") w))
+                         warnings)))
+      (should (file-exists-p copy)))))
+
+(defconst efrit-todo-store-test--other-emacs
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left))
+         (restore (equal (nth 2 command-line-args-left) "restore")))
+     (setq command-line-args-left nil)
+     (when restore
+       (efrit-todo-restore))
+     (efrit-todo-write (list :merge t :todos (vector (list :content "From the other Emacs" :status "pending")))
+                       session)
+     (princ (format "failed saves: %d\n" (efrit-todo-save)))
+     (kill-emacs 0))
+  "Another Emacs sharing the state directory: it adds an item and saves.
+With \"restore\", it restores the session from the directory first.")
+
+(defun efrit-todo-store-test--other-emacs (dir session &optional restore)
+  "Run another Emacs that adds an item to SESSION in DIR; RESTORE it first."
+  (let ((process (efrit-todo-store-test--spawn
+                  "efrit-todo-other" efrit-todo-store-test--other-emacs
+                  dir session (if restore "restore" "fresh"))))
+    (unwind-protect
+        (progn
+          (efrit-todo-store-test--wait
+           process (lambda (_) (not (process-live-p process))) 60 "the other Emacs")
+          (should (equal (process-exit-status process) 0))
+          (should (string-match-p "^failed saves: 0"
+                                  (with-current-buffer (process-buffer process) (buffer-string)))))
+      (kill-buffer (process-buffer process)))))
+
+(ert-deftest efrit-todo-store-test-two-emacsen-never-overwrite-each-other ()
+  "A stale save over another Emacs's newer one keeps it as a conflict copy, with a warning.
+So does a session name both Emacsen started in the same second."
+  (skip-unless invocation-name)
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session))
+          (collision (format "efrit-do-20250101120000-%s" (cl-gensym))))
+      ;; This Emacs saves; the other restores that save, adds and saves.
+      (efrit-todo-store-test-write session '("Mine" "pending"))
+      (efrit-todo-save)
+      (efrit-todo-store-test--other-emacs dir session t)
+      (let* ((file (efrit-todo-state-file session))
+             (theirs (efrit-todo-store-test-bytes file)))
+        (should (string-match-p "From the other Emacs" theirs))
+        ;; This Emacs's copy is stale now: saving it keeps theirs.
+        (efrit-todo-store-test-write session '("Mine" "pending") '("Mine too" "pending"))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (should (= 0 (efrit-todo-save)))
+          (should (cl-some (lambda (w) (string-match-p (regexp-quote (concat file ".conflict")) w))
+                           warnings)))
+        (should (equal (efrit-todo-store-test-bytes (concat file ".conflict")) theirs))
+        (let ((json (efrit-todo-store-test-read-json file)))
+          (should (equal (mapcar (lambda (i) (alist-get 'content i)) (alist-get 'items json))
+                         '("Mine" "Mine too")))
+          (should (= (alist-get 'generation json) 3))))
+      ;; Both start a command in the same second: the same session name,
+      ;; and neither has read the other's file.
+      (efrit-todo-store-test--other-emacs dir collision)
+      (efrit-todo-store-test-write collision '("This command" "in_progress"))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should (= 0 (efrit-todo-save)))
+        (should (= (length warnings) 1)))
+      (let ((file (efrit-todo-state-file collision)))
+        (should (equal (efrit-todo-store-test-contents collision) '("This command")))
+        (should (string-match-p "From the other Emacs" (efrit-todo-store-test-bytes (concat file ".conflict"))))))))
+
 ;;;; Pruning
 
 (defun efrit-todo-store-test-write-file (dir session)

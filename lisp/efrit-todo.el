@@ -1018,8 +1018,11 @@ a prefix argument, ask which."
 (defcustom efrit-todo-state-directory
   (and (not noninteractive) (locate-user-emacs-file "efrit-todo/"))
   "Directory where each session's list is saved, or nil for memory only.
-One JSON file per session (list, id counter, history, breaker and
-ledger summary), mode 0600 in a directory made with mode 0700.  It
+A relative name is in `user-emacs-directory'.  One JSON file per
+session (list, id counter, history, breaker and ledger summary), mode
+0600 in a directory made with mode 0700.  A directory that others can
+write, or that is not yours, is refused: its files become text the
+model reads.  It
 is written atomically after every change, by a thread of the module
 so that the change does not wait for the disk.  Sessions with
 unfinished items are restored when efrit-todo loads;
@@ -1066,14 +1069,19 @@ temporary files of a save, the directory's lock).")
   "Non-nil while sessions are read back, which need no saving.")
 
 (defvar efrit-todo--state-dir-cache nil
-  "(SETTING DEFAULT-DIRECTORY . EXPANDED) of the last expansion.
+  "(SETTING USER-EMACS-DIRECTORY . EXPANDED) of the last expansion.
 Expanding a file name costs more than scheduling the save itself.")
 
 (defun efrit-todo--expand-state-dir ()
-  "Return `efrit-todo-state-directory' expanded, and remember it."
+  "Return `efrit-todo-state-directory' expanded, and remember it.
+A relative name is in `user-emacs-directory', never in the current
+buffer's directory: every buffer saves into the same place.  The
+result is a string of its own, which no caller can alter in place."
   (let* ((setting efrit-todo-state-directory)
-         (expanded (file-name-as-directory (expand-file-name setting))))
-    (setq efrit-todo--state-dir-cache (cons setting (cons default-directory expanded)))
+         (expanded (copy-sequence
+                    (file-name-as-directory
+                     (expand-file-name setting (expand-file-name user-emacs-directory))))))
+    (setq efrit-todo--state-dir-cache (cons setting (cons user-emacs-directory expanded)))
     expanded))
 
 (defsubst efrit-todo--state-dir ()
@@ -1081,7 +1089,7 @@ Expanding a file name costs more than scheduling the save itself.")
   (let ((setting efrit-todo-state-directory)
         (cache efrit-todo--state-dir-cache))
     (cond ((null setting) nil)
-          ((and (eq (car cache) setting) (eq (cadr cache) default-directory))
+          ((and (eq (car cache) setting) (eq (cadr cache) user-emacs-directory))
            (cddr cache))
           (t (efrit-todo--expand-state-dir)))))
 

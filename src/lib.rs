@@ -225,7 +225,7 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 /// Shared rather than a String, because the one read last is handed out
 /// again on every call of that session.
 fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
-    read_cached(&LAST_SESSION, env, name, || {
+    read_cached_text(&LAST_SESSION, env, name, || {
         match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
             Ok(text) => Ok(text.into()),
             Err(error) => invalid(env, error),
@@ -242,6 +242,32 @@ fn read_cached<T: Clone>(
 ) -> Result<T> {
     if let Some(known) = cache.with(|last| last.get(value)) {
         return Ok(known);
+    }
+    let read = read()?;
+    cache.with(|last| last.remember(env, value, read.clone()))?;
+    Ok(read)
+}
+
+/// The string VALUE as READ reads it, unless it is the string CACHE read
+/// last and still holds the same text.  A string can be changed in place
+/// (`aset', `fillarray') and stay `eq' to itself, so identity alone would
+/// hand out what it held before: a session name altered after use would
+/// send writes to the old session.  Comparing the text costs one copy into
+/// a kept buffer, no allocation and no checking.
+fn read_cached_text(
+    cache: &'static std::thread::LocalKey<LastRead<std::rc::Rc<str>>>,
+    env: &Env,
+    value: Value,
+    read: impl FnOnce() -> Result<std::rc::Rc<str>>,
+) -> Result<std::rc::Rc<str>> {
+    if let Some(known) = cache.with(|last| last.get(value)) {
+        let unchanged = STRING_BUFFER.with(|buffer| {
+            let mut buffer = buffer.borrow_mut();
+            value.copy_string_contents(&mut buffer[..]).is_ok_and(|text| text == known.as_bytes())
+        });
+        if unchanged {
+            return Ok(known);
+        }
     }
     let read = read()?;
     cache.with(|last| last.remember(env, value, read.clone()))?;
@@ -1559,7 +1585,7 @@ fn store_news<'e>(env: &'e Env, failures: &[String], warnings: &[String]) -> Res
 #[defun]
 fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let dir = read_cached(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
+    let dir = read_cached_text(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
     let failures = store::schedule(&session, std::path::Path::new(&*dir));
     let warnings = store::take_warnings();
     if failures.is_empty() && warnings.is_empty() {

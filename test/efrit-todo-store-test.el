@@ -186,6 +186,77 @@ The directory is deleted afterwards, once pending saves are done."
                        (abbreviate-file-name (expand-file-name "efrit-todo/" home))))
       (delete-directory home t))))
 
+(ert-deftest efrit-todo-store-test-a-session-name-changed-in-place ()
+  "A session string altered with `aset' after use names its new session."
+  (let* ((old (efrit-todo-store-test-session))
+         (name (copy-sequence old)))
+    (efrit-todo-store-test-write name '("For the old name" "pending"))
+    (aset name (1- (length name)) ?x)
+    (should-not (equal name old))
+    (efrit-todo-store-test-write name '("For the new name" "pending"))
+    (should (equal (efrit-todo-store-test-contents old) '("For the old name")))
+    (should (equal (efrit-todo-store-test-contents (copy-sequence name)) '("For the new name")))))
+
+(ert-deftest efrit-todo-store-test-a-relative-directory-is-in-the-emacs-directory ()
+  "A relative `efrit-todo-state-directory' is under `user-emacs-directory', whatever the buffer."
+  (let* ((home (file-name-as-directory (make-temp-file "efrit-todo-store-test-home" t)))
+         (elsewhere (file-name-as-directory (make-temp-file "efrit-todo-store-test-elsewhere" t)))
+         (user-emacs-directory home)
+         (efrit-todo-state-directory "relative-state")
+         (session (efrit-todo-store-test-session))
+         (expected (expand-file-name (concat "relative-state/" (efrit-todo--module-store-file session ""))
+                                     home)))
+    (unwind-protect
+        (progn
+          (let ((default-directory elsewhere))
+            (should (equal (efrit-todo-state-file session) expected)))
+          (with-temp-buffer
+            (setq default-directory (expand-file-name "sub/" elsewhere))
+            (should (equal (efrit-todo-state-file session) expected))
+            (efrit-todo-store-test-write session '("Saved in one place" "pending"))
+            (should (= 0 (efrit-todo-save)))
+            (should (file-exists-p expected))
+            (should-not (file-exists-p (expand-file-name "relative-state" default-directory)))))
+      (efrit-todo-flush)
+      (delete-directory home t)
+      (delete-directory elsewhere t))))
+
+(ert-deftest efrit-todo-store-test-a-directory-that-is-a-file-says-so ()
+  "A state directory path that names a file gives a message saying that."
+  (let* ((file (make-temp-file "efrit-todo-store-test-not-a-dir"))
+         (efrit-todo-state-directory file)
+         (session (efrit-todo-store-test-session))
+         (inhibit-message t))
+    (unwind-protect
+        (progn
+          (efrit-todo-store-test-write session '("Nowhere to go" "pending"))
+          (let ((failures (efrit-todo-flush)))
+            (should (= (length failures) 1))
+            (should (string-match-p (concat (regexp-quote (directory-file-name file))
+                                            " is a file, not a directory")
+                                    (car failures)))
+            (should-not (string-match-p "os error" (car failures)))))
+      (delete-file file)
+      (efrit-todo-flush)
+      (ignore-errors (delete-directory file t)))))
+
+(ert-deftest efrit-todo-store-test-a-directory-others-can-write-is-refused ()
+  "A state directory writable by group or others is neither written nor read."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session))
+          (inhibit-message t))
+      (efrit-todo-store-test-write session '("Private" "pending"))
+      (should (= 0 (efrit-todo-save)))
+      (set-file-modes dir #o777)
+      (efrit-todo-store-test-write session '("Private" "pending") '("Still private" "pending"))
+      (let ((failures (efrit-todo-flush)))
+        (should (= (length failures) 1))
+        (should (string-match-p "writable by others" (car failures))))
+      (should (string-match-p "writable by others"
+                              (cadr (should-error (efrit-todo-restore t)))))
+      (set-file-modes dir #o700)
+      (should (= 0 (efrit-todo-save))))))
+
 ;;;; Restoring
 
 (ert-deftest efrit-todo-store-test-restore-brings-a-list-back ()
@@ -256,7 +327,7 @@ The directory is deleted afterwards, once pending saves are done."
   (efrit-todo-store-test-with-dir dir
     (let ((old (efrit-todo-store-test-session))
           (new (efrit-todo-store-test-session)))
-      (make-directory dir t)
+      (with-file-modes #o700 (make-directory dir t))
       (with-temp-file (expand-file-name "old-layout.json" dir)
         (insert (json-encode `((schema_version . 1) (session . ,old) (counter . 5)
                                (todos . [((id . "t5") (content . "From version 1")
@@ -356,7 +427,7 @@ The list comes back, and the file is not moved aside."
     (let ((file (expand-file-name "huge.json" dir))
           (efrit-todo-max-items 2)
           (efrit-todo-max-content-length 5))
-      (make-directory dir t)
+      (with-file-modes #o700 (make-directory dir t))
       (with-temp-file file
         (insert (make-string (* 8 1024 1024) ?\[)))
       (efrit-todo-store-test-capturing-warnings warnings
@@ -459,7 +530,7 @@ So does a session name both Emacsen started in the same second."
   "Write a state file for SESSION, which this Emacs never saw, into DIR.
 Return its file name."
   (let ((file (expand-file-name (concat (string-remove-prefix "store-test-" session) ".json") dir)))
-    (make-directory dir t)
+    (with-file-modes #o700 (make-directory dir t))
     (with-temp-file file
       (insert (json-encode `((schema_version . 2) (session . ,session)
                              (items . [((id . "t1") (content . ,(concat "Open in " session))
@@ -714,7 +785,7 @@ file and rename it would leave a damaged state file there."
   '(let ((efrit-todo-state-directory (car command-line-args-left))
          (session (cadr command-line-args-left)))
      (setq command-line-args-left nil)
-     (make-directory efrit-todo-state-directory t)
+     (with-file-modes #o700 (make-directory efrit-todo-state-directory t))
      (call-process "mkfifo" nil nil nil (efrit-todo-state-file session))
      (efrit-todo-write (list :todos (vector (list :content "Blocked?" :status "pending"))) session)
      (let ((failures (efrit-todo-flush)))

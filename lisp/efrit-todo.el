@@ -1012,7 +1012,7 @@ a prefix argument, ask which."
 (declare-function efrit-todo--module-store-flush-end "efrit-todo-module" (ticket waited))
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-file "efrit-todo-module" (session dir))
-(declare-function efrit-todo--module-store-restore "efrit-todo-module"
+(declare-function efrit-todo--module-store-restore-within "efrit-todo-module"
                   (dir only-open force max-items max-content))
 
 (defcustom efrit-todo-state-directory
@@ -1209,7 +1209,7 @@ With ONLY-OPEN, only sessions with unfinished items.  Files older than
 report plist, with the deleted files under :pruned."
   (efrit-todo-flush)
   (let* ((pruned (efrit-todo--prune-state-files dir))
-         (report (append (efrit-todo--module-store-restore
+         (report (append (efrit-todo--module-store-restore-within
                           dir only-open force
                           efrit-todo-max-items efrit-todo-max-content-length)
                          (list :pruned pruned))))

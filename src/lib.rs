@@ -1652,6 +1652,12 @@ fn store_file(env: &Env, session: Value, dir: String) -> Result<String> {
     Ok(store::file_path(std::path::Path::new(&dir), &session).to_string_lossy().into_owned())
 }
 
+/// `store-restore-within' at the default limits.
+#[defun]
+fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>) -> Result<Value<'e>> {
+    restore(env, dir, only_open, force, &Limits::default())
+}
+
 /// Reads the sessions saved in DIR into the registry, within the limits
 /// todo_write keeps (MAX-ITEMS, MAX-CONTENT).  With ONLY-OPEN, only
 /// sessions with unfinished items; a session here whose list is not empty is
@@ -1659,7 +1665,7 @@ fn store_file(env: &Env, session: Value, dir: String) -> Result<String> {
 /// :moved ((FILE AS REASON) ...) :skipped ((FILE REASON) ...)
 /// :warnings ((FILE TEXT) ...)).
 #[defun]
-fn store_restore<'e>(
+fn store_restore_within<'e>(
     env: &'e Env,
     dir: String,
     only_open: Value<'e>,
@@ -1667,8 +1673,11 @@ fn store_restore<'e>(
     max_items: i64,
     max_content: i64,
 ) -> Result<Value<'e>> {
-    let limits = options(max_items, max_content, 0).limits;
-    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil(), &limits) {
+    restore(env, dir, only_open, force, &options(max_items, max_content, 0).limits)
+}
+
+fn restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>, limits: &Limits) -> Result<Value<'e>> {
+    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil(), limits) {
         Ok(report) => report,
         Err(e) => return env.call("error", ("Efrit-todo: could not read %s: %s", dir.as_str(), e.to_string())),
     };

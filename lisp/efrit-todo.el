@@ -1022,10 +1022,9 @@ A relative name is in `user-emacs-directory'.  One JSON file per
 session (list, id counter, history, breaker and ledger summary), mode
 0600 in a directory made with mode 0700.  A directory that others can
 write, or that is not yours, is refused: its files become text the
-model reads.  It
-is written atomically after every change, by a thread of the module
-so that the change does not wait for the disk.  Sessions with
-unfinished items are restored when efrit-todo loads;
+model reads.  It is written atomically after every change, by a
+thread of the module so that the change does not wait for the disk.
+Sessions with unfinished items are restored when efrit-todo loads;
 `efrit-todo-restore' restores them all.  The default is
 \"efrit-todo/\" in `user-emacs-directory', but nil in batch Emacs,
 so that scripts and test runs leave nothing behind; set it to save
@@ -1053,7 +1052,7 @@ Saves are written by a thread of the module; a flush (also
 `efrit-todo-save' and the one as Emacs exits) waits for it, never
 longer than this, so that a disk that does not answer cannot hang
 Emacs.  When the time runs out, the flush says so and the saves stay
-pending.  \[keyboard-quit] stops the waiting too."
+pending.  \\[keyboard-quit] stops the waiting too."
   :type 'number
   :group 'efrit-todo)
 

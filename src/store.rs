@@ -2393,6 +2393,9 @@ mod tests {
         assert!(save_now("newer", &dir).unwrap_err().to_string().contains("newer efrit-todo"));
         assert_eq!(load_dir(&dir, false, &Limits::default()).unwrap().loaded.len(), 2);
         assert!(load_dir(&dir.join("missing"), false, &Limits::default()).unwrap().loaded.is_empty());
+        // The refused save stays pending: let it land before the directory goes.
+        fs::remove_file(dir.join("newer.json")).unwrap();
+        assert!(failures_of("\"newer\"", flush()).is_empty());
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -1022,20 +1022,24 @@ a prefix argument, ask which."
 ;;;; Persistence
 
 (declare-function efrit-todo--module-store-schedule "efrit-todo-module" (session dir))
-(declare-function efrit-todo--module-store-flush "efrit-todo-module" ())
+(declare-function efrit-todo--module-store-flush-begin "efrit-todo-module" ())
+(declare-function efrit-todo--module-store-flush-wait "efrit-todo-module" (ticket seconds))
+(declare-function efrit-todo--module-store-flush-end "efrit-todo-module" (ticket waited))
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-file "efrit-todo-module" (session dir))
-(declare-function efrit-todo--module-store-restore "efrit-todo-module"
-                  (dir only-open force))
+(declare-function efrit-todo--module-store-restore-within "efrit-todo-module"
+                  (dir only-open force max-items max-content))
 
 (defcustom efrit-todo-state-directory
   (and (not noninteractive) (locate-user-emacs-file "efrit-todo/"))
   "Directory where each session's list is saved, or nil for memory only.
-One JSON file per session (list, id counter, history, breaker and
-ledger summary), mode 0600 in a directory made with mode 0700.  It
-is written atomically after every change, by a thread of the module
-so that the change does not wait for the disk.  Sessions with
-unfinished items are restored when efrit-todo loads;
+A relative name is in `user-emacs-directory'.  One JSON file per
+session (list, id counter, history, breaker and ledger summary), mode
+0600 in a directory made with mode 0700.  A directory that others can
+write, or that is not yours, is refused: its files become text the
+model reads.  It is written atomically after every change, by a
+thread of the module so that the change does not wait for the disk.
+Sessions with unfinished items are restored when efrit-todo loads;
 `efrit-todo-restore' restores them all.  The default is
 \"efrit-todo/\" in `user-emacs-directory', but nil in batch Emacs,
 so that scripts and test runs leave nothing behind; set it to save
@@ -1050,30 +1054,48 @@ from batch Emacs too."
   "Days a saved list is kept after its last change, or nil to keep all.
 Before lists are restored (on load and by `efrit-todo-restore'),
 the files in `efrit-todo-state-directory' not modified for this many
-days are deleted, damaged files moved aside as .corrupt included.
-The file of a session live in this Emacs is never deleted."
+days are deleted, damaged files moved aside as .corrupt and other
+Emacsen's saves kept beside as .conflict included.  The file of a
+session live in this Emacs is never deleted."
   :type '(choice (number :tag "Days")
                  (const :tag "Keep every list" nil))
   :group 'efrit-todo)
 
+(defcustom efrit-todo-flush-timeout 10
+  "Seconds `efrit-todo-flush' waits at most for the saves to land.
+Saves are written by a thread of the module; a flush (also
+`efrit-todo-save' and the one as Emacs exits) waits for it, never
+longer than this, so that a disk that does not answer cannot hang
+Emacs.  When the time runs out, the flush says so and the saves stay
+pending.  \\[keyboard-quit] stops the waiting too."
+  :type 'number
+  :group 'efrit-todo)
+
 (defconst efrit-todo--state-file-regexp
-  "\\`[^.].*\\.json\\(?:\\(?:\\.[0-9]+\\)?\\.corrupt\\)?\\'"
+  "\\`[^.].*\\.json\\(?:\\(?:\\.[0-9]+\\)?\\.\\(?:corrupt\\|conflict\\)\\)?\\'"
   "Names of the files the module keeps in the state directory.
-State files NAME.json and damaged ones moved aside as NAME.json.corrupt
-or NAME.json.N.corrupt; never the temporary dot files of a save.")
+State files NAME.json, damaged ones moved aside as NAME.json.corrupt
+or NAME.json.N.corrupt, and saves of another Emacs kept beside as
+NAME.json.conflict or NAME.json.N.conflict; never the dot files (the
+temporary files of a save, the directory's lock).")
 
 (defvar efrit-todo--restoring nil
   "Non-nil while sessions are read back, which need no saving.")
 
 (defvar efrit-todo--state-dir-cache nil
-  "(SETTING DEFAULT-DIRECTORY . EXPANDED) of the last expansion.
+  "(SETTING USER-EMACS-DIRECTORY . EXPANDED) of the last expansion.
 Expanding a file name costs more than scheduling the save itself.")
 
 (defun efrit-todo--expand-state-dir ()
-  "Return `efrit-todo-state-directory' expanded, and remember it."
+  "Return `efrit-todo-state-directory' expanded, and remember it.
+A relative name is in `user-emacs-directory', never in the current
+buffer's directory: every buffer saves into the same place.  The
+result is a string of its own, which no caller can alter in place."
   (let* ((setting efrit-todo-state-directory)
-         (expanded (file-name-as-directory (expand-file-name setting))))
-    (setq efrit-todo--state-dir-cache (cons setting (cons default-directory expanded)))
+         (expanded (copy-sequence
+                    (file-name-as-directory
+                     (expand-file-name setting (expand-file-name user-emacs-directory))))))
+    (setq efrit-todo--state-dir-cache (cons setting (cons user-emacs-directory expanded)))
     expanded))
 
 (defsubst efrit-todo--state-dir ()
@@ -1081,14 +1103,22 @@ Expanding a file name costs more than scheduling the save itself.")
   (let ((setting efrit-todo-state-directory)
         (cache efrit-todo--state-dir-cache))
     (cond ((null setting) nil)
-          ((and (eq (car cache) setting) (eq (cadr cache) default-directory))
+          ((and (eq (car cache) setting) (eq (cadr cache) user-emacs-directory))
            (cddr cache))
           (t (efrit-todo--expand-state-dir)))))
 
-(defun efrit-todo--report-save-failures (failures)
-  "Show FAILURES, the messages of failed writes to disk."
-  (dolist (failure failures)
-    (message "Efrit-todo: %s" failure)))
+(defun efrit-todo--report-save-failures (news)
+  "Show NEWS from the store; return the failures among it.
+A string is the message of a failed save; (warning TEXT) is something
+a save did that the user must know, such as another Emacs's save
+kept beside as a conflict copy, and is shown with `display-warning'."
+  (let (failures)
+    (dolist (item news)
+      (if (stringp item)
+          (progn (message "Efrit-todo: %s" item)
+                 (push item failures))
+        (display-warning 'efrit-todo (cadr item))))
+    (nreverse failures)))
 
 (defun efrit-todo--schedule-save (session)
   "Have SESSION saved off the caller's path, when persistence is on.
@@ -1107,25 +1137,40 @@ Runs from `efrit-todo-change-functions', so every change is saved."
 
 (defun efrit-todo-flush ()
   "Finish every pending save before returning.
-Return the messages of saves that failed (each is also shown)."
-  (let ((failures (efrit-todo--module-store-flush)))
-    (efrit-todo--report-save-failures failures)
-    failures))
+A save that failed earlier is tried again.  Return the messages of
+the saves that have not landed (each is also shown): a failed save
+stays pending, is retried in the background and is named by every
+flush until it lands."
+  (let* ((limit (if (and (numberp efrit-todo-flush-timeout) (> efrit-todo-flush-timeout 0))
+                    (float efrit-todo-flush-timeout)
+                  10.0))
+         (ticket (efrit-todo--module-store-flush-begin))
+         (deadline (+ (float-time) limit))
+         left)
+    ;; Short waits in a Lisp loop, so that C-g can stop it.
+    (while (and (> (setq left (- deadline (float-time))) 0)
+                (not (efrit-todo--module-store-flush-wait ticket (min left 0.05)))))
+    (efrit-todo--report-save-failures
+     (efrit-todo--module-store-flush-end ticket limit))))
 
 ;;;###autoload
 (defun efrit-todo-save (&optional all)
   "Write every todo list waiting to be saved to disk now, and wait.
 With ALL (interactively, a prefix argument), save every live session
 into `efrit-todo-state-directory' as well.  Return the number of
-failed saves."
+saves that have not landed; they stay pending and are retried."
   (interactive "P")
   (let ((dir (efrit-todo--state-dir)))
     (when (and all dir)
       (dolist (session (efrit-todo-sessions))
-        (efrit-todo--module-store-schedule session dir)))
+        (efrit-todo--report-save-failures
+         (efrit-todo--module-store-schedule session dir))))
     (let ((failures (efrit-todo-flush)))
       (when (called-interactively-p 'interactive)
-        (cond (failures)
+        (cond (failures
+               (message "Efrit-todo: %d save%s failed; %s pending and retried"
+                        (length failures) (if (cdr failures) "s" "")
+                        (if (cdr failures) "they stay" "it stays")))
               ((not dir)
                (message "Efrit-todo: efrit-todo-state-directory is nil; lists stay in memory"))
               (t (message "Efrit-todo: saved in %s" dir))))
@@ -1135,6 +1180,7 @@ failed saves."
   "Write what is pending to disk as Emacs exits; never stop the exit."
   (condition-case err
       (efrit-todo-flush)
+    (quit (message "Efrit-todo: stopped waiting for the saves to land"))
     (error (message "Efrit-todo: could not save: %s" (error-message-string err)))))
 
 ;; Late, so that changes other exit functions make are saved too.
@@ -1142,8 +1188,9 @@ failed saves."
 
 (defun efrit-todo--prune-state-files (dir)
   "Delete the files in DIR older than `efrit-todo-state-max-age'.
-Only state files and damaged files moved aside are candidates, and
-never the file of a live session.  Return the deleted file names."
+Only state files, damaged files moved aside and conflict copies are
+candidates, and never the file of a live session.  Return the deleted
+file names."
   (when (and (numberp efrit-todo-state-max-age) (file-directory-p dir))
     (let ((cutoff (time-subtract nil (* 86400 efrit-todo-state-max-age)))
           ;; The current session may not have been created yet, and may
@@ -1176,7 +1223,9 @@ With ONLY-OPEN, only sessions with unfinished items.  Files older than
 report plist, with the deleted files under :pruned."
   (efrit-todo-flush)
   (let* ((pruned (efrit-todo--prune-state-files dir))
-         (report (append (efrit-todo--module-store-restore dir only-open force)
+         (report (append (efrit-todo--module-store-restore-within
+                          dir only-open force
+                          efrit-todo-max-items efrit-todo-max-content-length)
                          (list :pruned pruned))))
     (pcase-dolist (`(,file ,aside ,reason) (plist-get report :moved))
       (display-warning
@@ -1185,6 +1234,8 @@ report plist, with the deleted files under :pruned."
                file reason aside)))
     (pcase-dolist (`(,file ,reason) (plist-get report :skipped))
       (display-warning 'efrit-todo (format "%s was left alone: %s" file reason)))
+    (pcase-dolist (`(,file ,text) (plist-get report :warnings))
+      (display-warning 'efrit-todo (format "%s: %s" file text)))
     (let ((efrit-todo--restoring t))
       (mapc #'efrit-todo--changed (plist-get report :restored)))
     report))

@@ -225,7 +225,7 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 /// Shared rather than a String, because the one read last is handed out
 /// again on every call of that session.
 fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
-    read_cached(&LAST_SESSION, env, name, || {
+    read_cached_text(&LAST_SESSION, env, name, || {
         match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
             Ok(text) => Ok(text.into()),
             Err(error) => invalid(env, error),
@@ -242,6 +242,32 @@ fn read_cached<T: Clone>(
 ) -> Result<T> {
     if let Some(known) = cache.with(|last| last.get(value)) {
         return Ok(known);
+    }
+    let read = read()?;
+    cache.with(|last| last.remember(env, value, read.clone()))?;
+    Ok(read)
+}
+
+/// The string VALUE as READ reads it, unless it is the string CACHE read
+/// last and still holds the same text.  A string can be changed in place
+/// (`aset', `fillarray') and stay `eq' to itself, so identity alone would
+/// hand out what it held before: a session name altered after use would
+/// send writes to the old session.  Comparing the text costs one copy into
+/// a kept buffer, no allocation and no checking.
+fn read_cached_text(
+    cache: &'static std::thread::LocalKey<LastRead<std::rc::Rc<str>>>,
+    env: &Env,
+    value: Value,
+    read: impl FnOnce() -> Result<std::rc::Rc<str>>,
+) -> Result<std::rc::Rc<str>> {
+    if let Some(known) = cache.with(|last| last.get(value)) {
+        let unchanged = STRING_BUFFER.with(|buffer| {
+            let mut buffer = buffer.borrow_mut();
+            value.copy_string_contents(&mut buffer[..]).is_ok_and(|text| text == known.as_bytes())
+        });
+        if unchanged {
+            return Ok(known);
+        }
     }
     let read = read()?;
     cache.with(|last| last.remember(env, value, read.clone()))?;
@@ -1573,17 +1599,30 @@ fn undo(env: &Env, session: Value) -> Result<Option<String>> {
     Ok(registry().session(&session).undo())
 }
 
+/// FAILURES as strings and WARNINGS as (warning TEXT) lists, in one list:
+/// what the store has to say to the user.
+fn store_news<'e>(env: &'e Env, failures: &[String], warnings: &[String]) -> Result<Value<'e>> {
+    let warning = env.intern("warning")?;
+    let mut news = failures.iter().map(|f| lisp_text(env, f)).collect::<Result<Vec<_>>>()?;
+    for text in warnings {
+        news.push(env.list((warning, lisp_text(env, text)?))?);
+    }
+    env.list(&news)
+}
+
 /// Marks SESSION to be saved into DIR off the caller's path; returns the
-/// failures of earlier background saves.
+/// failures of earlier background saves, and their warnings as (warning
+/// TEXT).
 #[defun]
 fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let dir = read_cached(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
+    let dir = read_cached_text(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
     let failures = store::schedule(&session, std::path::Path::new(&*dir));
-    if failures.is_empty() {
+    let warnings = store::take_warnings();
+    if failures.is_empty() && warnings.is_empty() {
         return ().into_lisp(env);
     }
-    strings(env, &failures)
+    store_news(env, &failures, &warnings)
 }
 
 thread_local! {
@@ -1592,10 +1631,39 @@ thread_local! {
     static LAST_DIR: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
-/// Writes every pending save now; returns the failures not reported yet.
+/// Writes every pending save now, waiting at most `store::FLUSH_WAIT`;
+/// returns the saves that have not landed and the failures not reported yet.
 #[defun]
 fn store_flush(env: &Env) -> Result<Value<'_>> {
-    strings(env, &store::flush())
+    store_news(env, &store::flush(), &store::take_warnings())
+}
+
+/// Asks the writer thread to write every pending save and retry every
+/// failed one; returns the ticket that `store-flush-wait` waits for.
+#[defun]
+fn store_flush_begin() -> Result<i64> {
+    Ok(i64::try_from(store::flush_begin()).unwrap_or(i64::MAX))
+}
+
+/// A duration in seconds from Lisp: a number, bounded to an hour.
+fn seconds(value: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(if value.is_finite() { value.clamp(0.0, 3600.0) } else { 0.0 })
+}
+
+/// Waits up to SECONDS (a float) for the flush TICKET; t once it is done.
+/// Lisp waits in short slices, so that C-g stops the waiting.
+#[defun]
+fn store_flush_wait(ticket: i64, wait: f64) -> Result<bool> {
+    Ok(store::flush_wait(u64::try_from(ticket).unwrap_or(0), seconds(wait)))
+}
+
+/// The saves that have not landed after the flush TICKET, the failures
+/// not reported yet, and, when the flush is not done after WAITED seconds,
+/// that it gave up; then the warnings of saves as (warning TEXT).
+#[defun]
+fn store_flush_end(env: &Env, ticket: i64, waited: f64) -> Result<Value<'_>> {
+    let failures = store::flush_end(u64::try_from(ticket).unwrap_or(0), seconds(waited));
+    store_news(env, &failures, &store::take_warnings())
 }
 
 /// Saves SESSION into DIR now; the file name, or nil for an unknown session.
@@ -1615,19 +1683,47 @@ fn store_file(env: &Env, session: Value, dir: String) -> Result<String> {
     Ok(store::file_path(std::path::Path::new(&dir), &session).to_string_lossy().into_owned())
 }
 
-/// Reads the sessions saved in DIR into the registry.  With ONLY-OPEN, only
-/// sessions with unfinished items; a session here whose list is not empty is
-/// replaced only with FORCE.  Returns (:restored NAMES :kept NAMES
-/// :moved ((FILE AS REASON) ...) :skipped ((FILE REASON) ...)).
+/// `store-restore-within' at the default limits.
 #[defun]
 fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>) -> Result<Value<'e>> {
-    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil()) {
+    restore(env, dir, only_open, force, &Limits::default())
+}
+
+/// Reads the sessions saved in DIR into the registry, within the limits
+/// todo_write keeps (MAX-ITEMS, MAX-CONTENT).  With ONLY-OPEN, only
+/// sessions with unfinished items; a session here whose list is not empty is
+/// replaced only with FORCE.  Returns (:restored NAMES :kept NAMES
+/// :moved ((FILE AS REASON) ...) :skipped ((FILE REASON) ...)
+/// :warnings ((FILE TEXT) ...)).
+#[defun]
+fn store_restore_within<'e>(
+    env: &'e Env,
+    dir: String,
+    only_open: Value<'e>,
+    force: Value<'e>,
+    max_items: i64,
+    max_content: i64,
+) -> Result<Value<'e>> {
+    restore(env, dir, only_open, force, &options(max_items, max_content, 0).limits)
+}
+
+fn restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>, limits: &Limits) -> Result<Value<'e>> {
+    let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil(), limits) {
         Ok(report) => report,
         Err(e) => return env.call("error", ("Efrit-todo: could not read %s: %s", dir.as_str(), e.to_string())),
     };
     let (mut restored, mut kept) = (Vec::new(), Vec::new());
     {
         let mut registry = registry();
+        // A save of a session read back here, or not wanted back (finished)
+        // with no list of that name here, is this Emacs's to save over; a
+        // live list kept instead is not.
+        let dir_path = std::path::Path::new(&dir);
+        for seen in &report.seen {
+            if registry.get(&seen.name).is_none() {
+                store::adopt(dir_path, seen);
+            }
+        }
         for loaded in report.loaded {
             let live = registry.get(&loaded.name).is_some_and(|s| !s.items.is_empty());
             if live && !force.is_not_nil() {
@@ -1642,6 +1738,10 @@ fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Val
                 restored.push(loaded.name);
             }
         }
+        let installed: std::collections::HashSet<&str> = restored.iter().map(String::as_str).collect();
+        for seen in report.seen.iter().filter(|seen| installed.contains(seen.name.as_str())) {
+            store::adopt(dir_path, seen);
+        }
     }
     let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
     let moved = report
@@ -1650,6 +1750,8 @@ fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Val
         .map(|(from, to, why)| env.list((path(from), path(to), why.as_str())))
         .collect::<Result<Vec<_>>>()?;
     let skipped = report.skipped.iter().map(|(file, why)| env.list((path(file), why.as_str()))).collect::<Result<Vec<_>>>()?;
+    let warnings =
+        report.warnings.iter().map(|(file, text)| env.list((path(file), text.as_str()))).collect::<Result<Vec<_>>>()?;
     env.list([
         keyword(env, "restored")?,
         strings(env, &restored)?,
@@ -1659,5 +1761,7 @@ fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Val
         env.list(&moved)?,
         keyword(env, "skipped")?,
         env.list(&skipped)?,
+        keyword(env, "warnings")?,
+        env.list(&warnings)?,
     ])
 }

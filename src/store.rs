@@ -15,17 +15,19 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use once_cell::sync::Lazy;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+#[cfg(test)]
 use serde_json::Value as Json;
 
-use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
+use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS};
 use crate::ledger::Entry;
 use crate::model::{now, Item, Status, Timestamp};
 use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
-use crate::validate::{checked_text, Input};
+use crate::validate::{checked_text, Input, Limits};
 
 /// The layout this code writes.  Version 1 was the first, list-only layout:
 /// `session`, `counter` and `todos`.
@@ -33,9 +35,6 @@ pub const SCHEMA_VERSION: u64 = 2;
 
 /// Suffix of state files.
 pub const EXTENSION: &str = "json";
-
-/// Files larger than this are not read: no list within the limits comes near.
-const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Retired items kept in a file, newest first.  Ids beyond them are still
 /// never reissued (the counter is saved); only bringing such an item back
@@ -53,6 +52,8 @@ pub enum LoadError {
     Newer(u64),
     #[error("{0}")]
     Io(#[from] io::Error),
+    #[error("{0}")]
+    Refused(String),
 }
 
 fn corrupt(message: impl Into<String>) -> LoadError {
@@ -263,16 +264,28 @@ struct StoredChange {
 }
 
 impl StoredChange {
-    fn into_change(self, path: &str) -> Result<Change, LoadError> {
-        let actor = Actor::parse(&self.actor).ok_or_else(|| corrupt(format!("{path}.actor: unknown actor {:?}", self.actor)))?;
-        let kind = ChangeKind::parse(&self.kind).ok_or_else(|| corrupt(format!("{path}.kind: unknown kind {:?}", self.kind)))?;
+    /// The change, or what is wrong with it (a path and a reason).
+    fn into_change(self, path: &str, limits: &Limits) -> Result<Change, String> {
+        let actor = Actor::parse(&self.actor).ok_or_else(|| format!("{path}.actor: unknown actor {:?}", self.actor))?;
+        let kind = ChangeKind::parse(&self.kind).ok_or_else(|| format!("{path}.kind: unknown kind {:?}", self.kind))?;
+        let items = |stored: Vec<StoredItem>, field: &str| {
+            let path = format!("{path}.undo.{field}");
+            let items = items_of(stored, &path).map_err(|e| match e {
+                LoadError::Corrupt(why) => why,
+                other => other.to_string(),
+            })?;
+            for (i, item) in items.iter().enumerate() {
+                check_item(item, &format!("{path}[{i}]"), limits)?;
+            }
+            Ok::<_, String>(items)
+        };
         let undo = match self.undo {
             None => None,
             Some(undo) => Some(UndoData {
                 order: undo.order,
                 added: undo.added,
-                before: items_of(undo.before, &format!("{path}.undo.before"))?,
-                retired_before: items_of(undo.retired_before, &format!("{path}.undo.retired_before"))?,
+                before: items(undo.before, "before")?,
+                retired_before: items(undo.retired_before, "retired_before")?,
             }),
         };
         Ok(Change {
@@ -293,49 +306,339 @@ fn items_of(stored: Vec<StoredItem>, path: &str) -> Result<Vec<Item>, LoadError>
     stored.into_iter().enumerate().map(|(i, item)| item.into_item(&format!("{path}[{i}]"))).collect()
 }
 
-/// The whole file, in the current layout, as read.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-struct StoredState {
+/// The whole file as read.  What the list needs is typed, and a mistake
+/// there refuses the file; the parts kept only for the record are taken
+/// raw and read one by one, so that a bad one is dropped with a warning
+/// and the list kept.  Version 1 called `id_counter` `counter` and `items`
+/// `todos`.
+#[derive(Deserialize)]
+struct StoredState<'a> {
     schema_version: u64,
     session: String,
-    #[serde(default)]
-    saved_at: Timestamp,
-    #[serde(default)]
-    created: Timestamp,
-    #[serde(default)]
+    #[serde(default, alias = "counter")]
     id_counter: u64,
-    #[serde(default)]
-    writes: u64,
-    items: Vec<StoredItem>,
-    #[serde(default)]
-    retired: Vec<StoredItem>,
-    #[serde(default)]
-    user_notes: Vec<String>,
-    #[serde(default)]
-    breaker: StoredBreaker,
-    #[serde(default)]
-    ledger: LedgerSummary,
-    #[serde(default)]
-    history_seq: u64,
-    #[serde(default)]
-    history: Vec<StoredChange>,
-    #[serde(default)]
-    stopped: Option<StoredStop>,
+    #[serde(borrow, alias = "todos")]
+    items: &'a RawValue,
+    #[serde(default, borrow)]
+    generation: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    saved_at: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    created: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    writes: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    retired: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    user_notes: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    breaker: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    ledger: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    history_seq: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    history: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    stopped: Option<&'a RawValue>,
 }
 
-impl StoredState {
-    fn into_session(self) -> Result<(String, Session), LoadError> {
+/// Just the version, to tell a newer layout from a damaged file.
+#[derive(Deserialize)]
+struct VersionOnly {
+    schema_version: u64,
+}
+
+/// The largest id counter a file may hold: ids stay exact numbers in Lisp
+/// and JSON, and the counter can never wrap around to reissue an id.
+pub const MAX_ID_COUNTER: u64 = 1 << 53;
+
+/// User notes kept from a file; a session gathers them only between two
+/// writes of the model.
+const MAX_STORED_NOTES: usize = 1000;
+
+/// The number of `t<N>` ID, if it has that form.
+fn id_number(id: &str) -> Option<u64> {
+    id.strip_prefix('t').and_then(|digits| digits.parse().ok())
+}
+
+/// ITEM (read at PATH) within LIMITS, as todo_write keeps its texts: no
+/// NUL, at most `max_content_chars` characters in every text field.
+fn check_item(item: &Item, path: &str, limits: &Limits) -> Result<(), String> {
+    let texts = [
+        ("id", Some(&item.id)),
+        ("content", Some(&item.content)),
+        ("activeForm", Some(&item.active_form)),
+        ("parent", item.parent.as_ref()),
+        ("priority", item.priority.as_ref()),
+    ];
+    for (field, text) in texts {
+        let Some(text) = text else { continue };
+        if text.contains('\0') {
+            return Err(format!("{path}.{field}: contains a NUL character"));
+        }
+        let max = limits.max_content_chars;
+        if text.len() > max {
+            let chars = text.chars().count();
+            if chars > max {
+                return Err(format!(
+                    "{path}.{field}: is {chars} characters long; the limit is {max} (efrit-todo-max-content-length)"
+                ));
+            }
+        }
+    }
+    match id_number(&item.id) {
+        Some(n) if n > MAX_ID_COUNTER => Err(format!("{path}.id: {} is beyond the largest id, t{MAX_ID_COUNTER}", item.id)),
+        _ => Ok(()),
+    }
+}
+
+/// The path ("breaker.calls", "history[2].undo.before[0]") of the value
+/// being read at byte END of TEXT, the JSON of the part PREFIX: where a
+/// serde_json error points.  MISSING: the error is a missing field, which
+/// points at the end of its object, past the last key read.
+fn path_at(text: &str, end: usize, prefix: &str, missing: bool) -> String {
+    enum Frame {
+        Object(Option<String>),
+        Array(usize),
+    }
+    let bytes = text.as_bytes();
+    let end = end.min(bytes.len());
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match bytes[i] {
+            b'{' => stack.push(Frame::Object(None)),
+            b'[' => stack.push(Frame::Array(0)),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Frame::Array(n)) => *n += 1,
+                Some(Frame::Object(key)) => *key = None,
+                None => {}
+            },
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                // A string in an object with no key yet is the next key.
+                if let Some(Frame::Object(key @ None)) = stack.last_mut() {
+                    let quoted = text.get(start..(i + 1).min(bytes.len())).unwrap_or("\"\"");
+                    *key = Some(serde_json::from_str(quoted).unwrap_or_default());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if missing {
+        if let Some(Frame::Object(key)) = stack.last_mut() {
+            *key = None;
+        }
+    }
+    let mut path = prefix.to_string();
+    for frame in stack {
+        match frame {
+            Frame::Object(Some(key)) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&key);
+            }
+            Frame::Object(None) => {}
+            Frame::Array(n) => {
+                let _ = write!(path, "[{n}]");
+            }
+        }
+    }
+    path
+}
+
+/// ERROR, from reading TEXT as the part PREFIX, as "path: what is wrong".
+fn located(text: &str, prefix: &str, error: &serde_json::Error) -> String {
+    let line_start: usize = text.split_inclusive('\n').take(error.line().saturating_sub(1)).map(str::len).sum();
+    let end = (line_start + error.column()).saturating_sub(1);
+    let message = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    let message = message.strip_suffix(&position).unwrap_or(&message);
+    let path = path_at(text, end, prefix, message.starts_with("missing field"));
+    if path.is_empty() {
+        message.to_string()
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
+/// What reading the record-only parts of a file found wrong.
+struct Records {
+    warnings: Vec<String>,
+}
+
+impl Records {
+    /// Part NAME read as T; None, with a warning naming the field, when it
+    /// does not read (or is absent).
+    fn part<T: serde::de::DeserializeOwned>(&mut self, raw: Option<&RawValue>, name: &str) -> Option<T> {
+        let raw = raw?;
+        match serde_json::from_str(raw.get()) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.drop_part(name, located(raw.get(), name, &e));
+                None
+            }
+        }
+    }
+
+    /// Part NAME, a JSON object, read as T, like `part`.  (Serde would take
+    /// a list for a struct, field by field.)
+    fn object<T: serde::de::DeserializeOwned>(&mut self, raw: Option<&RawValue>, name: &str) -> Option<T> {
+        let raw = raw?;
+        if !raw.get().starts_with('{') {
+            self.drop_part(name, format!("{name}: expected an object, got {}", raw.get().chars().take(40).collect::<String>()));
+            return None;
+        }
+        self.part(Some(raw), name)
+    }
+
+    fn drop_part(&mut self, name: &str, why: String) {
+        self.warnings.push(format!("{why}; the {name} part was dropped and the list kept"));
+    }
+
+    fn note(&mut self, text: String) {
+        self.warnings.push(text);
+    }
+}
+
+/// Reads a list of items from RAW, keeping at most CAP: the rest are
+/// only counted, without building them.  Returns the items and how many
+/// there were.
+fn read_capped_items(raw: &RawValue, cap: usize) -> Result<(Vec<StoredItem>, usize), serde_json::Error> {
+    struct Capped(usize);
+    impl<'de> serde::de::Visitor<'de> for Capped {
+        type Value = (Vec<StoredItem>, usize);
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of items")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::new();
+            while items.len() < self.0 {
+                match seq.next_element()? {
+                    Some(item) => items.push(item),
+                    None => {
+                        let n = items.len();
+                        return Ok((items, n));
+                    }
+                }
+            }
+            let mut n = items.len();
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                n += 1;
+            }
+            Ok((items, n))
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+    let read = serde::Deserializer::deserialize_seq(&mut deserializer, Capped(cap))?;
+    deserializer.end()?;
+    Ok(read)
+}
+
+/// A session read back from a file, and what was dropped on the way.
+#[derive(Debug)]
+pub struct Decoded {
+    pub name: String,
+    pub session: Session,
+    /// The save's place among the saves of its session: one more than the
+    /// save it replaced.  It, not a file time, tells which save is newest.
+    pub generation: u64,
+    /// Parts of the file dropped or cut, each naming its field path.
+    pub warnings: Vec<String>,
+}
+
+impl StoredState<'_> {
+    fn into_session(self, limits: &Limits) -> Result<Decoded, LoadError> {
         check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
-        let items = items_of(self.items, "items")?;
-        let retired = items_of(self.retired, "retired")?;
+        if self.id_counter > MAX_ID_COUNTER {
+            return Err(LoadError::Refused(format!(
+                "id_counter: {} is beyond the largest id counter, {MAX_ID_COUNTER}",
+                self.id_counter
+            )));
+        }
+        let (stored, count) =
+            read_capped_items(self.items, limits.max_items).map_err(|e| corrupt(located(self.items.get(), "items", &e)))?;
+        if count > limits.max_items {
+            return Err(LoadError::Refused(format!(
+                "items: has {count} items; the limit is {} (efrit-todo-max-items)",
+                limits.max_items
+            )));
+        }
+        let items = items_of(stored, "items")?;
+        for (i, item) in items.iter().enumerate() {
+            check_item(item, &format!("items[{i}]"), limits).map_err(LoadError::Refused)?;
+        }
         // Ids are not checked for uniqueness: Efrit's compatibility calls can
         // put any ids in a list, and such a list must come back as it was.
-        let history = self
-            .history
-            .into_iter()
-            .enumerate()
-            .map(|(i, change)| change.into_change(&format!("history[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?;
+
+        let mut records = Records { warnings: Vec::new() };
+        let generation: u64 = records.part(self.generation, "generation").unwrap_or_default();
+        let _: Option<Timestamp> = records.part(self.saved_at, "saved_at");
+        let created: Timestamp = records.part(self.created, "created").unwrap_or_default();
+        let writes: u64 = records.part(self.writes, "writes").unwrap_or_default();
+        // The breaker and the ledger are summaries for the record: checked,
+        // never restored.
+        let _: Option<StoredBreaker> = records.object(self.breaker, "breaker");
+        let _: Option<LedgerSummary> = records.object(self.ledger, "ledger");
+        let retired = records
+            .part::<Vec<StoredItem>>(self.retired, "retired")
+            .and_then(|mut stored| {
+                if stored.len() > MAX_STORED_RETIRED {
+                    records.note(format!(
+                        "retired: {} items, more than the {MAX_STORED_RETIRED} a file keeps; the first {MAX_STORED_RETIRED} were kept",
+                        stored.len()
+                    ));
+                    stored.truncate(MAX_STORED_RETIRED);
+                }
+                let checked = items_of(stored, "retired").map_err(|e| e.to_string()).and_then(|items| {
+                    for (i, item) in items.iter().enumerate() {
+                        check_item(item, &format!("retired[{i}]"), limits)?;
+                    }
+                    Ok(items)
+                });
+                checked.map_err(|why| records.drop_part("retired", why.trim_start_matches("not a valid state file: ").to_string())).ok()
+            })
+            .unwrap_or_default();
+        let mut user_notes: Vec<String> = records.part(self.user_notes, "user_notes").unwrap_or_default();
+        if user_notes.len() > MAX_STORED_NOTES {
+            records.note(format!(
+                "user_notes: {} notes, more than the {MAX_STORED_NOTES} kept; the newest were kept",
+                user_notes.len()
+            ));
+            user_notes.drain(..user_notes.len() - MAX_STORED_NOTES);
+        }
+        let history_seq: u64 = records.part(self.history_seq, "history_seq").unwrap_or_default();
+        let history = records
+            .part::<Vec<StoredChange>>(self.history, "history")
+            .and_then(|mut stored| {
+                if stored.len() > MAX_CHANGES {
+                    records.note(format!(
+                        "history: {} changes, more than the {MAX_CHANGES} kept; the oldest {} were dropped",
+                        stored.len(),
+                        stored.len() - MAX_CHANGES
+                    ));
+                    stored.drain(..stored.len() - MAX_CHANGES);
+                }
+                let changes = stored
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, change)| change.into_change(&format!("history[{i}]"), limits))
+                    .collect::<Result<Vec<_>, String>>();
+                changes.map_err(|why| records.drop_part("history", why)).ok()
+            })
+            .unwrap_or_default();
+        let stopped = records.object::<StoredStop>(self.stopped, "stopped").and_then(StoredStop::into_stop);
+
         let mut session = Session::default();
         session.ids.raise_to(self.id_counter);
         for item in items.iter().chain(&retired) {
@@ -346,12 +649,12 @@ impl StoredState {
         // damaged or hand-edited file) is dropped; the items stay.
         crate::tree::repair(&mut session.items, &[]);
         session.retired = retired.into_iter().map(|item| (item.id.clone(), item)).collect();
-        session.created = self.created;
-        session.writes = self.writes;
-        session.user_notes = self.user_notes;
-        session.history = History::from_parts(history, self.history_seq);
-        session.stopped = self.stopped.and_then(StoredStop::into_stop);
-        Ok((self.session, session))
+        session.created = created;
+        session.writes = writes;
+        session.user_notes = user_notes;
+        session.history = History::from_parts(history, history_seq);
+        session.stopped = stopped;
+        Ok(Decoded { name: self.session, session, generation, warnings: records.warnings })
     }
 }
 
@@ -498,6 +801,7 @@ impl Serialize for HistoryOut<'_> {
 struct StateOut<'a> {
     schema_version: u64,
     session: &'a str,
+    generation: u64,
     saved_at: Timestamp,
     created: Timestamp,
     id_counter: u64,
@@ -514,11 +818,12 @@ struct StateOut<'a> {
 }
 
 impl<'a> StateOut<'a> {
-    fn of(name: &'a str, session: &'a Session, ledger: &'a LedgerSummary) -> StateOut<'a> {
+    fn of(name: &'a str, session: &'a Session, ledger: &'a LedgerSummary, generation: u64) -> StateOut<'a> {
         let breaker = session.breaker.state();
         StateOut {
             schema_version: SCHEMA_VERSION,
             session: name,
+            generation,
             saved_at: now(),
             created: session.created,
             id_counter: session.ids.issued(),
@@ -549,82 +854,278 @@ impl<'a> StateOut<'a> {
     }
 }
 
-/// Upgrades a file of an older layout to the current one.
-fn upgrade(mut json: Json, version: u64) -> Result<Json, LoadError> {
-    if version == 1 {
-        let object = json.as_object_mut().ok_or_else(|| corrupt("expected a JSON object"))?;
-        if let Some(counter) = object.remove("counter") {
-            object.insert("id_counter".into(), counter);
-        }
-        if let Some(todos) = object.remove("todos") {
-            object.insert("items".into(), todos);
-        }
-    }
-    Ok(json)
-}
-
-/// The bytes of SESSION's file.
+/// The bytes of SESSION's file, as a first save (generation 0).
 pub fn encode(name: &str, session: &Session) -> Vec<u8> {
     let mut bytes = Vec::new();
-    encode_into(&mut bytes, name, session, &LedgerSummary::of(session.entries()));
+    encode_into(&mut bytes, name, session, &LedgerSummary::of(session.entries()), 0);
     bytes
 }
 
 /// Appends SESSION's file to BYTES: compact JSON written straight from the
 /// session's own data, nothing copied on the way.
-fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &LedgerSummary) {
+fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &LedgerSummary, generation: u64) {
     // Serializing strings, numbers and sequences into memory cannot fail.
-    let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger));
+    let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger, generation));
 }
 
-/// Reads a state file: the session's name and its state.
+/// Reads a state file within the default limits: the session's name and
+/// its state.
 pub fn decode(bytes: &[u8]) -> Result<(String, Session), LoadError> {
+    decode_within(bytes, &Limits::default()).map(|decoded| (decoded.name, decoded.session))
+}
+
+/// Reads a state file within LIMITS, the limits todo_write keeps: a list
+/// over them is refused (`LoadError::Refused`), records over theirs cut.
+pub fn decode_within(bytes: &[u8], limits: &Limits) -> Result<Decoded, LoadError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty"));
     }
-    let json: Json = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
-    let version = json
-        .get("schema_version")
-        .and_then(Json::as_u64)
-        .ok_or_else(|| corrupt("schema_version: missing or not a number"))?;
-    if version == 0 {
+    let state: StoredState = match serde_json::from_slice(bytes) {
+        Ok(state) => state,
+        Err(e) => {
+            // A newer layout need not read as this one.
+            if let Ok(VersionOnly { schema_version }) = serde_json::from_slice(bytes) {
+                if schema_version > SCHEMA_VERSION {
+                    return Err(LoadError::Newer(schema_version));
+                }
+            }
+            return Err(corrupt(match std::str::from_utf8(bytes) {
+                Ok(text) => located(text, "", &e),
+                Err(_) => e.to_string(),
+            }));
+        }
+    };
+    if state.schema_version == 0 {
         return Err(corrupt("schema_version: 0 is not a version"));
     }
-    if version > SCHEMA_VERSION {
-        return Err(LoadError::Newer(version));
+    if state.schema_version > SCHEMA_VERSION {
+        return Err(LoadError::Newer(state.schema_version));
     }
-    let state: StoredState = serde_json::from_value(upgrade(json, version)?).map_err(|e| corrupt(e.to_string()))?;
-    state.into_session()
+    state.into_session(limits)
 }
 
 // ---------------------------------------------------------------------------
 // Disk
 
-/// Creates DIR (mode 0700) when it does not exist.  An existing directory
-/// keeps its mode: it may be shared on purpose.
+/// Creates DIR (mode 0700, its missing parents too) when it does not
+/// exist, and checks that it is a directory only its user can write.
 fn ensure_dir(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
+    match fs::metadata(dir) {
+        Ok(meta) => return check_dir(dir, &meta),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(explained(dir, e)),
     }
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    match builder.create(dir) {
+        Ok(()) => check_dir(dir, &fs::metadata(dir)?),
+        Err(e) => Err(explained(dir, e)),
+    }
+}
+
+/// ERROR, met making or reading DIR, said plainly when a file stands where
+/// the directory or one of its parents should be ("File exists" alone
+/// says nothing about which).
+fn explained(dir: &Path, error: io::Error) -> io::Error {
+    let why = not_a_directory(dir);
+    if why.kind() == io::ErrorKind::Other {
+        why
+    } else {
+        error
+    }
+}
+
+/// Why DIR cannot be a directory: the first of it and its parents that
+/// exists and is not one (a file where the state directory should be).
+fn not_a_directory(dir: &Path) -> io::Error {
+    let dir: PathBuf = dir.components().collect();
+    let culprit = dir.ancestors().find_map(|path| {
+        let meta = fs::metadata(path).ok()?;
+        let kind = if meta.is_dir() { return None } else if meta.is_file() { "a file" } else { special_kind(meta.file_type())? };
+        Some((path.to_path_buf(), kind))
+    });
+    match culprit {
+        Some((path, kind)) if path == dir => io::Error::other(format!(
+            "{} is {kind}, not a directory; set efrit-todo-state-directory to a directory",
+            path.display()
+        )),
+        Some((path, kind)) => io::Error::other(format!(
+            "{} is {kind}, not a directory, so the state directory {} cannot be made; set efrit-todo-state-directory to a directory",
+            path.display(),
+            dir.display()
+        )),
+        None => io::Error::new(io::ErrorKind::NotFound, format!("the state directory {} cannot be made", dir.display())),
+    }
+}
+
+/// Refuses a state directory someone else could plant files in: its files
+/// become text the model reads.  It must be a directory owned by this
+/// process's user and writable by nobody else (group and others).
+fn check_dir(dir: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    if !meta.is_dir() {
+        return Err(not_a_directory(dir));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let dir: PathBuf = dir.components().collect();
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let why = if meta.uid() != me {
+            format!("is owned by user {}, not by you (user {me})", meta.uid())
+        } else if meta.mode() & 0o002 != 0 {
+            format!("is writable by others (mode {:o})", meta.mode() & 0o7777)
+        } else if meta.mode() & 0o020 != 0 {
+            format!("is writable by its group (mode {:o})", meta.mode() & 0o7777)
+        } else {
+            return Ok(());
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the state directory {} {why}; its files become text the model reads, so efrit-todo neither reads nor writes there: make it yours alone (chmod go-w) or set efrit-todo-state-directory to a directory of your own",
+                dir.display()
+            ),
+        ));
+    }
+    #[allow(unreachable_code)]
+    Ok(())
 }
 
 fn create_private(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
+    // create_new never follows a symlink: one at PATH fails the call.
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)
 }
 
+/// What kind of file TYPE is, when it is not a regular file.
+fn special_kind(file_type: fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        return None;
+    }
+    if file_type.is_dir() {
+        return Some("a directory");
+    }
+    if file_type.is_symlink() {
+        return Some("a symbolic link");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return Some("a FIFO");
+        }
+        if file_type.is_socket() {
+            return Some("a socket");
+        }
+        if file_type.is_block_device() || file_type.is_char_device() {
+            return Some("a device");
+        }
+    }
+    Some("not a plain file")
+}
+
+fn not_regular(path: &Path, kind: &str) -> io::Error {
+    io::Error::other(format!(
+        "{} is not a regular file ({kind}); efrit-todo reads and replaces only regular files, so it leaves it alone",
+        path.display()
+    ))
+}
+
+/// Opens PATH for reading without ever blocking or following a symlink:
+/// a FIFO, a device or a symlink at PATH is an error naming what it is,
+/// never a read that waits for a writer.
+fn open_regular(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        // O_NOFOLLOW fails on a symlink with ELOOP.
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular(path, "a symbolic link")),
+        Err(e) => return Err(e),
+    };
+    match special_kind(file.metadata()?.file_type()) {
+        Some(kind) => Err(not_regular(path, kind)),
+        None => Ok(file),
+    }
+}
+
+/// The lock file of a state directory: saves of every Emacs sharing the
+/// directory hold it from looking at a state file until theirs replaces it.
+pub const LOCK_FILE: &str = ".efrit-todo.lock";
+
+/// How long a save waits for another Emacs's save to let go of the lock.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// The lock of a state directory, held until dropped.
+struct DirLock(#[allow(dead_code)] Option<File>);
+
+/// Takes the lock of DIR, waiting at most `LOCK_WAIT`.  On a file system
+/// without locks the save goes on unlocked: the generation check still
+/// catches all but a save landing in the same instant.
+fn lock_dir(dir: &Path) -> io::Result<DirLock> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).mode(0o600).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        let file = match options.open(&path) {
+            Ok(file) => file,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular(&path, "a symbolic link")),
+            Err(e) => return Err(e),
+        };
+        if let Some(kind) = special_kind(file.metadata()?.file_type()) {
+            return Err(not_regular(&path, kind));
+        }
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(DirLock(Some(file)));
+            }
+            let error = io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
+                Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => return Ok(DirLock(None)),
+                _ => return Err(error),
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "another process has held {} for more than {} s",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(DirLock(None))
+    }
+}
+
 /// Makes a rename in DIR durable.  Not every platform can open a directory.
 fn sync_dir(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
+    {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        // Whatever DIR has become since, opening it never blocks.
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_DIRECTORY);
+        options.open(dir)?.sync_all()?;
+    }
     let _ = dir;
     Ok(())
 }
@@ -638,10 +1139,34 @@ static TEST_WRITE_PAUSE: Lazy<Option<Duration>> = Lazy::new(|| {
     std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS").ok().and_then(|ms| ms.parse().ok()).map(Duration::from_millis)
 });
 
+/// What tells one version of a file from another without reading it:
+/// a rename puts a new inode in place, a write in place changes the size
+/// or the modification time.  Only ever compared for equality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+fn file_id(meta: &fs::Metadata) -> FileId {
+    #[cfg(unix)]
+    let (device, inode) = {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let (device, inode) = (0, 0);
+    FileId { device, inode, len: meta.len(), modified: meta.modified().ok() }
+}
+
 /// A file put in place by `replace_file`, before its directory is synced.
 #[derive(Debug)]
 pub struct Replaced {
     pub path: PathBuf,
+    /// The new file's identity, as it now is at PATH.
+    pub id: FileId,
     /// The file it replaced, still open.  The last close of a replaced file
     /// frees its blocks, which costs as much as the rename itself (measured
     /// ~110 us for 32 KB on ext4); holding it lets the writer thread pay
@@ -656,6 +1181,17 @@ pub struct Replaced {
 pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced> {
     ensure_dir(dir)?;
     let target = dir.join(file);
+    // Only a regular file is replaced: a FIFO, a directory or a symlink
+    // someone put there stays, and the save fails saying why.
+    match fs::symlink_metadata(&target) {
+        Ok(meta) => {
+            if let Some(kind) = special_kind(meta.file_type()) {
+                return Err(not_regular(&target, kind));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     let temp = dir.join(format!(".{file}.{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
     let written = (|| {
         let mut out = create_private(&temp)?;
@@ -675,17 +1211,20 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
         // matters before the rename, and it saves a journal write of the
         // inode's times (measured 396 against 503 us).
         out.sync_data()?;
+        // A rename keeps the inode, the size and the modification time.
+        let id = file_id(&out.metadata()?);
         drop(out);
         // Unix only: elsewhere an open file cannot be renamed over.
+        // Never blocking: the target may have become a FIFO since the check.
         #[cfg(unix)]
-        let replaced = File::open(&target).ok();
+        let replaced = open_regular(&target).ok();
         #[cfg(not(unix))]
         let replaced = None;
         fs::rename(&temp, &target)?;
-        Ok(replaced)
+        Ok((replaced, id))
     })();
     match written {
-        Ok(replaced) => Ok(Replaced { path: target, replaced }),
+        Ok((replaced, id)) => Ok(Replaced { path: target, id, replaced }),
         Err(e) => {
             let _ = fs::remove_file(&temp);
             Err(e)
@@ -696,7 +1235,7 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
 /// Writes BYTES as DIR/FILE atomically and durably: `replace_file`, then an
 /// fsync of DIR so that the rename survives a power cut too.
 pub fn write_atomic(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    let Replaced { path, replaced } = replace_file(dir, file, bytes)?;
+    let Replaced { path, replaced, .. } = replace_file(dir, file, bytes)?;
     drop(replaced);
     sync_dir(dir)?;
     Ok(path)
@@ -716,26 +1255,41 @@ pub struct DirReport {
     pub loaded: Vec<Loaded>,
     /// Damaged files: where each was, where it went, what was wrong.
     pub moved_aside: Vec<(PathBuf, PathBuf, String)>,
-    /// Files left where they are, and why (newer layout, unreadable).
+    /// Files left where they are, and why (newer layout, over the limits,
+    /// not a regular file, unreadable).
     pub skipped: Vec<(PathBuf, String)>,
+    /// Parts of loaded files that were dropped or cut, and why.
+    pub warnings: Vec<(PathBuf, String)>,
+    /// The newest save of every session found, loaded or not (a finished
+    /// one, with ONLY_OPEN): for `adopt`.
+    pub seen: Vec<Seen>,
 }
 
-/// The first free name among FILE.corrupt, FILE.1.corrupt, FILE.2.corrupt...
-fn aside_name(file: &Path) -> PathBuf {
+/// The newest save of a session in a directory.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub name: String,
+    pub file: PathBuf,
+    pub generation: u64,
+    pub id: FileId,
+}
+
+/// The first free name among FILE.WHY, FILE.1.WHY, FILE.2.WHY...
+fn aside_name(file: &Path, why: &str) -> PathBuf {
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut candidate = file.with_file_name(format!("{name}.corrupt"));
+    let mut candidate = file.with_file_name(format!("{name}.{why}"));
     let mut n = 1;
-    while candidate.exists() {
-        candidate = file.with_file_name(format!("{name}.{n}.corrupt"));
+    while fs::symlink_metadata(&candidate).is_ok() {
+        candidate = file.with_file_name(format!("{name}.{n}.{why}"));
         n += 1;
     }
     candidate
 }
 
-/// Moves a damaged file aside, so that it is kept for inspection and the
-/// next save does not meet it again.
-pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
-    let target = aside_name(file);
+/// Moves FILE aside as FILE.WHY (`corrupt`, `conflict`), so that it is
+/// kept for inspection and no load or save meets it again.
+fn move_aside_as(file: &Path, why: &str) -> io::Result<PathBuf> {
+    let target = aside_name(file, why);
     fs::rename(file, &target)?;
     if let Some(dir) = file.parent() {
         let _ = sync_dir(dir);
@@ -743,31 +1297,88 @@ pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
     Ok(target)
 }
 
-/// Reads one state file.
-pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
-    let size = fs::metadata(file)?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(corrupt(format!("{size} bytes is more than a state file can hold")));
+/// Moves a damaged file aside as FILE.corrupt.
+pub fn move_aside(file: &Path) -> io::Result<PathBuf> {
+    move_aside_as(file, "corrupt")
+}
+
+/// Moves the damaged FILE aside, unless it changed since it was read as
+/// ID: another Emacs may have saved over it meanwhile.
+fn move_aside_unchanged(file: &Path, id: Option<FileId>) -> io::Result<PathBuf> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let _lock = lock_dir(dir)?;
+    let now = fs::symlink_metadata(file).map(|meta| file_id(&meta)).ok();
+    if id.is_none() || now != id {
+        return Err(io::Error::other("it changed while it was read, so it is left for the next restore"));
     }
-    decode(&fs::read(file)?)
+    move_aside(file)
+}
+
+/// The largest file a list within LIMITS can make: every item, retired
+/// item and earlier value kept for undo at its longest, at four bytes a
+/// character, and the history's ids and summaries.  A bigger file is
+/// refused before it is read, so that reading one costs bounded time.
+pub fn max_file_bytes(limits: &Limits) -> u64 {
+    let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let item = wide(limits.max_content_chars).saturating_mul(8).saturating_add(512);
+    let items = wide(limits.max_items).saturating_mul(2).saturating_add(wide(MAX_STORED_RETIRED + MAX_UNDO_ITEMS));
+    let history = wide(MAX_CHANGES).saturating_mul(wide(limits.max_items).saturating_mul(16).saturating_add(4096));
+    (1u64 << 20).saturating_add(items.saturating_mul(item)).saturating_add(history)
+}
+
+/// Reads one state file within the default limits.
+pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
+    load_file_within(file, &Limits::default()).map(|decoded| (decoded.name, decoded.session))
+}
+
+/// Reads one state file within LIMITS; only a regular file, never
+/// following a symlink, and not one bigger than `max_file_bytes`.
+pub fn load_file_within(file: &Path, limits: &Limits) -> Result<Decoded, LoadError> {
+    let mut id = None;
+    read_state_file(file, limits, &mut id)
+}
+
+/// `load_file_within`, and the identity of the file read in ID.
+fn read_state_file(file: &Path, limits: &Limits, id: &mut Option<FileId>) -> Result<Decoded, LoadError> {
+    let opened = open_regular(file)?;
+    let meta = opened.metadata()?;
+    *id = Some(file_id(&meta));
+    let size = meta.len();
+    let bound = max_file_bytes(limits);
+    if size > bound {
+        return Err(LoadError::Refused(format!(
+            "{size} bytes, more than a list within efrit-todo-max-items ({}) and efrit-todo-max-content-length ({}) can take ({bound} bytes); not read",
+            limits.max_items, limits.max_content_chars
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // At most one byte more than the size seen, should the file grow.
+    io::Read::read_to_end(&mut io::Read::take(opened, size + 1), &mut bytes)?;
+    decode_within(&bytes, limits)
 }
 
 fn is_stale_temp(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     name.starts_with('.')
         && name.ends_with(".tmp")
-        && fs::metadata(path)
+        && fs::symlink_metadata(path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .is_some_and(|age| age > STALE_TEMP)
 }
 
-/// Reads every state file in DIR.  With ONLY_OPEN, sessions without
-/// unfinished items are left on disk.  Damaged files are moved aside;
-/// nothing here panics or gives up on the other files.
-pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
+/// Reads every state file in DIR within LIMITS.  With ONLY_OPEN, sessions
+/// without unfinished items are left on disk.  Damaged files are moved
+/// aside, files over the limits left alone; nothing here panics or gives
+/// up on the other files.
+pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirReport> {
     let mut report = DirReport::default();
+    match fs::metadata(dir) {
+        Ok(meta) => check_dir(dir, &meta)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => return Err(explained(dir, e)),
+    }
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(report),
@@ -775,39 +1386,162 @@ pub fn load_dir(dir: &Path, only_open: bool) -> io::Result<DirReport> {
     };
     let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     files.sort();
+    let mut found = Vec::new();
     for file in files {
         if is_stale_temp(&file) {
             let _ = fs::remove_file(&file);
             continue;
         }
         let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.starts_with('.') || file.extension().and_then(|e| e.to_str()) != Some(EXTENSION) || !file.is_file() {
+        if name.starts_with('.') || file.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
             continue;
         }
-        match load_file(&file) {
-            Ok((name, session)) => {
-                if !only_open || session.counts().open() > 0 {
-                    report.loaded.push(Loaded { name, session, file });
+        // Named like a state file but not one: never opened, and said so.
+        match fs::symlink_metadata(&file).map(|meta| special_kind(meta.file_type())) {
+            Ok(None) => {}
+            Ok(Some(kind)) => {
+                report.skipped.push((file.clone(), not_regular(&file, kind).to_string()));
+                continue;
+            }
+            Err(_) => continue,
+        }
+        let mut id = None;
+        match read_state_file(&file, limits, &mut id) {
+            Ok(decoded) => {
+                if let Some(id) = id {
+                    found.push((file, decoded, id));
                 }
             }
-            Err(LoadError::Corrupt(why)) => match move_aside(&file) {
+            Err(LoadError::Corrupt(why)) => match move_aside_unchanged(&file, id) {
                 Ok(to) => report.moved_aside.push((file, to, why)),
-                Err(e) => report.skipped.push((file, format!("{why}; could not move it aside: {e}"))),
+                Err(e) => report.skipped.push((file, format!("{why}; not moved aside: {e}"))),
             },
-            Err(other) => {
-                if matches!(other, LoadError::Newer(_)) {
-                    lock(&NEWER_FILES).insert(file.clone());
-                }
-                report.skipped.push((file, other.to_string()))
-            }
+            Err(other) => report.skipped.push((file, other.to_string())),
+        }
+    }
+    // Copies of a session's file (a backup, a file renamed by hand) hold
+    // the same session: its newest save wins, by generation, never by file
+    // name or time; at equal generations its own file does.
+    let mut order: Vec<String> = Vec::new();
+    let mut by_name: HashMap<String, Vec<(PathBuf, Decoded, FileId)>> = HashMap::new();
+    for found in found {
+        if !by_name.contains_key(&found.1.name) {
+            order.push(found.1.name.clone());
+        }
+        by_name.entry(found.1.name.clone()).or_default().push(found);
+    }
+    for name in order {
+        let Some(mut copies) = by_name.remove(&name) else { continue };
+        let own = file_name(&name);
+        let rank = |(file, decoded, _): &(PathBuf, Decoded, FileId)| {
+            (decoded.generation, file.file_name().is_some_and(|f| f.to_string_lossy() == own))
+        };
+        let newest = (0..copies.len()).max_by_key(|&i| rank(&copies[i])).unwrap_or(0);
+        let (file, decoded, id) = copies.swap_remove(newest);
+        for (copy, older, _) in copies {
+            let age = if older.generation < decoded.generation { "an older copy" } else { "a copy" };
+            report.skipped.push((
+                copy,
+                format!(
+                    "it holds {age} of session {name:?} (generation {}); the newest save of it, generation {}, is {}",
+                    older.generation,
+                    decoded.generation,
+                    file.display()
+                ),
+            ));
+        }
+        report.seen.push(Seen { name: name.clone(), file: file.clone(), generation: decoded.generation, id });
+        if !only_open || decoded.session.counts().open() > 0 {
+            report.warnings.extend(decoded.warnings.into_iter().map(|w| (file.clone(), w)));
+            report.loaded.push(Loaded { name, session: decoded.session, file });
         }
     }
     Ok(report)
 }
 
-/// Files a newer efrit-todo wrote, found by `load_dir`: saving over them
-/// would throw away what that version kept, so saves to them fail instead.
-static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
+/// The newest save of each state file this process knows: the one it
+/// wrote last, or read and took its list from.  A file found otherwise
+/// holds a save this process has not seen, another Emacs's.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    generation: u64,
+    /// None when it was read from another file (a copy that won).
+    id: Option<FileId>,
+}
+
+static KNOWN: Lazy<Mutex<HashMap<PathBuf, Known>>> = Lazy::new(Mutex::default);
+
+/// Records that this process's list of SEEN's session, saved in DIR,
+/// goes on from SEEN: saving it over that save is no conflict.
+pub fn adopt(dir: &Path, seen: &Seen) {
+    let target = file_path(dir, &seen.name);
+    let id = (seen.file == target).then_some(seen.id);
+    lock(&KNOWN).insert(target, Known { generation: seen.generation, id });
+}
+
+/// What a save finds at its state file's path.
+enum OnDisk {
+    Absent,
+    /// This process's newest save of it, unchanged.
+    Known,
+    /// A save of SESSION of GENERATION, not the known one.
+    Other { session: String, generation: u64 },
+    /// Something that does not read as a state file.
+    Damaged(String),
+}
+
+/// The start of a state file, enough to tell whose save it is.
+#[derive(Deserialize)]
+struct Header<'a> {
+    schema_version: u64,
+    session: String,
+    #[serde(default, borrow)]
+    generation: Option<&'a RawValue>,
+}
+
+/// Looks at TARGET before a save replaces it; KNOWN is this process's
+/// newest save of it.  Only a file that changed since is read.
+fn examine(target: &Path, known: Option<Known>) -> io::Result<OnDisk> {
+    let meta = match fs::symlink_metadata(target) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(OnDisk::Absent),
+        Err(e) => return Err(e),
+    };
+    if let Some(kind) = special_kind(meta.file_type()) {
+        return Err(not_regular(target, kind));
+    }
+    if known.and_then(|k| k.id) == Some(file_id(&meta)) {
+        return Ok(OnDisk::Known);
+    }
+    let opened = open_regular(target)?;
+    // Read whole, whatever its size: it is kept, not parsed into a list.
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(opened, MAX_EXAMINED_BYTES), &mut bytes)?;
+    match serde_json::from_slice::<Header>(&bytes) {
+        Ok(header) if header.schema_version > SCHEMA_VERSION => Err(newer_file(header.schema_version)),
+        Ok(header) => {
+            let generation = header.generation.and_then(|g| serde_json::from_str(g.get()).ok()).unwrap_or(0);
+            Ok(OnDisk::Other { session: header.session, generation })
+        }
+        Err(e) => match serde_json::from_slice::<VersionOnly>(&bytes) {
+            Ok(VersionOnly { schema_version }) if schema_version > SCHEMA_VERSION => Err(newer_file(schema_version)),
+            _ if bytes.len() as u64 >= MAX_EXAMINED_BYTES => {
+                Ok(OnDisk::Other { session: String::new(), generation: 0 })
+            }
+            _ => Ok(OnDisk::Damaged(e.to_string())),
+        },
+    }
+}
+
+/// A file bigger than this found where a save goes is kept as a conflict
+/// without being read to its end.
+const MAX_EXAMINED_BYTES: u64 = 256 * 1024 * 1024;
+
+fn newer_file(version: u64) -> io::Error {
+    io::Error::other(format!(
+        "its file was written by a newer efrit-todo (schema version {version}); not overwriting it"
+    ))
+}
 
 // ---------------------------------------------------------------------------
 // The writer
@@ -816,6 +1550,9 @@ static NEWER_FILES: Lazy<Mutex<HashSet<PathBuf>>> = Lazy::new(Mutex::default);
 struct Queue {
     /// Dirty sessions and the directory each goes to.
     pending: HashMap<String, PathBuf>,
+    /// Saves that failed: still pending, retried with backoff until one
+    /// lands, and reported by every flush until then.
+    failed: HashMap<String, Failed>,
     /// Directories holding renames not synced yet, and the files those
     /// renames replaced: the end of each save, which the writer thread
     /// finishes off the saving call's path (see `settle`).
@@ -823,12 +1560,35 @@ struct Queue {
     replaced: Vec<File>,
     /// Failures of background writes, for the Lisp side to report.
     errors: Vec<String>,
+    /// What saves did that the user must know (a conflict kept beside), not
+    /// reported yet.
+    warnings: Vec<String>,
     thread_started: bool,
+    /// Flushes asked of the writer thread, and the newest it has done: a
+    /// flush waits for the thread (a bounded time) rather than touching
+    /// the disk itself, so that no file operation can hang Emacs.
+    flushes_asked: u64,
+    flushes_done: u64,
+    /// The sessions of the batch the thread is writing, to name them when
+    /// a flush gives up waiting.
+    in_hand: Vec<String>,
 }
 
 impl Queue {
     fn idle(&self) -> bool {
-        self.pending.is_empty() && self.unsynced.is_empty() && self.replaced.is_empty()
+        self.pending.is_empty()
+            && self.unsynced.is_empty()
+            && self.replaced.is_empty()
+            && self.flushes_asked == self.flushes_done
+    }
+
+    /// The sessions whose saves have not landed, sorted.
+    fn unsaved(&self) -> Vec<&str> {
+        let mut names: Vec<&str> =
+            self.pending.keys().chain(self.failed.keys()).chain(&self.in_hand).map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     fn record_failures(&mut self, failures: Vec<String>) {
@@ -836,7 +1596,99 @@ impl Queue {
         let excess = self.errors.len().saturating_sub(MAX_ERRORS);
         self.errors.drain(..excess);
     }
+
+    /// When the next failed save is due for a retry.
+    fn next_retry(&self) -> Option<Instant> {
+        self.failed.values().map(|f| f.retry_at).min()
+    }
+
+    /// Takes the pending saves, and the failed ones that are due (all of
+    /// them with EVERY_FAILED).  A failed save stays in `failed` until one
+    /// of its attempts lands.
+    fn take_batch(&mut self, every_failed: bool) -> HashMap<String, PathBuf> {
+        let mut batch = std::mem::take(&mut self.pending);
+        let now = Instant::now();
+        for (session, failed) in &self.failed {
+            if every_failed || failed.retry_at <= now {
+                batch.entry(session.clone()).or_insert_with(|| failed.dir.clone());
+            }
+        }
+        batch
+    }
+
+    /// Records how the saves of a batch went: a landed save is no longer
+    /// failed, a failed one is retried later, sooner after its first
+    /// failure than after its tenth.  The writer thread is woken to
+    /// time the retries.
+    fn record_outcomes(&mut self, outcomes: Vec<Outcome>) {
+        let now = Instant::now();
+        if outcomes.iter().any(|o| o.failure.is_some()) && ensure_thread(self) {
+            WRITER.wake.notify_one();
+        }
+        for Outcome { session, dir, failure } in outcomes {
+            let Some(message) = failure else {
+                self.failed.remove(&session);
+                continue;
+            };
+            let attempts = self.failed.get(&session).map_or(0, |f| f.attempts) + 1;
+            // Said once in the background; the same failure again is not news.
+            let reported = self.failed.get(&session).is_some_and(|f| f.reported && f.message == message);
+            let backoff = RETRY_FIRST.saturating_mul(1 << (attempts - 1).min(16)).min(RETRY_MAX);
+            self.failed.insert(session, Failed { dir, message, attempts, retry_at: now + backoff, reported });
+        }
+    }
+
+    /// Failures not reported yet, each once: for `schedule`.
+    fn news(&mut self) -> Vec<String> {
+        let mut news = std::mem::take(&mut self.errors);
+        for failed in self.failed.values_mut().filter(|f| !f.reported) {
+            failed.reported = true;
+            news.push(failed.describe());
+        }
+        news
+    }
+
+    /// Every save that has not landed, and the failures not reported yet:
+    /// for `flush`, which must tell the truth every time.
+    fn truth(&mut self) -> Vec<String> {
+        let mut truth = std::mem::take(&mut self.errors);
+        let mut failed: Vec<&mut Failed> = self.failed.values_mut().collect();
+        failed.sort_by(|a, b| a.message.cmp(&b.message));
+        for failed in failed {
+            failed.reported = true;
+            truth.push(failed.describe());
+        }
+        truth
+    }
 }
+
+/// A save that failed and waits for its retry.
+struct Failed {
+    dir: PathBuf,
+    message: String,
+    attempts: u32,
+    retry_at: Instant,
+    reported: bool,
+}
+
+impl Failed {
+    fn describe(&self) -> String {
+        let tries = if self.attempts == 1 { "once".to_string() } else { format!("{} times", self.attempts) };
+        format!("{}; the save stays pending and is retried (tried {tries})", self.message)
+    }
+}
+
+/// How one save of a batch went: None when it landed (or the session is gone).
+struct Outcome {
+    session: String,
+    dir: PathBuf,
+    failure: Option<String>,
+}
+
+/// A failed save is retried after this, then twice as long each time, up
+/// to `RETRY_MAX`.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Failures kept until the Lisp side collects them.
 const MAX_ERRORS: usize = 20;
@@ -857,6 +1709,8 @@ const MAX_KEPT_BUFFER: usize = 4 * 1024 * 1024;
 struct Writer {
     queue: Mutex<Queue>,
     wake: Condvar,
+    /// Signalled when the thread has done a flush.
+    flushed: Condvar,
     /// Held for the whole of a save, snapshot included: saves of a session
     /// land in the order their snapshots were taken, so the file never goes
     /// back to an older state.
@@ -869,6 +1723,7 @@ struct Writer {
 static WRITER: Lazy<Writer> = Lazy::new(|| Writer {
     queue: Mutex::new(Queue::default()),
     wake: Condvar::new(),
+    flushed: Condvar::new(),
     writing: Mutex::new(Scratch::default()),
     settling: Mutex::new(()),
 });
@@ -879,11 +1734,31 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Saves SESSION into DIR now; the caller holds `writing`, which SCRATCH
 /// comes from.  Ok(None) when the session does not exist.
+///
+/// A save never replaces a save of the file it has not seen: one written
+/// by another Emacs since this one last wrote or read the file, or one of a
+/// session this one never read (two Emacsen that started a session of the
+/// same name).  That file is kept beside as FILE.conflict, with a warning,
+/// and this save gets a generation above it.  The directory's lock keeps
+/// the saves of all Emacsen apart from looking to replacing.
 fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<Option<Replaced>> {
     let file = file_name(session);
-    if lock(&NEWER_FILES).contains(&dir.join(&file)) {
-        return Err(io::Error::other("its file was written by a newer efrit-todo; not overwriting it"));
-    }
+    let target = dir.join(&file);
+    ensure_dir(dir)?;
+    let _lock = lock_dir(dir)?;
+    let known = lock(&KNOWN).get(&target).copied();
+    let seen = known.map_or(0, |k| k.generation);
+    let (generation, aside) = match examine(&target, known)? {
+        OnDisk::Absent | OnDisk::Known => (seen, None),
+        OnDisk::Damaged(why) => (seen, Some(("corrupt", why))),
+        // The same session, no newer than what this process has: an older
+        // copy put back, or a touch.  Nothing to keep.
+        OnDisk::Other { session: name, generation } if name == session && known.is_some_and(|k| generation <= k.generation) => {
+            (seen, None)
+        }
+        OnDisk::Other { generation, .. } => (seen.max(generation), Some(("conflict", generation.to_string()))),
+    };
+    let generation = generation.saturating_add(1);
     scratch.buffer.clear();
     {
         // The file is encoded under the registry's lock, straight from the
@@ -897,13 +1772,38 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
         };
         let ledger = scratch.ledgers.entry(session.to_string()).or_default();
         ledger.catch_up(state.entries());
-        encode_into(&mut scratch.buffer, session, state, ledger);
+        encode_into(&mut scratch.buffer, session, state, ledger, generation);
+    }
+    if let Some((kind, what)) = aside {
+        let kept = move_aside_as(&target, kind)?;
+        let warning = if kind == "conflict" {
+            format!(
+                "session {session:?}: {} held a save this Emacs had not seen (generation {what}, by another Emacs or an earlier one); it was kept as {} and this Emacs's list saved in its place",
+                target.display(),
+                kept.display()
+            )
+        } else {
+            format!(
+                "session {session:?}: {} could not be read ({what}); it was moved aside as {} and this Emacs's list saved in its place",
+                target.display(),
+                kept.display()
+            )
+        };
+        lock(&WRITER.queue).warnings.push(warning);
     }
     let replaced = replace_file(dir, &file, &scratch.buffer);
     if scratch.buffer.capacity() > MAX_KEPT_BUFFER {
         scratch.buffer = Vec::new();
     }
-    replaced.map(Some)
+    let replaced = replaced?;
+    lock(&KNOWN).insert(target, Known { generation, id: Some(replaced.id) });
+    Ok(Some(replaced))
+}
+
+/// The warnings of saves not reported yet: a save of another Emacs kept
+/// beside as a conflict, a damaged file moved aside.
+pub fn take_warnings() -> Vec<String> {
+    std::mem::take(&mut lock(&WRITER.queue).warnings)
 }
 
 fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
@@ -911,16 +1811,20 @@ fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
 }
 
 /// Saves every session of BATCH and leaves the syncing of their
-/// directories, one sync per directory, to `settle`.  Returns the failures.
-fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<String> {
-    let mut failures = Vec::new();
+/// directories, one sync per directory, to `settle`.  Returns how each went.
+fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
     let mut done = Vec::new();
     for (session, dir) in batch {
-        match save_locked(scratch, &session, &dir) {
-            Ok(Some(replaced)) => done.push((dir, replaced)),
-            Ok(None) => {}
-            Err(e) => failures.push(describe_failure(&session, &dir, &e)),
-        }
+        let failure = match save_locked(scratch, &session, &dir) {
+            Ok(Some(replaced)) => {
+                done.push((dir.clone(), replaced));
+                None
+            }
+            Ok(None) => None,
+            Err(e) => Some(describe_failure(&session, &dir, &e)),
+        };
+        outcomes.push(Outcome { session, dir, failure });
     }
     if !done.is_empty() {
         let mut queue = lock(&WRITER.queue);
@@ -929,7 +1833,7 @@ fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<St
             queue.replaced.extend(replaced.replaced);
         }
     }
-    failures
+    outcomes
 }
 
 /// Finishes the saves made so far: closes the files they replaced and syncs
@@ -964,24 +1868,57 @@ fn settle() {
 /// burst of changes becomes one write instead of one per fsync.
 const COALESCE: Duration = Duration::from_millis(20);
 
-fn writer_loop() {
+/// Waits until the queue holds work: a save, a sync, or a failed save
+/// whose retry is due.
+fn wait_for_work() {
+    let mut queue = lock(&WRITER.queue);
     loop {
-        {
-            let queue = lock(&WRITER.queue);
-            drop(WRITER.wake.wait_while(queue, |q| q.idle()).unwrap_or_else(|p| p.into_inner()));
+        if !queue.idle() {
+            return;
         }
-        std::thread::sleep(COALESCE);
-        {
-            let mut scratch = lock(&WRITER.writing);
-            let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
-            let failures = write_batch(&mut scratch, batch);
-            if !failures.is_empty() {
-                // Still under `writing`, so a flush waiting for this batch sees them.
-                lock(&WRITER.queue).record_failures(failures);
+        match queue.next_retry() {
+            None => queue = WRITER.wake.wait(queue).unwrap_or_else(|p| p.into_inner()),
+            Some(due) => {
+                let now = Instant::now();
+                if due <= now {
+                    return;
+                }
+                queue = WRITER.wake.wait_timeout(queue, due - now).unwrap_or_else(|p| p.into_inner()).0;
             }
         }
+    }
+}
+
+fn writer_loop() {
+    loop {
+        wait_for_work();
+        {
+            // Changes gather for a moment, unless a flush waits.
+            let queue = lock(&WRITER.queue);
+            drop(WRITER.wake.wait_timeout_while(queue, COALESCE, |q| q.flushes_asked == q.flushes_done));
+        }
+        let serving = {
+            let mut scratch = lock(&WRITER.writing);
+            let (batch, serving) = {
+                let mut queue = lock(&WRITER.queue);
+                let serving = queue.flushes_asked;
+                // A flush tries every failed save again, not only those due.
+                let flushing = serving > queue.flushes_done;
+                let batch = queue.take_batch(flushing);
+                queue.in_hand = batch.keys().cloned().collect();
+                (batch, serving)
+            };
+            let outcomes = write_batch(&mut scratch, batch);
+            let mut queue = lock(&WRITER.queue);
+            queue.record_outcomes(outcomes);
+            queue.in_hand.clear();
+            serving
+        };
         // Outside `writing`: a save made meanwhile need not wait for it.
         settle();
+        let mut queue = lock(&WRITER.queue);
+        queue.flushes_done = queue.flushes_done.max(serving);
+        WRITER.flushed.notify_all();
     }
 }
 
@@ -1012,22 +1949,70 @@ pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
     if was_idle {
         WRITER.wake.notify_one();
     }
-    std::mem::take(&mut queue.errors)
+    queue.news()
 }
 
-/// Writes every pending save before returning, including one the thread
-/// has begun, syncs the directories of every save so far, and returns all
-/// failures not reported yet.
-pub fn flush() -> Vec<String> {
-    let failures = {
+/// How long `flush` waits for the writer thread by default.
+pub const FLUSH_WAIT: Duration = Duration::from_secs(10);
+
+/// Asks the writer thread to write every pending save, including one it
+/// has begun, to try every failed save again and to sync the directories
+/// of every save so far.  Returns the flush's ticket for `flush_wait` and
+/// `flush_end`.  Without a thread it does all that itself, at once.
+pub fn flush_begin() -> u64 {
+    let mut queue = lock(&WRITER.queue);
+    if !ensure_thread(&mut queue) {
+        drop(queue);
         let mut scratch = lock(&WRITER.writing);
-        let batch = std::mem::take(&mut lock(&WRITER.queue).pending);
-        write_batch(&mut scratch, batch)
-    };
-    settle();
-    let mut errors = std::mem::take(&mut lock(&WRITER.queue).errors);
-    errors.extend(failures);
-    errors
+        let batch = lock(&WRITER.queue).take_batch(true);
+        let outcomes = write_batch(&mut scratch, batch);
+        lock(&WRITER.queue).record_outcomes(outcomes);
+        drop(scratch);
+        settle();
+        return 0;
+    }
+    queue.flushes_asked += 1;
+    WRITER.wake.notify_one();
+    queue.flushes_asked
+}
+
+/// Waits up to LIMIT for the flush TICKET; true once it is done.
+pub fn flush_wait(ticket: u64, limit: Duration) -> bool {
+    let queue = lock(&WRITER.queue);
+    let (queue, _) =
+        WRITER.flushed.wait_timeout_while(queue, limit, |q| q.flushes_done < ticket).unwrap_or_else(|p| p.into_inner());
+    queue.flushes_done >= ticket
+}
+
+/// What the flush TICKET leaves to say: the saves that have still not
+/// landed (every time, until they do), the other failures not reported
+/// yet, and, when the flush is not done (its waiting ran out after
+/// WAITED), that it gave up and what stays pending.
+pub fn flush_end(ticket: u64, waited: Duration) -> Vec<String> {
+    let mut queue = lock(&WRITER.queue);
+    let done = queue.flushes_done >= ticket;
+    let unsaved = if done { String::new() } else { queue.unsaved().iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(", ") };
+    let mut truth = queue.truth();
+    if !done {
+        truth.push(format!(
+            "gave up waiting for the writer after {:.1} s, with the disk not answering; {} stay pending and are written when it does",
+            waited.as_secs_f64(),
+            if unsaved.is_empty() { "the saves under way".to_string() } else { format!("the saves of {unsaved}") }
+        ));
+    }
+    truth
+}
+
+/// A whole flush, waiting at most LIMIT: `flush_begin`, `flush_wait`, `flush_end`.
+pub fn flush_within(limit: Duration) -> Vec<String> {
+    let ticket = flush_begin();
+    flush_wait(ticket, limit);
+    flush_end(ticket, limit)
+}
+
+/// A flush that waits at most `FLUSH_WAIT`.
+pub fn flush() -> Vec<String> {
+    flush_within(FLUSH_WAIT)
 }
 
 /// Saves SESSION into DIR now, waiting for any save under way.  The file
@@ -1037,9 +2022,19 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
     let saved = {
         let mut scratch = lock(&WRITER.writing);
         lock(&WRITER.queue).pending.remove(session);
-        save_locked(&mut scratch, session, dir)?
+        let saved = save_locked(&mut scratch, session, dir);
+        // A failed save stays pending like a scheduled one; it is the
+        // caller's error, so it counts as reported.
+        let failure = saved.as_ref().err().map(|e| describe_failure(session, dir, e));
+        let reported = failure.is_some();
+        let mut queue = lock(&WRITER.queue);
+        queue.record_outcomes(vec![Outcome { session: session.to_string(), dir: dir.to_path_buf(), failure }]);
+        if let Some(failed) = queue.failed.get_mut(session).filter(|_| reported) {
+            failed.reported = true;
+        }
+        saved?
     };
-    let Some(Replaced { path, replaced }) = saved else { return Ok(None) };
+    let Some(Replaced { path, replaced, .. }) = saved else { return Ok(None) };
     let mut queue = lock(&WRITER.queue);
     queue.unsynced.insert(dir.to_path_buf());
     queue.replaced.extend(replaced);
@@ -1052,11 +2047,14 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
     Ok(Some(path))
 }
 
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::MAX_CHANGES;
     use crate::session::{Options, UserEdit};
-    use crate::validate::Input;
+    use crate::validate::{Input, Limits};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -1182,6 +2180,150 @@ mod tests {
         assert!(matches!(decode(newer.to_string().as_bytes()), Err(LoadError::Newer(99))));
     }
 
+    /// A file of `busy_session` stopped, as JSON to damage.
+    fn busy_file() -> (Session, Json) {
+        let mut s = busy_session();
+        s.user_notes.push("the user added t4".into());
+        assert!(s.stop("interrupted").unwrap());
+        let json = serde_json::from_slice(&encode("work", &s)).unwrap();
+        (s, json)
+    }
+
+    #[test]
+    fn a_bad_record_only_field_drops_that_part_and_keeps_the_list() {
+        let (s, good) = busy_file();
+        assert!(good["history"][0]["undo"].is_object() && good["retired"][0].is_object());
+        type Damage = fn(&mut Json);
+        let cases: [(Damage, &str); 14] = [
+            (|j| j["breaker"]["calls"] = json!(-1), "breaker.calls:"),
+            (|j| j["breaker"] = json!([1, 2]), "breaker:"),
+            (|j| j["ledger"]["tools"]["eval"] = json!("many"), "ledger.tools.eval:"),
+            (|j| j["ledger"]["first"] = json!("yesterday"), "ledger.first:"),
+            (|j| j["history"][1]["kind"] = json!("explode"), "history[1].kind:"),
+            (|j| j["history"][2]["seq"] = json!(-5), "history[2].seq:"),
+            (|j| j["history"][0]["undo"]["added"] = json!([7]), "history[0].undo.added[0]:"),
+            (|j| j["history_seq"] = json!("many"), "history_seq:"),
+            (|j| j["stopped"]["at"] = json!("just now"), "stopped.at:"),
+            (|j| j["user_notes"] = json!(["fine", 5]), "user_notes[1]:"),
+            (|j| j["retired"][0]["status"] = json!("gone"), "retired[0].status:"),
+            (|j| j["saved_at"] = json!("now"), "saved_at:"),
+            (|j| j["created"] = json!({}), "created:"),
+            (|j| j["writes"] = json!(-3), "writes:"),
+        ];
+        for (damage, path) in cases {
+            let mut json = good.clone();
+            damage(&mut json);
+            let decoded = decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default())
+                .unwrap_or_else(|e| panic!("{path} lost the whole list: {e}"));
+            assert_eq!(decoded.session.items, s.items, "{path}");
+            assert_eq!(decoded.session.ids.issued(), s.ids.issued(), "{path}");
+            assert_eq!(decoded.warnings.len(), 1, "{path}: {:?}", decoded.warnings);
+            assert!(decoded.warnings[0].starts_with(path), "{path}: {:?}", decoded.warnings);
+            assert!(decoded.warnings[0].contains("dropped"), "{:?}", decoded.warnings);
+            // The part goes, the rest stays.
+            let part = path.split(['.', '[', ':']).next().unwrap();
+            match part {
+                "history" => assert!(decoded.session.history.is_empty()),
+                "retired" => assert!(decoded.session.retired.is_empty()),
+                "stopped" => assert!(decoded.session.stopped.is_none()),
+                "user_notes" => assert!(decoded.session.user_notes.is_empty()),
+                _ => {}
+            }
+            if part != "history" {
+                assert_eq!(decoded.session.history, s.history, "{path}");
+            }
+            if part != "stopped" {
+                assert_eq!(decoded.session.stopped, s.stopped, "{path}");
+            }
+        }
+        // The list itself is not a record: a bad item still refuses the file,
+        // naming it.
+        let mut json = good.clone();
+        json["items"][1]["content"] = json!(5);
+        match decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default()) {
+            Err(LoadError::Corrupt(why)) => assert!(why.starts_with("items[1].content:"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_is_read_within_the_limits_todo_write_keeps() {
+        let limits = Limits { max_items: 5, max_content_chars: 20 };
+        let item = |n: usize| json!({"id": format!("t{n}"), "content": format!("Item {n}"), "status": "pending", "created": 1.0});
+        let file = |items: Vec<Json>| json!({"schema_version": 2, "session": "big", "id_counter": 9, "items": items});
+        let refused = |json: &Json, what: &str| match decode_within(json.to_string().as_bytes(), &limits) {
+            Err(e) => {
+                let why = e.to_string();
+                assert!(matches!(e, LoadError::Refused(_)), "{what}: {why}");
+                assert!(why.contains(what), "{what}: {why}");
+            }
+            Ok(d) => panic!("{what}: read {} items", d.session.items.len()),
+        };
+        assert_eq!(decode_within(file((1..=5).map(item).collect()).to_string().as_bytes(), &limits).unwrap().session.items.len(), 5);
+        refused(&file((1..=6).map(item).collect()), "6 items; the limit is 5");
+        let mut long = file(vec![item(1), item(2), item(3)]);
+        long["items"][2]["content"] = json!("x".repeat(21));
+        refused(&long, "items[2].content: is 21 characters long; the limit is 20");
+        let mut long = file(vec![item(1)]);
+        long["items"][0]["activeForm"] = json!("é".repeat(21));
+        refused(&long, "items[0].activeForm:");
+        let mut counter = file(vec![item(1)]);
+        counter["id_counter"] = json!(u64::MAX);
+        refused(&counter, "id_counter:");
+        let mut id = file(vec![item(1)]);
+        id["items"][0]["id"] = json!(format!("t{}", u64::MAX));
+        refused(&id, "items[0].id:");
+        // Records are kept within their bounds: the newest changes, the
+        // first retired items; the list stays.
+        let mut s = Session::default();
+        for n in 0..(MAX_CHANGES + 30) {
+            write(&mut s, json!([{"content": format!("step {n}"), "status": "pending"}]));
+        }
+        let mut json: Json = serde_json::from_slice(&encode("long", &s)).unwrap();
+        let mut history = json["history"].as_array().unwrap().clone();
+        let extra: Vec<Json> = history.iter().take(60).cloned().collect();
+        history.splice(0..0, extra.into_iter().map(|mut c| {
+            c["seq"] = json!(c["seq"].as_u64().unwrap() - 100);
+            c
+        }));
+        json["history"] = Json::Array(history);
+        let decoded = decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default()).unwrap();
+        assert_eq!(decoded.session.history.len(), MAX_CHANGES);
+        assert_eq!(decoded.session.history.changes().last(), s.history.changes().last());
+        assert!(decoded.warnings.iter().any(|w| w.starts_with("history:") && w.contains("260")), "{:?}", decoded.warnings);
+        let retired: Vec<Json> = (0..MAX_STORED_RETIRED + 5).map(|n| item(n + 10)).collect();
+        let mut json = file(vec![item(1)]);
+        json["retired"] = Json::Array(retired);
+        let decoded = decode_within(json.to_string().as_bytes(), &Limits::default()).unwrap();
+        assert_eq!(decoded.session.retired.len(), MAX_STORED_RETIRED);
+        assert!(decoded.warnings.iter().any(|w| w.starts_with("retired:")), "{:?}", decoded.warnings);
+        // A retired item over the content limit is dropped with its part.
+        let mut json = file(vec![item(1)]);
+        json["retired"] = json!([{"id": "t2", "content": "y".repeat(30), "status": "completed"}]);
+        let decoded = decode_within(json.to_string().as_bytes(), &limits).unwrap();
+        assert!(decoded.session.retired.is_empty());
+        assert!(decoded.warnings.iter().any(|w| w.starts_with("retired[0].content:")), "{:?}", decoded.warnings);
+    }
+
+    #[test]
+    fn a_file_over_the_size_bound_is_refused_before_it_is_read() {
+        let limits = Limits { max_items: 5, max_content_chars: 20 };
+        let dir = temp_dir("huge");
+        ensure_dir(&dir).unwrap();
+        let path = dir.join("huge.json");
+        // Garbage a parser would chew on: refused by its size alone.
+        fs::write(&path, "[".repeat(max_file_bytes(&limits) as usize + 1)).unwrap();
+        match load_file_within(&path, &limits) {
+            Err(e @ LoadError::Refused(_)) => assert!(e.to_string().contains("bytes"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        // Left where it is, not moved aside: it may be fine under other limits.
+        let report = load_dir(&dir, false, &limits).unwrap();
+        assert!(report.moved_aside.is_empty() && report.skipped.len() == 1, "{report:?}");
+        assert!(path.exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn only_the_newest_retired_items_are_kept_on_disk() {
         let mut s = Session::default();
@@ -1239,7 +2381,7 @@ mod tests {
         fs::write(dir.join("bad.json.corrupt"), b"older damage").unwrap();
         write_atomic(&dir, "newer.json", br#"{"schema_version": 9, "session": "n", "items": []}"#).unwrap();
         fs::write(dir.join("notes.txt"), b"not mine").unwrap();
-        let report = load_dir(&dir, true).unwrap();
+        let report = load_dir(&dir, true, &Limits::default()).unwrap();
         let names: Vec<_> = report.loaded.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["good"]);
         assert_eq!(report.moved_aside.len(), 1);
@@ -1249,8 +2391,11 @@ mod tests {
         assert!(dir.join("newer.json").exists());
         registry().session("newer").add("x".into(), None, &Options::default()).unwrap();
         assert!(save_now("newer", &dir).unwrap_err().to_string().contains("newer efrit-todo"));
-        assert_eq!(load_dir(&dir, false).unwrap().loaded.len(), 2);
-        assert!(load_dir(&dir.join("missing"), false).unwrap().loaded.is_empty());
+        assert_eq!(load_dir(&dir, false, &Limits::default()).unwrap().loaded.len(), 2);
+        assert!(load_dir(&dir.join("missing"), false, &Limits::default()).unwrap().loaded.is_empty());
+        // The refused save stays pending: let it land before the directory goes.
+        fs::remove_file(dir.join("newer.json")).unwrap();
+        assert!(failures_of("\"newer\"", flush()).is_empty());
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1261,9 +2406,9 @@ mod tests {
         for n in 0..20 {
             let todos: Vec<Json> = (0..=n).map(|i| json!({"content": format!("step {i}"), "status": "pending"})).collect();
             write(registry().session(&name), Json::Array(todos));
-            assert!(schedule(&name, &dir).is_empty());
+            assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
         }
-        assert!(flush().is_empty());
+        assert!(failures_of(&name, flush()).is_empty());
         let (loaded, s) = load_file(&file_path(&dir, &name)).unwrap();
         assert_eq!(loaded, name);
         assert_eq!(s.items.len(), 20);
@@ -1296,14 +2441,15 @@ mod tests {
             for name in &names {
                 let todos = vec![json!({"content": format!("round {round}"), "status": "pending"})];
                 write(registry().session(name), Json::Array(todos));
-                assert!(schedule(name, &dir).is_empty());
-                assert!(schedule(name, &dir).is_empty());
+                assert!(failures_of(name, schedule(name, &dir)).is_empty());
+                assert!(failures_of(name, schedule(name, &dir)).is_empty());
             }
             wait_for(round, &names);
             // Long enough for the writer to be waiting again, idle.
             std::thread::sleep(COALESCE * 5);
         }
-        assert!(flush().is_empty());
+        let errors = flush();
+        assert!(names.iter().all(|name| failures_of(name, errors.clone()).is_empty()));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1357,9 +2503,187 @@ mod tests {
         assert!(!flush().iter().any(|e| e.contains(&name)));
         let (_, back) = load_file(&path).unwrap();
         assert_eq!(back.items.len(), 2);
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        // No temporary file left: the state file and the directory's lock.
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != LOCK_FILE).collect();
         assert_eq!(names.len(), 1, "{names:?}");
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn json_of(path: &Path) -> Json {
+        serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+    }
+
+    fn contents(json: &Json) -> Vec<&str> {
+        json["items"].as_array().unwrap().iter().map(|i| i["content"].as_str().unwrap()).collect()
+    }
+
+    /// Sets the modification time of PATH SECONDS from now.
+    fn touch(path: &Path, seconds: i64) {
+        let now = SystemTime::now();
+        let when = if seconds >= 0 {
+            now + Duration::from_secs(seconds.unsigned_abs())
+        } else {
+            now - Duration::from_secs(seconds.unsigned_abs())
+        };
+        OpenOptions::new().write(true).open(path).unwrap().set_modified(when).unwrap();
+    }
+
+    #[test]
+    fn the_newest_write_of_a_session_wins_over_its_copies_whatever_their_names_and_times() {
+        let dir = temp_dir("copies");
+        let name = format!("copies test {}", std::process::id());
+        registry().session(&name).add("first".into(), None, &Options::default()).unwrap();
+        let file = save_now(&name, &dir).unwrap().unwrap();
+        let first = fs::read(&file).unwrap();
+        assert_eq!(json_of(&file)["generation"], 1);
+        registry().session(&name).add("second".into(), None, &Options::default()).unwrap();
+        save_now(&name, &dir).unwrap();
+        let second = fs::read(&file).unwrap();
+        assert_eq!(json_of(&file)["generation"], 2, "every save counts one generation up");
+        // A user's backups of the older save: one sorted before the file,
+        // one after, both with a newer time.
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let backups = [dir.join(format!("{stem}-backup.json")), dir.join("zz copy.json")];
+        for backup in &backups {
+            fs::write(backup, &first).unwrap();
+            touch(backup, 3600);
+        }
+        let report = load_dir(&dir, false, &Limits::default()).unwrap();
+        let mine: Vec<&Loaded> = report.loaded.iter().filter(|l| l.name == name).collect();
+        assert_eq!(mine.len(), 1, "one list per session, not one per copy");
+        assert_eq!(mine[0].file, file);
+        assert_eq!(mine[0].session.items.len(), 2);
+        for backup in &backups {
+            let why = report.skipped.iter().find(|(f, _)| f == backup).map(|(_, why)| why.as_str()).unwrap_or("");
+            assert!(why.contains("older copy") && why.contains(&file.display().to_string()), "{backup:?}: {why}");
+        }
+        // The session's own file put back to the older save: the newest
+        // write, wherever it is, still wins.
+        fs::write(&file, &first).unwrap();
+        fs::write(&backups[1], &second).unwrap();
+        touch(&backups[1], -3600);
+        let report = load_dir(&dir, false, &Limits::default()).unwrap();
+        let mine: Vec<&Loaded> = report.loaded.iter().filter(|l| l.name == name).collect();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].file, backups[1]);
+        assert_eq!(mine[0].session.items.len(), 2);
+        assert!(report.skipped.iter().any(|(f, why)| *f == file && why.contains("older copy")), "{:?}", report.skipped);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_never_overwrites_a_save_it_has_not_seen_without_keeping_it() {
+        let dir = temp_dir("conflict");
+        let name = format!("conflict test {}", std::process::id());
+        registry().session(&name).add("mine".into(), None, &Options::default()).unwrap();
+        let file = save_now(&name, &dir).unwrap().unwrap();
+        // Saving again over its own save is no conflict.
+        save_now(&name, &dir).unwrap();
+        assert!(take_warnings().iter().all(|w| !w.contains(&name)));
+        assert_eq!(json_of(&file)["generation"], 2);
+        // Another Emacs read that save and saved twice since, its own list:
+        // generation 4, written by a rename as every save is.
+        let mut theirs = json_of(&file);
+        theirs["generation"] = json!(4);
+        theirs["items"][0]["content"] = json!("theirs");
+        let theirs = serde_json::to_vec(&theirs).unwrap();
+        write_atomic(&dir, &file_name(&name), &theirs).unwrap();
+        registry().session(&name).add("mine too".into(), None, &Options::default()).unwrap();
+        save_now(&name, &dir).unwrap();
+        // Theirs is kept beside, byte for byte; ours is the session's file,
+        // newer than theirs; and the user is told.
+        let kept = dir.join(format!("{}.conflict", file_name(&name)));
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        assert_eq!(text(fs::read(&kept).unwrap_or_default()), text(theirs), "the other save was not kept");
+        assert_eq!(contents(&json_of(&file)), ["mine", "mine too"]);
+        assert_eq!(json_of(&file)["generation"], 5);
+        let warnings = take_warnings();
+        assert!(
+            warnings.iter().any(|w| w.contains(&name) && w.contains(&kept.display().to_string())),
+            "{warnings:?}"
+        );
+        // Since then ours is the newest: no conflict.
+        save_now(&name, &dir).unwrap();
+        assert!(!dir.join(format!("{}.1.conflict", file_name(&name))).exists());
+        // An older save of the same session put back by hand is no
+        // newer save: it is replaced.
+        let older = fs::read(&file).unwrap();
+        save_now(&name, &dir).unwrap();
+        write_atomic(&dir, &file_name(&name), &older).unwrap();
+        save_now(&name, &dir).unwrap();
+        assert!(!dir.join(format!("{}.1.conflict", file_name(&name))).exists());
+        assert!(take_warnings().iter().all(|w| !w.contains(&name)));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn two_processes_starting_the_same_session_name_keep_both_lists() {
+        // Efrit names sessions by the second: two Emacsen starting a command
+        // in the same second share a name.  This one never read the other's file.
+        let dir = temp_dir("collision");
+        let name = format!("efrit-do-20250101120000 {}", std::process::id());
+        let mut other = Session::default();
+        write(&mut other, json!([{"content": "The other command", "status": "in_progress"}]));
+        let mut theirs: Json = serde_json::from_slice(&encode(&name, &other)).unwrap();
+        theirs["generation"] = json!(1);
+        let theirs = serde_json::to_vec(&theirs).unwrap();
+        write_atomic(&dir, &file_name(&name), &theirs).unwrap();
+        registry().session(&name).add("This command".into(), None, &Options::default()).unwrap();
+        let file = save_now(&name, &dir).unwrap().unwrap();
+        let kept = fs::read(dir.join(format!("{}.conflict", file_name(&name)))).unwrap_or_default();
+        assert_eq!(String::from_utf8(kept).unwrap(), String::from_utf8(theirs).unwrap(), "the other list was not kept");
+        assert_eq!(contents(&json_of(&file)), ["This command"]);
+        assert!(take_warnings().iter().any(|w| w.contains(&name)));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_state_directory_others_can_write_or_do_not_own_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("shared");
+        ensure_dir(&dir).unwrap();
+        let name = format!("shared dir test {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        let refused = |mode: u32, what: &str| {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+            let error = save_now(&name, &dir).map(|_| ()).unwrap_err().to_string();
+            assert!(error.contains(what) && error.contains("efrit-todo-state-directory"), "{mode:o}: {error}");
+            let error = load_dir(&dir, false, &Limits::default()).map(|_| ()).unwrap_err().to_string();
+            assert!(error.contains(what), "{mode:o}: {error}");
+            assert!(!file_path(&dir, &name).exists());
+        };
+        refused(0o777, "writable by others");
+        refused(0o775, "writable by its group");
+        refused(0o1777, "writable by others");
+        // SAFETY: plain calls with a valid path.
+        if unsafe { libc::geteuid() } == 0 {
+            use std::os::unix::ffi::OsStrExt;
+            let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+            assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+            refused(0o700, "owned by user 65534");
+            assert_eq!(unsafe { libc::chown(path.as_ptr(), 0, 0) }, 0);
+        }
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(save_now(&name, &dir).is_ok());
+        assert!(failures_of(&name, flush()).is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_state_directory_that_is_a_file_says_so() {
+        let file = temp_dir("a-file");
+        fs::write(&file, b"not a directory").unwrap();
+        let name = format!("file dir test {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        let error = save_now(&name, &file).map(|_| ()).unwrap_err().to_string();
+        assert!(error.contains(&format!("{} is a file, not a directory", file.display())), "{error}");
+        let error = save_now(&name, &file.join("sub")).map(|_| ()).unwrap_err().to_string();
+        assert!(error.contains(&format!("{} is a file, not a directory", file.display())), "{error}");
+        // Let the pending save land, then clean up.
+        fs::remove_file(&file).unwrap();
+        assert!(failures_of(&name, flush()).is_empty());
+        let _ = fs::remove_dir_all(&file);
     }
 
     #[test]
@@ -1371,7 +2695,151 @@ mod tests {
         schedule(&name, &blocker.join("sub"));
         let errors = flush();
         assert!(errors.iter().any(|e| e.contains(&name)), "{errors:?}");
+        // The save stays pending: let it land somewhere harmless.
         let _ = fs::remove_file(&blocker);
+        schedule(&name, &blocker);
+        assert!(!flush().iter().any(|e| e.contains(&name)));
+        let _ = fs::remove_dir_all(&blocker);
+    }
+
+    /// The failures of FLUSH that name SESSION: other tests share the writer.
+    fn failures_of(session: &str, errors: Vec<String>) -> Vec<String> {
+        errors.into_iter().filter(|e| e.contains(session)).collect()
+    }
+
+    #[test]
+    fn a_failed_save_stays_pending_is_retried_and_every_flush_says_so() {
+        let dir = temp_dir("retry");
+        let name = format!("retry test {}", std::process::id());
+        registry().session(&name).add("Must not be lost".into(), None, &Options::default()).unwrap();
+        // A directory where the state file goes: the rename fails.
+        let target = file_path(&dir, &name);
+        ensure_dir(&dir).unwrap();
+        fs::create_dir_all(target.join("in the way")).unwrap();
+        assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
+        assert_eq!(failures_of(&name, flush()).len(), 1);
+        // Reported once in the background, but not forgotten: a flush
+        // tries again and tells the truth every time.
+        assert_eq!(failures_of(&name, flush()).len(), 1, "a second flush forgot the failed save");
+        assert_eq!(failures_of(&name, flush()).len(), 1);
+        // Once the obstacle is gone the writer retries on its own, no
+        // flush and no new change needed.
+        fs::remove_dir_all(&target).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while load_file(&target).is_err() {
+            assert!(std::time::Instant::now() < deadline, "the failed save was never retried");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(load_file(&target).unwrap().1.items[0].content, "Must not be lost");
+        assert!(failures_of(&name, flush()).is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_failed_save_now_stays_pending_too() {
+        let dir = temp_dir("retry-now");
+        let name = format!("retry now test {}", std::process::id());
+        registry().session(&name).add("Keep".into(), None, &Options::default()).unwrap();
+        let target = file_path(&dir, &name);
+        ensure_dir(&dir).unwrap();
+        fs::create_dir_all(target.join("in the way")).unwrap();
+        assert!(save_now(&name, &dir).is_err());
+        assert_eq!(failures_of(&name, flush()).len(), 1, "a failed save_now was forgotten");
+        fs::remove_dir_all(&target).unwrap();
+        assert!(failures_of(&name, flush()).is_empty());
+        assert_eq!(load_file(&target).unwrap().1.items[0].content, "Keep");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    fn make_fifo(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    }
+
+    /// Runs F on a thread of its own and returns its value, or None when it
+    /// has not returned after SECONDS (it is left running).
+    fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(seconds)).ok()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_symlink_at_a_state_file_is_never_opened_for_writing() {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let dir = temp_dir("fifo");
+        ensure_dir(&dir).unwrap();
+        let name = format!("fifo test {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        let target = file_path(&dir, &name);
+        make_fifo(&target);
+        let (n, d) = (name.clone(), dir.clone());
+        let saved = within(5, move || save_now(&n, &d).map_err(|e| e.to_string()));
+        let Some(saved) = saved else {
+            // Let the stuck save go, so that the other tests can go on.
+            let _ = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&target);
+            panic!("a save blocked on the FIFO at {}", target.display());
+        };
+        let error = saved.unwrap_err();
+        assert!(error.contains("not a regular file") && error.contains("FIFO"), "{error}");
+        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+        // Scheduled and flushed, the same, and the flush comes back.
+        assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
+        let errors = within(5, flush).expect("a flush blocked on a FIFO");
+        assert!(failures_of(&name, errors).iter().any(|e| e.contains("FIFO")));
+        // Reading the directory skips it, and says so.
+        let report = within(5, {
+            let dir = dir.clone();
+            move || load_dir(&dir, false, &Limits::default()).unwrap()
+        })
+        .expect("a restore blocked on a FIFO");
+        assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("FIFO")), "{:?}", report.skipped);
+        // A symlink is not followed: the file it points to stays as it was.
+        fs::remove_file(&target).unwrap();
+        let outside = temp_dir("fifo-outside");
+        fs::write(&outside, b"not yours").unwrap();
+        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        let error = save_now(&name, &dir).unwrap_err().to_string();
+        assert!(error.contains("symbolic link"), "{error}");
+        assert_eq!(fs::read(&outside).unwrap(), b"not yours");
+        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_symlink());
+        let report = load_dir(&dir, false, &Limits::default()).unwrap();
+        assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("symbolic link")), "{:?}", report.skipped);
+        // Gone, the save lands.
+        fs::remove_file(&target).unwrap();
+        assert!(failures_of(&name, flush()).is_empty());
+        assert!(load_file(&target).is_ok());
+        let _ = fs::remove_file(&outside);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_flush_waits_a_bounded_time_for_a_stuck_writer_and_says_so() {
+        let dir = temp_dir("stuck");
+        let name = format!("stuck test {}", std::process::id());
+        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        // A writer stuck in a save: it holds `writing` for three seconds.
+        let stuck = lock(&WRITER.writing);
+        assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
+        let started = std::time::Instant::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(flush_within(Duration::from_millis(200)));
+        });
+        let errors = rx.recv_timeout(Duration::from_secs(3));
+        drop(stuck);
+        let errors = errors.expect("the flush waited for the stuck writer");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(errors.iter().any(|e| e.contains("gave up") && e.contains(&name)), "{errors:?}");
+        // The save was not dropped: it lands once the writer is free.
+        assert!(failures_of(&name, flush()).is_empty());
+        assert!(load_file(&file_path(&dir, &name)).is_ok());
+        let _ = fs::remove_dir_all(&dir);
     }
 
     fn arb_status() -> impl Strategy<Value = &'static str> {

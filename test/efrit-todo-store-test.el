@@ -144,7 +144,35 @@ The directory is deleted afterwards, once pending saves are done."
           (efrit-todo-store-test-write session '("Cannot be saved" "pending"))
           (should (= 1 (efrit-todo-save)))
           (should (cl-some (lambda (m) (string-match-p (regexp-quote session) m)) messages)))
-      (delete-file blocker))))
+      ;; The save stays pending: let it land, then remove what it made.
+      (delete-file blocker)
+      (efrit-todo-save)
+      (delete-directory blocker t))))
+
+(ert-deftest efrit-todo-store-test-a-failed-save-stays-pending ()
+  "A failed save is not forgotten: every save says so until it lands."
+  (let* ((root (make-temp-file "efrit-todo-store-test-" t))
+         (blocker (expand-file-name "blocker" root))
+         (efrit-todo-state-directory (expand-file-name "state/" blocker))
+         (session (efrit-todo-store-test-session))
+         (inhibit-message t))
+    (unwind-protect
+        (progn
+          (write-region "" nil blocker)
+          (efrit-todo-store-test-write session '("Must not be lost" "pending"))
+          (should (= 1 (efrit-todo-save)))
+          ;; Nothing changed since, but the list is still not on disk.
+          (should (= 1 (efrit-todo-save)))
+          (should (string-match-p (regexp-quote session) (car (efrit-todo-flush))))
+          (delete-file blocker)
+          (should (= 0 (efrit-todo-save)))
+          (should (equal (alist-get 'content
+                                    (car (alist-get 'items (efrit-todo-store-test-read-json
+                                                            (efrit-todo-state-file session)))))
+                         "Must not be lost"))
+          (should-not (efrit-todo-flush)))
+      (efrit-todo-flush)
+      (delete-directory root t))))
 
 (ert-deftest efrit-todo-store-test-batch-emacs-saves-nothing-by-default ()
   "The default directory is nil in batch Emacs and under the user's Emacs directory otherwise."
@@ -157,6 +185,77 @@ The directory is deleted afterwards, once pending saves are done."
         (should (equal (eval (car (get 'efrit-todo-state-directory 'standard-value)) t)
                        (abbreviate-file-name (expand-file-name "efrit-todo/" home))))
       (delete-directory home t))))
+
+(ert-deftest efrit-todo-store-test-a-session-name-changed-in-place ()
+  "A session string altered with `aset' after use names its new session."
+  (let* ((old (efrit-todo-store-test-session))
+         (name (copy-sequence old)))
+    (efrit-todo-store-test-write name '("For the old name" "pending"))
+    (aset name (1- (length name)) ?x)
+    (should-not (equal name old))
+    (efrit-todo-store-test-write name '("For the new name" "pending"))
+    (should (equal (efrit-todo-store-test-contents old) '("For the old name")))
+    (should (equal (efrit-todo-store-test-contents (copy-sequence name)) '("For the new name")))))
+
+(ert-deftest efrit-todo-store-test-a-relative-directory-is-in-the-emacs-directory ()
+  "A relative `efrit-todo-state-directory' is under `user-emacs-directory', whatever the buffer."
+  (let* ((home (file-name-as-directory (make-temp-file "efrit-todo-store-test-home" t)))
+         (elsewhere (file-name-as-directory (make-temp-file "efrit-todo-store-test-elsewhere" t)))
+         (user-emacs-directory home)
+         (efrit-todo-state-directory "relative-state")
+         (session (efrit-todo-store-test-session))
+         (expected (expand-file-name (concat "relative-state/" (efrit-todo--module-store-file session ""))
+                                     home)))
+    (unwind-protect
+        (progn
+          (let ((default-directory elsewhere))
+            (should (equal (efrit-todo-state-file session) expected)))
+          (with-temp-buffer
+            (setq default-directory (expand-file-name "sub/" elsewhere))
+            (should (equal (efrit-todo-state-file session) expected))
+            (efrit-todo-store-test-write session '("Saved in one place" "pending"))
+            (should (= 0 (efrit-todo-save)))
+            (should (file-exists-p expected))
+            (should-not (file-exists-p (expand-file-name "relative-state" default-directory)))))
+      (efrit-todo-flush)
+      (delete-directory home t)
+      (delete-directory elsewhere t))))
+
+(ert-deftest efrit-todo-store-test-a-directory-that-is-a-file-says-so ()
+  "A state directory path that names a file gives a message saying that."
+  (let* ((file (make-temp-file "efrit-todo-store-test-not-a-dir"))
+         (efrit-todo-state-directory file)
+         (session (efrit-todo-store-test-session))
+         (inhibit-message t))
+    (unwind-protect
+        (progn
+          (efrit-todo-store-test-write session '("Nowhere to go" "pending"))
+          (let ((failures (efrit-todo-flush)))
+            (should (= (length failures) 1))
+            (should (string-match-p (concat (regexp-quote (directory-file-name file))
+                                            " is a file, not a directory")
+                                    (car failures)))
+            (should-not (string-match-p "os error" (car failures)))))
+      (delete-file file)
+      (efrit-todo-flush)
+      (ignore-errors (delete-directory file t)))))
+
+(ert-deftest efrit-todo-store-test-a-directory-others-can-write-is-refused ()
+  "A state directory writable by group or others is neither written nor read."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session))
+          (inhibit-message t))
+      (efrit-todo-store-test-write session '("Private" "pending"))
+      (should (= 0 (efrit-todo-save)))
+      (set-file-modes dir #o777)
+      (efrit-todo-store-test-write session '("Private" "pending") '("Still private" "pending"))
+      (let ((failures (efrit-todo-flush)))
+        (should (= (length failures) 1))
+        (should (string-match-p "writable by others" (car failures))))
+      (should (string-match-p "writable by others"
+                              (cadr (should-error (efrit-todo-restore t)))))
+      (set-file-modes dir #o700)
+      (should (= 0 (efrit-todo-save))))))
 
 ;;;; Restoring
 
@@ -228,7 +327,7 @@ The directory is deleted afterwards, once pending saves are done."
   (efrit-todo-store-test-with-dir dir
     (let ((old (efrit-todo-store-test-session))
           (new (efrit-todo-store-test-session)))
-      (make-directory dir t)
+      (with-file-modes #o700 (make-directory dir t))
       (with-temp-file (expand-file-name "old-layout.json" dir)
         (insert (json-encode `((schema_version . 1) (session . ,old) (counter . 5)
                                (todos . [((id . "t5") (content . "From version 1")
@@ -262,13 +361,176 @@ The directory is deleted afterwards, once pending saves are done."
       (should (equal (efrit-todo-store-test-contents open) '("Still to do")))
       (should-not (efrit-todo-list done)))))
 
+(defun efrit-todo-store-test-edit-file (file regexp replacement)
+  "Replace the one match of REGEXP in FILE by REPLACEMENT."
+  (with-temp-file file
+    (insert-file-contents file)
+    (goto-char (point-min))
+    (should (re-search-forward regexp nil t))
+    (replace-match replacement t t)
+    (should-not (re-search-forward regexp nil t))))
+
+(ert-deftest efrit-todo-store-test-a-bad-record-field-keeps-the-list ()
+  "A bad value in a record-only part drops that part with a warning naming it.
+The list comes back, and the file is not moved aside."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write session '("Keep me" "in_progress") '("And me" "pending"))
+      (efrit-todo-save)
+      (let ((file (efrit-todo-state-file session)))
+        (efrit-todo-store-test-edit-file file "\"breaker\":{\"tripped\":false,\"calls\":[0-9]+"
+                                         "\"breaker\":{\"tripped\":false,\"calls\":-1")
+        (let ((efrit-todo-state-directory nil))
+          (efrit-todo-reset session))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (should (member session (efrit-todo-restore t)))
+          (should (= (length warnings) 1))
+          (should (string-match-p (regexp-quote file) (car warnings)))
+          (should (string-match-p "breaker\\.calls: .*dropped" (car warnings))))
+        (should (equal (efrit-todo-store-test-contents session) '("Keep me" "And me")))
+        (should (file-exists-p file))
+        (should-not (file-exists-p (concat file ".corrupt")))))))
+
+(ert-deftest efrit-todo-store-test-restore-keeps-the-limits ()
+  "A file over `efrit-todo-max-items' or the content length is left alone, saying why."
+  (efrit-todo-store-test-with-dir dir
+    (let ((three (efrit-todo-store-test-session))
+          (long (efrit-todo-store-test-session)))
+      (efrit-todo-store-test-write three '("One" "pending") '("Two" "pending") '("Three" "pending"))
+      (efrit-todo-store-test-write long '("A rather long item" "pending"))
+      (efrit-todo-save)
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-reset three)
+        (efrit-todo-reset long))
+      (let ((efrit-todo-max-items 2))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (let ((restored (efrit-todo-restore t)))
+            (should-not (member three restored))
+            (should (member long restored)))
+          (should (cl-some (lambda (w) (string-match-p "has 3 items; the limit is 2 (efrit-todo-max-items)" w))
+                           warnings))))
+      (should-not (efrit-todo-list three))
+      (let ((efrit-todo-max-content-length 10))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (let ((restored (efrit-todo-restore t)))
+            (should (member three restored))
+            (should-not (member long restored)))
+          (should (cl-some (lambda (w) (string-match-p "items\\[0\\]\\.content: is 18 characters long; the limit is 10" w))
+                           warnings))))
+      (dolist (session (list three long))
+        (should (file-exists-p (efrit-todo-state-file session)))
+        (should-not (file-exists-p (concat (efrit-todo-state-file session) ".corrupt")))))))
+
+(ert-deftest efrit-todo-store-test-a-huge-file-is-refused-unread ()
+  "A file bigger than any list within the limits is left alone, unparsed."
+  (efrit-todo-store-test-with-dir dir
+    (let ((file (expand-file-name "huge.json" dir))
+          (efrit-todo-max-items 2)
+          (efrit-todo-max-content-length 5))
+      (with-file-modes #o700 (make-directory dir t))
+      (with-temp-file file
+        (insert (make-string (* 8 1024 1024) ?\[)))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should-not (efrit-todo-restore t))
+        (should (= (length warnings) 1))
+        (should (string-match-p "huge\\.json was left alone: .*8388608 bytes" (car warnings))))
+      (should (file-exists-p file))
+      (should-not (file-exists-p (concat file ".corrupt"))))))
+
+(ert-deftest efrit-todo-store-test-copies-never-replace-the-newest-list ()
+  "A copy of an older save, whatever its name and time, is skipped with a warning."
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (efrit-todo-store-test-session))
+           (file nil)
+           (copy (expand-file-name "zz-copy-of-my-list.json" dir)))
+      (efrit-todo-store-test-write session '("Old plan" "pending"))
+      (efrit-todo-save)
+      (setq file (efrit-todo-state-file session))
+      (copy-file file copy)
+      (efrit-todo-store-test-write session '("New plan" "in_progress") '("More" "pending"))
+      (efrit-todo-save)
+      ;; The copy looks newer by its time, and sorts after the file.
+      (set-file-times copy (time-add nil 3600))
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-reset session))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should (equal (efrit-todo-restore t) (list session)))
+        (should (equal (efrit-todo-store-test-contents session) '("New plan" "More")))
+        (should (cl-some (lambda (w) (string-match-p (concat (regexp-quote copy) " was left alone: .*older copy") w))
+                         warnings)))
+      (should (file-exists-p copy)))))
+
+(defconst efrit-todo-store-test--other-emacs
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left))
+         (restore (equal (nth 2 command-line-args-left) "restore")))
+     (setq command-line-args-left nil)
+     (when restore
+       (efrit-todo-restore))
+     (efrit-todo-write (list :merge t :todos (vector (list :content "From the other Emacs" :status "pending")))
+                       session)
+     (princ (format "failed saves: %d\n" (efrit-todo-save)))
+     (kill-emacs 0))
+  "Another Emacs sharing the state directory: it adds an item and saves.
+With \"restore\", it restores the session from the directory first.")
+
+(defun efrit-todo-store-test--other-emacs (dir session &optional restore)
+  "Run another Emacs that adds an item to SESSION in DIR; RESTORE it first."
+  (let ((process (efrit-todo-store-test--spawn
+                  "efrit-todo-other" efrit-todo-store-test--other-emacs
+                  dir session (if restore "restore" "fresh"))))
+    (unwind-protect
+        (progn
+          (efrit-todo-store-test--wait
+           process (lambda (_) (not (process-live-p process))) 60 "the other Emacs")
+          (should (equal (process-exit-status process) 0))
+          (should (string-match-p "^failed saves: 0"
+                                  (with-current-buffer (process-buffer process) (buffer-string)))))
+      (kill-buffer (process-buffer process)))))
+
+(ert-deftest efrit-todo-store-test-two-emacsen-never-overwrite-each-other ()
+  "A stale save over another Emacs's newer one keeps it as a conflict copy, with a warning.
+So does a session name both Emacsen started in the same second."
+  (skip-unless invocation-name)
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session))
+          (collision (format "efrit-do-20250101120000-%s" (cl-gensym))))
+      ;; This Emacs saves; the other restores that save, adds and saves.
+      (efrit-todo-store-test-write session '("Mine" "pending"))
+      (efrit-todo-save)
+      (efrit-todo-store-test--other-emacs dir session t)
+      (let* ((file (efrit-todo-state-file session))
+             (theirs (efrit-todo-store-test-bytes file)))
+        (should (string-match-p "From the other Emacs" theirs))
+        ;; This Emacs's copy is stale now: saving it keeps theirs.
+        (efrit-todo-store-test-write session '("Mine" "pending") '("Mine too" "pending"))
+        (efrit-todo-store-test-capturing-warnings warnings
+          (should (= 0 (efrit-todo-save)))
+          (should (cl-some (lambda (w) (string-match-p (regexp-quote (concat file ".conflict")) w))
+                           warnings)))
+        (should (equal (efrit-todo-store-test-bytes (concat file ".conflict")) theirs))
+        (let ((json (efrit-todo-store-test-read-json file)))
+          (should (equal (mapcar (lambda (i) (alist-get 'content i)) (alist-get 'items json))
+                         '("Mine" "Mine too")))
+          (should (= (alist-get 'generation json) 3))))
+      ;; Both start a command in the same second: the same session name,
+      ;; and neither has read the other's file.
+      (efrit-todo-store-test--other-emacs dir collision)
+      (efrit-todo-store-test-write collision '("This command" "in_progress"))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should (= 0 (efrit-todo-save)))
+        (should (= (length warnings) 1)))
+      (let ((file (efrit-todo-state-file collision)))
+        (should (equal (efrit-todo-store-test-contents collision) '("This command")))
+        (should (string-match-p "From the other Emacs" (efrit-todo-store-test-bytes (concat file ".conflict"))))))))
+
 ;;;; Pruning
 
 (defun efrit-todo-store-test-write-file (dir session)
   "Write a state file for SESSION, which this Emacs never saw, into DIR.
 Return its file name."
   (let ((file (expand-file-name (concat (string-remove-prefix "store-test-" session) ".json") dir)))
-    (make-directory dir t)
+    (with-file-modes #o700 (make-directory dir t))
     (with-temp-file file
       (insert (json-encode `((schema_version . 2) (session . ,session)
                              (items . [((id . "t1") (content . ,(concat "Open in " session))
@@ -518,6 +780,81 @@ file and rename it would leave a damaged state file there."
           (when (process-live-p process)
             (delete-process process))
           (kill-buffer (process-buffer process)))))))
+
+(defconst efrit-todo-store-test--fifo-child
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left)))
+     (setq command-line-args-left nil)
+     (with-file-modes #o700 (make-directory efrit-todo-state-directory t))
+     (call-process "mkfifo" nil nil nil (efrit-todo-state-file session))
+     (efrit-todo-write (list :todos (vector (list :content "Blocked?" :status "pending"))) session)
+     (let ((failures (efrit-todo-flush)))
+       (princ (format "failures %d: %s\n" (length failures) (car failures))))
+     (kill-emacs 0))
+  "A child Emacs that saves a session whose state file is a FIFO.")
+
+(ert-deftest efrit-todo-store-test-a-fifo-never-hangs-emacs ()
+  "A FIFO at a state file's path: the save fails at once, saying why.
+In a child Emacs, because a writer that opened the FIFO would hang."
+  (skip-unless (and invocation-name (executable-find "mkfifo")))
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (format "fifo-%s" (cl-gensym)))
+           (process (efrit-todo-store-test--spawn
+                     "efrit-todo-fifo" efrit-todo-store-test--fifo-child dir session)))
+      (unwind-protect
+          (progn
+            (efrit-todo-store-test--wait
+             process (lambda (_) (not (process-live-p process))) 30 "the child to exit")
+            (should (equal (process-exit-status process) 0))
+            (let ((output (with-current-buffer (process-buffer process) (buffer-string)))
+                  (file (expand-file-name (file-name-nondirectory
+                                           (efrit-todo--module-store-file session dir))
+                                          dir)))
+              (should (string-match-p "^failures 1: .*not a regular file (a FIFO)" output))
+              (should (file-exists-p file))
+              (should-not (file-regular-p file))
+              ;; Restoring leaves it alone and says so, without blocking.
+              (efrit-todo-store-test-capturing-warnings warnings
+                (should-not (efrit-todo-restore t))
+                (should (cl-some (lambda (w) (string-match-p "FIFO" w)) warnings)))
+              (delete-file file)))
+        (when (process-live-p process)
+          (delete-process process))
+        (kill-buffer (process-buffer process))))))
+
+(defconst efrit-todo-store-test--stuck-child
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left))
+         (efrit-todo-flush-timeout 0.3))
+     (setq command-line-args-left nil)
+     (efrit-todo-write (list :todos (vector (list :content "Slow" :status "pending"))) session)
+     (let* ((start (float-time))
+            (failures (efrit-todo-flush)))
+       (princ (format "waited %.2f, failures %d: %s\n"
+                      (- (float-time) start) (length failures) (car failures))))
+     (kill-emacs 0))
+  "A child Emacs whose flush meets a writer busy for seconds.")
+
+(ert-deftest efrit-todo-store-test-a-flush-gives-up-after-its-timeout ()
+  "A flush waits at most `efrit-todo-flush-timeout' for the writer, and says so."
+  (skip-unless invocation-name)
+  (efrit-todo-store-test-with-dir dir
+    (let* ((session (format "stuck-%s" (cl-gensym)))
+           (process-environment (cons "EFRIT_TODO_TEST_WRITE_PAUSE_MS=3000" process-environment))
+           (process (efrit-todo-store-test--spawn
+                     "efrit-todo-stuck" efrit-todo-store-test--stuck-child dir session)))
+      (unwind-protect
+          (progn
+            (efrit-todo-store-test--wait
+             process (lambda (out) (string-match-p "^waited" out)) 30 "the flush to return")
+            (let ((output (with-current-buffer (process-buffer process) (buffer-string))))
+              (should (string-match "^waited \\([0-9.]+\\), failures 1: \\(.*\\)$" output))
+              (should (< (string-to-number (match-string 1 output)) 2))
+              (should (string-match-p "gave up" (match-string 2 output)))
+              (should (string-match-p (regexp-quote session) (match-string 2 output)))))
+        (when (process-live-p process)
+          (delete-process process))
+        (kill-buffer (process-buffer process))))))
 
 (ert-deftest efrit-todo-store-test-exit-flushes-unsaved-writes ()
   "A child that writes and exits without saving leaves its last write on disk."

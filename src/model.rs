@@ -128,9 +128,15 @@ pub struct IdCounter {
     issued: u64,
 }
 
+/// The highest id number the counter follows, and the highest a state file
+/// may hold: ids stay exact numbers in Lisp and JSON.  Ids adopted from
+/// outside may name any number; following one near `u64::MAX` would make
+/// the next id wrap around and reuse t1.  No session issues this many ids.
+pub const MAX_ID_NUMBER: u64 = 1 << 53;
+
 impl IdCounter {
     pub fn issue(&mut self) -> String {
-        self.issued += 1;
+        self.issued = self.issued.saturating_add(1);
         format!("t{}", self.issued)
     }
 
@@ -142,13 +148,16 @@ impl IdCounter {
     /// never handed out again.
     pub fn observe(&mut self, id: &str) {
         if let Some(n) = id.strip_prefix('t').and_then(|digits| digits.parse::<u64>().ok()) {
-            self.issued = self.issued.max(n);
+            self.raise_to(n);
         }
     }
 
-    /// Raises the counter; lowering it would reuse ids, so that is ignored.
+    /// Raises the counter; lowering it would reuse ids, so that is ignored,
+    /// and so is a number past `MAX_ID_NUMBER`, which no issued id reaches.
     pub fn raise_to(&mut self, n: u64) {
-        self.issued = self.issued.max(n);
+        if n <= MAX_ID_NUMBER {
+            self.issued = self.issued.max(n);
+        }
     }
 }
 
@@ -351,6 +360,16 @@ mod tests {
         out.clear();
         push_cut(&mut out, "short");
         assert_eq!(out, "short");
+    }
+
+    #[test]
+    fn a_huge_adopted_id_does_not_make_ids_wrap() {
+        let mut ids = IdCounter::default();
+        ids.observe("t18446744073709551615");
+        ids.observe("t9007199254740993");
+        assert_eq!(ids.issue(), "t1");
+        ids.observe(&format!("t{MAX_ID_NUMBER}"));
+        assert_eq!(ids.issue(), format!("t{}", MAX_ID_NUMBER + 1));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use serde_json::Value as Json;
 
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS};
 use crate::ledger::Entry;
-use crate::model::{now, Item, Status, Timestamp};
+use crate::model::{now, Item, Status, Timestamp, MAX_ID_NUMBER};
 use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
 use crate::validate::{checked_text, Input, Limits};
 
@@ -349,10 +349,6 @@ struct VersionOnly {
     schema_version: u64,
 }
 
-/// The largest id counter a file may hold: ids stay exact numbers in Lisp
-/// and JSON, and the counter can never wrap around to reissue an id.
-pub const MAX_ID_COUNTER: u64 = 1 << 53;
-
 /// User notes kept from a file; a session gathers them only between two
 /// writes of the model.
 const MAX_STORED_NOTES: usize = 1000;
@@ -388,7 +384,7 @@ fn check_item(item: &Item, path: &str, limits: &Limits) -> Result<(), String> {
         }
     }
     match id_number(&item.id) {
-        Some(n) if n > MAX_ID_COUNTER => Err(format!("{path}.id: {} is beyond the largest id, t{MAX_ID_COUNTER}", item.id)),
+        Some(n) if n > MAX_ID_NUMBER => Err(format!("{path}.id: {} is beyond the largest id, t{MAX_ID_NUMBER}", item.id)),
         _ => Ok(()),
     }
 }
@@ -560,9 +556,9 @@ pub struct Decoded {
 impl StoredState<'_> {
     fn into_session(self, limits: &Limits) -> Result<Decoded, LoadError> {
         check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
-        if self.id_counter > MAX_ID_COUNTER {
+        if self.id_counter > MAX_ID_NUMBER {
             return Err(LoadError::Refused(format!(
-                "id_counter: {} is beyond the largest id counter, {MAX_ID_COUNTER}",
+                "id_counter: {} is beyond the largest id counter, {MAX_ID_NUMBER}",
                 self.id_counter
             )));
         }

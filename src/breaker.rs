@@ -221,14 +221,22 @@ impl Breaker {
     /// to let it run, or the refusal.  A count rule refuses the call that
     /// would take it past its limit; refusing `MAX_REFUSALS_IN_ROW` calls in
     /// a row trips the breaker.
-    pub fn check(&mut self, tool: &str, fingerprint: u64, limits: &BreakerLimits) -> Option<String> {
+    pub fn check(
+        &mut self,
+        tool: &str,
+        fingerprint: u64,
+        limits: &BreakerLimits,
+    ) -> Option<String> {
         if self.reason.is_some() {
             return self.refusal(tool);
         }
         let rule = self.exceeded_by(tool, fingerprint, limits)?;
         self.refused = self.refused.saturating_add(1);
         if self.refused >= MAX_REFUSALS_IN_ROW {
-            self.reason = Some(format!("{rule}, and {} refused calls came in a row", self.refused));
+            self.reason = Some(format!(
+                "{rule}, and {} refused calls came in a row",
+                self.refused
+            ));
             return self.refusal(tool);
         }
         Some(format!(
@@ -312,15 +320,32 @@ impl Breaker {
 
     /// Updates every counter for CALL.
     fn count(&mut self, call: &Call) {
-        let is_this_call =
-            |key: &Option<Key>| key.as_ref().is_some_and(|(tool, fp)| tool == call.tool && *fp == call.fingerprint);
+        let is_this_call = |key: &Option<Key>| {
+            key.as_ref()
+                .is_some_and(|(tool, fp)| tool == call.tool && *fp == call.fingerprint)
+        };
         self.calls = self.calls.saturating_add(1);
-        self.since_progress = if call.progress { 0 } else { self.since_progress.saturating_add(1) };
+        self.since_progress = if call.progress {
+            0
+        } else {
+            self.since_progress.saturating_add(1)
+        };
 
-        let same_tool = self.last.as_ref().is_some_and(|(tool, _)| tool == call.tool);
-        self.same_tool = if same_tool { self.same_tool.saturating_add(1) } else { 1 };
+        let same_tool = self
+            .last
+            .as_ref()
+            .is_some_and(|(tool, _)| tool == call.tool);
+        self.same_tool = if same_tool {
+            self.same_tool.saturating_add(1)
+        } else {
+            1
+        };
         let identical = is_this_call(&self.last);
-        self.identical = if identical { self.identical.saturating_add(1) } else { 1 };
+        self.identical = if identical {
+            self.identical.saturating_add(1)
+        } else {
+            1
+        };
 
         // The alternation run: a call that differs from the last one and
         // repeats the one before it extends the run; a call that differs from
@@ -350,10 +375,18 @@ impl Breaker {
             }
         };
 
-        self.churn = if call.unchanged_write { self.churn.saturating_add(1) } else { 0 };
+        self.churn = if call.unchanged_write {
+            self.churn.saturating_add(1)
+        } else {
+            0
+        };
 
         // The call before last is forgotten now; its buffer takes this call's name.
-        let mut tool = self.before_last.take().map(|(tool, _)| tool).unwrap_or_default();
+        let mut tool = self
+            .before_last
+            .take()
+            .map(|(tool, _)| tool)
+            .unwrap_or_default();
         tool.clear();
         tool.push_str(call.tool);
         self.before_last = self.last.replace((tool, call.fingerprint));
@@ -369,7 +402,11 @@ impl Breaker {
         if reached(self.errors, limits.error_trip) {
             let text = call.error.unwrap_or_default().trim();
             let quoted: String = text.chars().take(ERROR_QUOTE_CHARS).collect();
-            let ellipsis = if text.chars().count() > ERROR_QUOTE_CHARS { "..." } else { "" };
+            let ellipsis = if text.chars().count() > ERROR_QUOTE_CHARS {
+                "..."
+            } else {
+                ""
+            };
             return Some(format!(
                 "the same error {} times in a row (limit {}): {quoted}{ellipsis}",
                 self.errors, limits.error_trip
@@ -389,7 +426,10 @@ impl Breaker {
             ));
         }
         if reached(self.calls, limits.hard_cap) {
-            return Some(format!("{} tool calls in this session (hard cap {})", self.calls, limits.hard_cap));
+            return Some(format!(
+                "{} tool calls in this session (hard cap {})",
+                self.calls, limits.hard_cap
+            ));
         }
         None
     }
@@ -413,7 +453,11 @@ impl Breaker {
             } else {
                 format!(
                     " {} of it trips the circuit breaker (limit {}).",
-                    plural(limits.error_trip - self.errors, "more occurrence", "more occurrences"),
+                    plural(
+                        limits.error_trip - self.errors,
+                        "more occurrence",
+                        "more occurrences"
+                    ),
                     limits.error_trip
                 )
             };
@@ -458,7 +502,11 @@ impl Breaker {
                 "Warning: {} tool calls have run without completing a todo item (limit {}): other tools will be refused until you mark the finished item completed with todo_write, or stop with todo_pause.",
                 self.since_progress, limits.without_progress
             ));
-        } else if within(self.since_progress, limits.without_progress, BUDGET_WARN_WITHIN) {
+        } else if within(
+            self.since_progress,
+            limits.without_progress,
+            BUDGET_WARN_WITHIN,
+        ) {
             out.push(format!(
                 "Warning: {} left before tool calls are refused: {} have run without completing a todo item (limit {}). Finish the current item and mark it completed, or stop and report.",
                 plural(limits.without_progress - self.since_progress, "call", "calls"),
@@ -626,7 +674,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn call(tool: &str, fingerprint: u64) -> Call<'_> {
-        Call { tool, fingerprint, error: None, progress: false, unchanged_write: false }
+        Call {
+            tool,
+            fingerprint,
+            error: None,
+            progress: false,
+            unchanged_write: false,
+        }
     }
 
     /// A call that no rule but the counting budgets notices: the tool and
@@ -637,15 +691,24 @@ mod tests {
     }
 
     fn failing<'a>(tool: &'a str, fingerprint: u64, error: &'a str) -> Call<'a> {
-        Call { error: Some(error), ..call(tool, fingerprint) }
+        Call {
+            error: Some(error),
+            ..call(tool, fingerprint)
+        }
     }
 
     fn progress(i: u32) -> Call<'static> {
-        Call { progress: true, ..call("todo_write", 10_000 + u64::from(i)) }
+        Call {
+            progress: true,
+            ..call("todo_write", 10_000 + u64::from(i))
+        }
     }
 
     fn unchanged_write() -> Call<'static> {
-        Call { unchanged_write: true, ..call("todo_write", 7) }
+        Call {
+            unchanged_write: true,
+            ..call("todo_write", 7)
+        }
     }
 
     fn is_go(v: &Verdict) -> bool {
@@ -673,7 +736,16 @@ mod tests {
     fn defaults_match_efrit() {
         let l = BreakerLimits::default();
         assert_eq!(
-            (l.without_progress, l.same_tool, l.identical, l.error_warn, l.error_trip, l.oscillation, l.churn, l.hard_cap),
+            (
+                l.without_progress,
+                l.same_tool,
+                l.identical,
+                l.error_warn,
+                l.error_trip,
+                l.oscillation,
+                l.churn,
+                l.hard_cap
+            ),
             (30, 15, 3, 3, 5, 6, 3, 100)
         );
     }
@@ -692,12 +764,21 @@ mod tests {
         for i in 1..=26 {
             assert!(is_go(&b.record(&varied(i), &limits)), "call {i}");
         }
-        for (i, left) in [(27, "3 calls left"), (28, "2 calls left"), (29, "1 call left")] {
+        for (i, left) in [
+            (27, "3 calls left"),
+            (28, "2 calls left"),
+            (29, "1 call left"),
+        ] {
             let v = b.record(&varied(i), &limits);
             let text = warn_text_of(&v);
             assert!(text.starts_with("Warning: "), "{text}");
             assert!(text.contains(left), "{text}");
-            assert!(text.contains(&format!("{i} have run without completing a todo item (limit 30)")), "{text}");
+            assert!(
+                text.contains(&format!(
+                    "{i} have run without completing a todo item (limit 30)"
+                )),
+                "{text}"
+            );
             assert_eq!(b.check("shell", 1, &limits), None);
         }
         // The thirtieth call runs; the next one would exceed the limit.
@@ -750,7 +831,10 @@ mod tests {
         assert_eq!(b.state().calls, 30);
         for i in 1..=30 {
             assert_eq!(b.check("shell", u64::from(i), &limits), None, "call {i}");
-            assert!(!matches!(b.record(&varied(i), &limits), Verdict::Trip(_)), "call {i}");
+            assert!(
+                !matches!(b.record(&varied(i), &limits), Verdict::Trip(_)),
+                "call {i}"
+            );
         }
         assert!(b.check("shell", 99, &limits).is_some());
     }
@@ -760,18 +844,30 @@ mod tests {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         for i in 0..15 {
-            let c = Call { progress: true, ..call("todo_write", i) };
+            let c = Call {
+                progress: true,
+                ..call("todo_write", i)
+            };
             assert!(!matches!(b.record(&c, &limits), Verdict::Trip(_)));
         }
         let text = b.check("todo_write", 99, &limits).expect("refused");
-        assert!(text.contains("it would be call 16 to todo_write in a row (limit 15)"), "{text}");
+        assert!(
+            text.contains("it would be call 16 to todo_write in a row (limit 15)"),
+            "{text}"
+        );
 
         // Identical: progress does not excuse repeating a call.
         let mut b = Breaker::default();
-        let c = Call { progress: true, ..call("todo_write", 1) };
+        let c = Call {
+            progress: true,
+            ..call("todo_write", 1)
+        };
         run(&mut b, &limits, &[c, c, c]);
         let text = b.check("todo_write", 1, &limits).expect("refused");
-        assert!(text.contains("the same call to todo_write 4 times in a row"), "{text}");
+        assert!(
+            text.contains("the same call to todo_write 4 times in a row"),
+            "{text}"
+        );
     }
     #[test]
     fn hard_cap_holds_whatever_the_progress() {
@@ -781,9 +877,16 @@ mod tests {
             let c = if i % 2 == 0 { progress(i) } else { varied(i) };
             assert!(is_go(&b.record(&c, &limits)), "call {i}");
         }
-        for (i, left) in [(97, "3 calls left"), (98, "2 calls left"), (99, "1 call left")] {
+        for (i, left) in [
+            (97, "3 calls left"),
+            (98, "2 calls left"),
+            (99, "1 call left"),
+        ] {
             let text = warn_text_of(&b.record(&progress(i), &limits)).to_string();
-            assert!(text.contains(left) && text.contains("hard cap 100"), "{text}");
+            assert!(
+                text.contains(left) && text.contains("hard cap 100"),
+                "{text}"
+            );
         }
         let v = b.record(&progress(100), &limits);
         assert!(trip_text_of(&v).contains("100 tool calls in this session (hard cap 100)"));
@@ -799,7 +902,10 @@ mod tests {
         }
         for i in 10..=14 {
             let text = warn_text_of(&b.record(&call("eval_sexp", i), &limits)).to_string();
-            assert!(text.contains(&format!("it has been called {i} times in a row (limit 15)")), "{text}");
+            assert!(
+                text.contains(&format!("it has been called {i} times in a row (limit 15)")),
+                "{text}"
+            );
             let left = 15 - i;
             assert!(text.contains(&format!("{left} call")), "{text}");
         }
@@ -851,11 +957,24 @@ mod tests {
     fn a_different_input_or_tool_ends_an_identical_run() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
-        let v = run(&mut b, &limits, &[call("read_file", 1), call("read_file", 1), call("read_file", 2), call("read_file", 2)]);
+        let v = run(
+            &mut b,
+            &limits,
+            &[
+                call("read_file", 1),
+                call("read_file", 1),
+                call("read_file", 2),
+                call("read_file", 2),
+            ],
+        );
         assert!(v.iter().all(|v| !matches!(v, Verdict::Trip(_))), "{v:?}");
         // Same fingerprint under another tool name is not identical.
         let mut b = Breaker::default();
-        let v = run(&mut b, &limits, &[call("read_file", 1), call("read_file", 1), call("shell", 1)]);
+        let v = run(
+            &mut b,
+            &limits,
+            &[call("read_file", 1), call("read_file", 1), call("shell", 1)],
+        );
         assert!(is_go(&v[2]), "{v:?}");
         assert_eq!(b.state().identical, 1);
     }
@@ -868,11 +987,21 @@ mod tests {
         let v = run(&mut b, &limits, &[a, bb, a]);
         assert!(v.iter().all(is_go), "{v:?}");
         let text = warn_text_of(&b.record(&bb, &limits)).to_string();
-        assert!(text.contains("2 more calls alternating between the same read_file and eval_sexp calls"), "{text}");
+        assert!(
+            text.contains(
+                "2 more calls alternating between the same read_file and eval_sexp calls"
+            ),
+            "{text}"
+        );
         let text = warn_text_of(&b.record(&a, &limits)).to_string();
         assert!(text.contains("1 more call alternating"), "{text}");
         let text = trip_text_of(&b.record(&bb, &limits)).to_string();
-        assert!(text.contains("6 calls alternating between the same read_file and eval_sexp calls (limit 6)"), "{text}");
+        assert!(
+            text.contains(
+                "6 calls alternating between the same read_file and eval_sexp calls (limit 6)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -893,7 +1022,11 @@ mod tests {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         for i in 0..10 {
-            let c = if i % 2 == 0 { call("read_file", i) } else { call("eval_sexp", i) };
+            let c = if i % 2 == 0 {
+                call("read_file", i)
+            } else {
+                call("eval_sexp", i)
+            };
             assert!(is_go(&b.record(&c, &limits)), "call {i}");
         }
     }
@@ -903,20 +1036,36 @@ mod tests {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
         // Vary the fingerprint so that the identical rule stays out of it.
-        let w = |f| Call { unchanged_write: true, ..call("todo_write", f) };
+        let w = |f| Call {
+            unchanged_write: true,
+            ..call("todo_write", f)
+        };
         assert!(is_go(&b.record(&w(1), &limits)));
         let text = warn_text_of(&b.record(&w(2), &limits)).to_string();
-        assert!(text.contains("1 more todo_write that changes nothing trips"), "{text}");
+        assert!(
+            text.contains("1 more todo_write that changes nothing trips"),
+            "{text}"
+        );
         let text = trip_text_of(&b.record(&w(3), &limits)).to_string();
-        assert!(text.contains("3 todo_writes in a row that changed nothing (limit 3)"), "{text}");
+        assert!(
+            text.contains("3 todo_writes in a row that changed nothing (limit 3)"),
+            "{text}"
+        );
     }
 
     #[test]
     fn any_other_call_ends_a_churn_run() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
-        let w = |f| Call { unchanged_write: true, ..call("todo_write", f) };
-        run(&mut b, &limits, &[w(1), w(2), call("read_file", 1), w(3), w(4)]);
+        let w = |f| Call {
+            unchanged_write: true,
+            ..call("todo_write", f)
+        };
+        run(
+            &mut b,
+            &limits,
+            &[w(1), w(2), call("read_file", 1), w(3), w(4)],
+        );
         assert_eq!(b.state().churn, 2);
         assert!(b.refusal("todo_write").is_none());
         run(&mut b, &limits, &[call("todo_write", 5), w(6), w(7)]);
@@ -927,8 +1076,14 @@ mod tests {
     fn unchanged_writes_trip_the_churn_rule_on_the_third() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
-        let v = run(&mut b, &limits, &[unchanged_write(), unchanged_write(), unchanged_write()]);
-        assert!(trip_text_of(&v[2]).contains("3 todo_writes in a row that changed nothing (limit 3)"));
+        let v = run(
+            &mut b,
+            &limits,
+            &[unchanged_write(), unchanged_write(), unchanged_write()],
+        );
+        assert!(
+            trip_text_of(&v[2]).contains("3 todo_writes in a row that changed nothing (limit 3)")
+        );
         assert_eq!(b.state().churn, 3);
     }
     #[test]
@@ -939,9 +1094,15 @@ mod tests {
         assert!(is_go(&b.record(&failing("eval_sexp", 1, err), &limits)));
         assert!(is_go(&b.record(&failing("eval_sexp", 2, err), &limits)));
         let text = warn_text_of(&b.record(&failing("eval_sexp", 3, err), &limits)).to_string();
-        assert!(text.contains("occurred 3 times in a row") && text.contains("2 more occurrences"), "{text}");
+        assert!(
+            text.contains("occurred 3 times in a row") && text.contains("2 more occurrences"),
+            "{text}"
+        );
         let text = warn_text_of(&b.record(&failing("eval_sexp", 4, err), &limits)).to_string();
-        assert!(text.contains("occurred 4 times in a row") && text.contains("1 more occurrence"), "{text}");
+        assert!(
+            text.contains("occurred 4 times in a row") && text.contains("1 more occurrence"),
+            "{text}"
+        );
         let text = trip_text_of(&b.record(&failing("eval_sexp", 5, err), &limits)).to_string();
         assert!(text.starts_with("Error: circuit breaker tripped: the same error 5 times in a row (limit 5): Symbol's function"), "{text}");
     }
@@ -958,9 +1119,20 @@ mod tests {
         let v = run(&mut b, &limits, &calls);
         assert!(v.iter().all(is_go), "{v:?}");
         assert_eq!(b.state().errors, 1);
-        run(&mut b, &limits, &[failing("eval_sexp", 4, "wrong-type-argument stringp 3"), call("shell", 1)]);
+        run(
+            &mut b,
+            &limits,
+            &[
+                failing("eval_sexp", 4, "wrong-type-argument stringp 3"),
+                call("shell", 1),
+            ],
+        );
         assert_eq!(b.state().errors, 0);
-        let v = run(&mut b, &limits, &[failing("a", 1, "x"), failing("b", 2, "x")]);
+        let v = run(
+            &mut b,
+            &limits,
+            &[failing("a", 1, "x"), failing("b", 2, "x")],
+        );
         assert!(v.iter().all(is_go), "{v:?}");
         assert_eq!(b.state().errors, 2);
     }
@@ -978,7 +1150,10 @@ mod tests {
 
     #[test]
     fn long_errors_are_quoted_shortened() {
-        let limits = BreakerLimits { error_trip: 1, ..BreakerLimits::default() };
+        let limits = BreakerLimits {
+            error_trip: 1,
+            ..BreakerLimits::default()
+        };
         let mut b = Breaker::default();
         let err = "é".repeat(400);
         let text = trip_text_of(&b.record(&failing("shell", 1, &err), &limits)).to_string();
@@ -990,13 +1165,23 @@ mod tests {
     fn tripped_breaker_refuses_everything_until_reset() {
         let limits = BreakerLimits::default();
         let mut b = Breaker::default();
-        run(&mut b, &limits, &[unchanged_write(), unchanged_write(), unchanged_write()]);
+        run(
+            &mut b,
+            &limits,
+            &[unchanged_write(), unchanged_write(), unchanged_write()],
+        );
         let refusal = b.refusal("todo_write").expect("refused");
         assert!(refusal.starts_with("Error: todo_write was not run: circuit breaker tripped: 3 todo_writes in a row that changed nothing"), "{refusal}");
-        assert_eq!(b.check("shell", 1, &limits), Some(refusal.replace("todo_write was", "shell was")));
+        assert_eq!(
+            b.check("shell", 1, &limits),
+            Some(refusal.replace("todo_write was", "shell was"))
+        );
         let state = b.state();
         assert!(state.tripped);
-        assert_eq!(state.reason.as_deref(), Some("3 todo_writes in a row that changed nothing (limit 3)"));
+        assert_eq!(
+            state.reason.as_deref(),
+            Some("3 todo_writes in a row that changed nothing (limit 3)")
+        );
         // A call recorded anyway is not counted and trips again.
         assert!(matches!(b.record(&progress(1), &limits), Verdict::Trip(_)));
         assert_eq!(b.state().calls, 3);
@@ -1019,36 +1204,59 @@ mod tests {
         };
         let mut b = Breaker::default();
         for _ in 0..500 {
-            let c = Call { unchanged_write: true, ..failing("todo_write", 1, "same") };
+            let c = Call {
+                unchanged_write: true,
+                ..failing("todo_write", 1, "same")
+            };
             assert!(is_go(&b.record(&c, &limits)));
         }
     }
 
     #[test]
     fn several_warnings_are_all_given() {
-        let limits = BreakerLimits { hard_cap: 12, ..BreakerLimits::default() };
+        let limits = BreakerLimits {
+            hard_cap: 12,
+            ..BreakerLimits::default()
+        };
         let mut b = Breaker::default();
         for i in 1..=10 {
             b.record(&call("eval_sexp", i), &limits);
         }
         let text = warn_text_of(&b.record(&call("eval_sexp", 11), &limits)).to_string();
         assert_eq!(text.lines().count(), 2, "{text}");
-        assert!(text.contains("in a row (limit 15)") && text.contains("hard cap 12"), "{text}");
+        assert!(
+            text.contains("in a row (limit 15)") && text.contains("hard cap 12"),
+            "{text}"
+        );
     }
 
     #[test]
     fn fingerprints_keep_their_values() {
         // Pinned when the hash became `Mixer`; a change here changes which
         // calls count as identical, so it should be on purpose.
-        let small = Input::Map(vec![("path".into(), Input::Str("a.el".into())), ("line".into(), Input::Int(3))]);
-        let big = Input::Map((0..12).map(|n| (format!("k{}", 11 - n), Input::Int(n))).collect());
+        let small = Input::Map(vec![
+            ("path".into(), Input::Str("a.el".into())),
+            ("line".into(), Input::Int(3)),
+        ]);
+        let big = Input::Map(
+            (0..12)
+                .map(|n| (format!("k{}", 11 - n), Input::Int(n)))
+                .collect(),
+        );
         assert_eq!(fingerprint("read_file", &small), 2310596322559131476);
         assert_eq!(fingerprint("t", &big), 10886120151471417979);
     }
 
     #[test]
     fn fingerprints_ignore_key_order_but_not_content() {
-        let map = |pairs: &[(&str, Input)]| Input::Map(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect());
+        let map = |pairs: &[(&str, Input)]| {
+            Input::Map(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            )
+        };
         let a = map(&[("path", Input::Str("a.el".into())), ("line", Input::Int(3))]);
         let b = map(&[("line", Input::Int(3)), ("path", Input::Str("a.el".into()))]);
         assert_eq!(fingerprint("read_file", &a), fingerprint("read_file", &b));
@@ -1059,44 +1267,93 @@ mod tests {
         let c = map(&[("path", Input::Str("a.el".into())), ("line", Input::Int(4))]);
         assert_ne!(fingerprint("read_file", &a), fingerprint("read_file", &c));
         // Types and array order matter.
-        assert_ne!(fingerprint("t", &Input::Int(1)), fingerprint("t", &Input::Str("1".into())));
-        assert_ne!(fingerprint("t", &Input::Int(1)), fingerprint("t", &Input::Float(1.0)));
+        assert_ne!(
+            fingerprint("t", &Input::Int(1)),
+            fingerprint("t", &Input::Str("1".into()))
+        );
+        assert_ne!(
+            fingerprint("t", &Input::Int(1)),
+            fingerprint("t", &Input::Float(1.0))
+        );
         assert_ne!(
             fingerprint("t", &Input::Array(vec![Input::Int(1), Input::Int(2)])),
             fingerprint("t", &Input::Array(vec![Input::Int(2), Input::Int(1)]))
         );
         assert_ne!(
-            fingerprint("t", &Input::Array(vec![Input::Str("ab".into()), Input::Str("c".into())])),
-            fingerprint("t", &Input::Array(vec![Input::Str("a".into()), Input::Str("bc".into())]))
+            fingerprint(
+                "t",
+                &Input::Array(vec![Input::Str("ab".into()), Input::Str("c".into())])
+            ),
+            fingerprint(
+                "t",
+                &Input::Array(vec![Input::Str("a".into()), Input::Str("bc".into())])
+            )
         );
-        assert_eq!(fingerprint("t", &Input::Float(0.5)), fingerprint("t", &Input::Float(0.5)));
+        assert_eq!(
+            fingerprint("t", &Input::Float(0.5)),
+            fingerprint("t", &Input::Float(0.5))
+        );
     }
 
     fn arb_limits() -> impl Strategy<Value = BreakerLimits> {
-        (0u32..8, 0u32..8, 0u32..5, 0u32..5, 0u32..7, 0u32..8, 0u32..5, 0u32..40).prop_map(
-            |(without_progress, same_tool, identical, error_warn, error_trip, oscillation, churn, hard_cap)| BreakerLimits {
-                without_progress,
-                same_tool,
-                identical,
-                error_warn,
-                error_trip,
-                oscillation,
-                churn,
-                hard_cap,
-            },
+        (
+            0u32..8,
+            0u32..8,
+            0u32..5,
+            0u32..5,
+            0u32..7,
+            0u32..8,
+            0u32..5,
+            0u32..40,
         )
+            .prop_map(
+                |(
+                    without_progress,
+                    same_tool,
+                    identical,
+                    error_warn,
+                    error_trip,
+                    oscillation,
+                    churn,
+                    hard_cap,
+                )| BreakerLimits {
+                    without_progress,
+                    same_tool,
+                    identical,
+                    error_warn,
+                    error_trip,
+                    oscillation,
+                    churn,
+                    hard_cap,
+                },
+            )
     }
 
     type ArbCall = (usize, u64, Option<usize>, bool, bool);
 
     fn arb_calls() -> impl Strategy<Value = Vec<ArbCall>> {
-        prop::collection::vec((0usize..3, 0u64..3, prop::option::of(0usize..2), any::<bool>(), any::<bool>()), 0..60)
+        prop::collection::vec(
+            (
+                0usize..3,
+                0u64..3,
+                prop::option::of(0usize..2),
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            0..60,
+        )
     }
 
     fn to_call(&(tool, fingerprint, error, progress, unchanged_write): &ArbCall) -> Call<'static> {
         const TOOLS: [&str; 3] = ["todo_write", "read_file", "eval_sexp"];
         const ERRORS: [&str; 2] = ["void-function foo", "file missing"];
-        Call { tool: TOOLS[tool], fingerprint, error: error.map(|e| ERRORS[e]), progress, unchanged_write }
+        Call {
+            tool: TOOLS[tool],
+            fingerprint,
+            error: error.map(|e| ERRORS[e]),
+            progress,
+            unchanged_write,
+        }
     }
 
     proptest! {

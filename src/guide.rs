@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 
 use crate::model::{name_items, push_cut, Item, Status};
-use crate::validate::{InvalidInput, quote};
+use crate::validate::{quote, InvalidInput};
 
 pub use crate::breaker::TODO_TOOLS;
 
@@ -22,7 +22,11 @@ pub struct GuideOptions {
 
 impl Default for GuideOptions {
     fn default() -> GuideOptions {
-        GuideOptions { max_continuations: 2, reminder_after: 4, reminders: true }
+        GuideOptions {
+            max_continuations: 2,
+            reminder_after: 4,
+            reminders: true,
+        }
     }
 }
 
@@ -50,7 +54,12 @@ fn list_fingerprint(items: &[Item]) -> u64 {
 /// The open items, at most MAX_NAMED of them named.
 fn open_items(items: &[Item]) -> String {
     let mut out = String::new();
-    name_items(&mut out, items.iter().filter(|i| i.status.is_open()), "", "; ");
+    name_items(
+        &mut out,
+        items.iter().filter(|i| i.status.is_open()),
+        "",
+        "; ",
+    );
     out.truncate(out.len().saturating_sub(2));
     out
 }
@@ -89,8 +98,16 @@ impl Guide {
 
     /// The model ended a turn.  Returns the message to send instead of
     /// ending, or None to let the session end.
-    pub fn turn_end(&mut self, had_tool_calls: bool, items: &[Item], options: &GuideOptions) -> Option<String> {
-        if had_tool_calls || self.pause_reason.is_some() || self.continuations >= options.max_continuations {
+    pub fn turn_end(
+        &mut self,
+        had_tool_calls: bool,
+        items: &[Item],
+        options: &GuideOptions,
+    ) -> Option<String> {
+        if had_tool_calls
+            || self.pause_reason.is_some()
+            || self.continuations >= options.max_continuations
+        {
             return None;
         }
         if !items.iter().any(|i| i.status.is_open()) {
@@ -120,7 +137,13 @@ impl Guide {
     }
 
     /// Called after every tool call; returns a reminder to append, if due.
-    pub fn after_call(&mut self, tool: &str, success: bool, current: Option<&Item>, options: &GuideOptions) -> Option<String> {
+    pub fn after_call(
+        &mut self,
+        tool: &str,
+        success: bool,
+        current: Option<&Item>,
+        options: &GuideOptions,
+    ) -> Option<String> {
         if tool == "todo_write" {
             self.calls_under_item = 0;
             return None;
@@ -191,9 +214,34 @@ pub struct Analysis {
 }
 
 const ACTION_VERBS: [&str; 28] = [
-    "add", "build", "change", "check", "clean", "create", "delete", "document", "edit", "find", "fix",
-    "implement", "install", "make", "move", "open", "read", "refactor", "remove", "rename", "replace",
-    "run", "search", "test", "update", "write", "format", "commit",
+    "add",
+    "build",
+    "change",
+    "check",
+    "clean",
+    "create",
+    "delete",
+    "document",
+    "edit",
+    "find",
+    "fix",
+    "implement",
+    "install",
+    "make",
+    "move",
+    "open",
+    "read",
+    "refactor",
+    "remove",
+    "rename",
+    "replace",
+    "run",
+    "search",
+    "test",
+    "update",
+    "write",
+    "format",
+    "commit",
 ];
 
 fn starts_with_verb(segment: &str) -> bool {
@@ -245,7 +293,9 @@ pub fn analyze_request(request: &str) -> Analysis {
         .filter(|clause| starts_with_verb(clause))
         .count();
     let files = file_names(request).len();
-    let steps = list_items.max(verb_clauses).max(if sequencing > 0 { sequencing + 1 } else { 0 });
+    let steps = list_items
+        .max(verb_clauses)
+        .max(if sequencing > 0 { sequencing + 1 } else { 0 });
     let score = (0.2 * steps as f64
         + 0.1 * files.saturating_sub(1) as f64
         + 0.1 * sequencing as f64
@@ -260,14 +310,18 @@ pub fn analyze_request(request: &str) -> Analysis {
     } else {
         String::new()
     };
-    Analysis { complex, score, steps, suggestion }
+    Analysis {
+        complex,
+        score,
+        steps,
+        suggestion,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::sample_items as items;
-
 
     #[test]
     fn continuation_is_sent_twice_then_escalated_then_stops() {
@@ -276,7 +330,10 @@ mod tests {
         let list = items(&[Status::InProgress, Status::Pending]);
         assert_eq!(guide.turn_end(true, &list, &options), None);
         let first = guide.turn_end(false, &list, &options).unwrap();
-        assert!(first.contains("t1 [in_progress] Step 0; t2 [pending] Step 1") && first.contains("Continue with t1"));
+        assert!(
+            first.contains("t1 [in_progress] Step 0; t2 [pending] Step 1")
+                && first.contains("Continue with t1")
+        );
         let second = guide.turn_end(false, &list, &options).unwrap();
         assert!(second.contains("has not changed") && second.contains("todo_pause"));
         assert_eq!(guide.turn_end(false, &list, &options), None);
@@ -286,9 +343,18 @@ mod tests {
     fn a_changed_list_is_not_escalated_and_only_progress_refills() {
         let mut guide = Guide::default();
         let options = GuideOptions::default();
-        guide.turn_end(false, &items(&[Status::InProgress, Status::Pending]), &options).unwrap();
+        guide
+            .turn_end(
+                false,
+                &items(&[Status::InProgress, Status::Pending]),
+                &options,
+            )
+            .unwrap();
         let moved = items(&[Status::Cancelled, Status::InProgress]);
-        assert!(!guide.turn_end(false, &moved, &options).unwrap().contains("has not changed"));
+        assert!(!guide
+            .turn_end(false, &moved, &options)
+            .unwrap()
+            .contains("has not changed"));
         assert_eq!(guide.turn_end(false, &moved, &options), None);
         guide.after_call("read_file", true, moved.get(1), &options);
         assert_eq!(guide.turn_end(false, &moved, &options), None);
@@ -299,12 +365,24 @@ mod tests {
     #[test]
     fn no_continuation_when_finished_or_paused() {
         let options = GuideOptions::default();
-        assert_eq!(Guide::default().turn_end(false, &items(&[Status::Completed]), &options), None);
+        assert_eq!(
+            Guide::default().turn_end(false, &items(&[Status::Completed]), &options),
+            None
+        );
         assert_eq!(Guide::default().turn_end(false, &[], &options), None);
         let mut guide = Guide::default();
-        assert!(guide.pause("The file is locked by another user").unwrap().contains("Paused"));
-        assert_eq!(guide.turn_end(false, &items(&[Status::Pending]), &options), None);
-        assert_eq!(guide.pause_reason(), Some("The file is locked by another user"));
+        assert!(guide
+            .pause("The file is locked by another user")
+            .unwrap()
+            .contains("Paused"));
+        assert_eq!(
+            guide.turn_end(false, &items(&[Status::Pending]), &options),
+            None
+        );
+        assert_eq!(
+            guide.pause_reason(),
+            Some("The file is locked by another user")
+        );
     }
 
     #[test]
@@ -322,15 +400,32 @@ mod tests {
         let options = GuideOptions::default();
         let list = items(&[Status::InProgress]);
         for _ in 0..3 {
-            assert_eq!(guide.after_call("read_file", true, list.first(), &options), None);
+            assert_eq!(
+                guide.after_call("read_file", true, list.first(), &options),
+                None
+            );
         }
-        assert_eq!(guide.after_call("read_file", false, list.first(), &options), None);
-        assert!(guide.after_call("eval_sexp", true, list.first(), &options).unwrap().contains("t1 (Step 0)"));
-        assert_eq!(guide.after_call("read_file", true, list.first(), &options), None);
+        assert_eq!(
+            guide.after_call("read_file", false, list.first(), &options),
+            None
+        );
+        assert!(guide
+            .after_call("eval_sexp", true, list.first(), &options)
+            .unwrap()
+            .contains("t1 (Step 0)"));
+        assert_eq!(
+            guide.after_call("read_file", true, list.first(), &options),
+            None
+        );
         for _ in 0..2 {
-            assert_eq!(guide.after_call("read_file", true, list.first(), &options), None);
+            assert_eq!(
+                guide.after_call("read_file", true, list.first(), &options),
+                None
+            );
         }
-        assert!(guide.after_call("read_file", true, list.first(), &options).is_some());
+        assert!(guide
+            .after_call("read_file", true, list.first(), &options)
+            .is_some());
     }
 
     #[test]
@@ -341,18 +436,34 @@ mod tests {
         for _ in 0..3 {
             guide.after_call("read_file", true, list.first(), &options);
         }
-        assert_eq!(guide.after_call("todo_write", true, list.first(), &options), None);
-        assert_eq!(guide.after_call("read_file", true, list.first(), &options), None);
-        let off = GuideOptions { reminders: false, ..options };
+        assert_eq!(
+            guide.after_call("todo_write", true, list.first(), &options),
+            None
+        );
+        assert_eq!(
+            guide.after_call("read_file", true, list.first(), &options),
+            None
+        );
+        let off = GuideOptions {
+            reminders: false,
+            ..options
+        };
         let mut quiet = Guide::default();
-        assert!((0..10).all(|_| quiet.after_call("read_file", true, list.first(), &off).is_none()));
-        assert!((0..10).all(|_| quiet.after_call("read_file", true, None, &options).is_none()));
+        assert!((0..10).all(|_| quiet
+            .after_call("read_file", true, list.first(), &off)
+            .is_none()));
+        assert!((0..10).all(|_| quiet
+            .after_call("read_file", true, None, &options)
+            .is_none()));
     }
 
     #[test]
     fn named_tool_takes_whole_words_and_the_longest() {
         let tools = ["read_file", "read", "eval_sexp", "todo_write"];
-        assert_eq!(named_tool("Read the config with READ_FILE", &tools), Some("read_file"));
+        assert_eq!(
+            named_tool("Read the config with READ_FILE", &tools),
+            Some("read_file")
+        );
         assert_eq!(named_tool("Read it", &tools), Some("read"));
         assert_eq!(named_tool("Use eval_sexpr", &tools), None);
         assert_eq!(named_tool("Call todo_write", &tools), None);
@@ -362,7 +473,8 @@ mod tests {
     fn analysis_counts_lists_sequences_and_verbs() {
         let simple = analyze_request("What does this function do?");
         assert!(!simple.complex && simple.suggestion.is_empty());
-        let listed = analyze_request("Please:\n1. Fix the parser\n2. Add a test\n3. Update the changelog");
+        let listed =
+            analyze_request("Please:\n1. Fix the parser\n2. Add a test\n3. Update the changelog");
         assert!(listed.complex && listed.steps == 3 && listed.suggestion.contains("todo_write"));
         let verbs = analyze_request("Rename foo to bar, update the callers and run the tests");
         assert_eq!(verbs.steps, 3);

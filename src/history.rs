@@ -190,7 +190,11 @@ impl ChangedIds {
             }
         }
         for item in before.iter().filter(|i| !new_ids.contains(i.id.as_str())) {
-            let bucket = if item.status.is_open() { &mut changed.dropped } else { &mut changed.removed };
+            let bucket = if item.status.is_open() {
+                &mut changed.dropped
+            } else {
+                &mut changed.removed
+            };
             bucket.push(item.id.clone());
         }
         changed.moved = reordered(before, after);
@@ -248,8 +252,14 @@ impl ChangedIds {
 pub fn reordered(before: &[Item], after: &[Item]) -> bool {
     let old_ids: FxHashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
     let new_ids: FxHashSet<&str> = after.iter().map(|i| i.id.as_str()).collect();
-    let kept_old = before.iter().map(|i| i.id.as_str()).filter(|id| new_ids.contains(id));
-    let kept_new = after.iter().map(|i| i.id.as_str()).filter(|id| old_ids.contains(id));
+    let kept_old = before
+        .iter()
+        .map(|i| i.id.as_str())
+        .filter(|id| new_ids.contains(id));
+    let kept_new = after
+        .iter()
+        .map(|i| i.id.as_str())
+        .filter(|id| old_ids.contains(id));
     !kept_old.eq(kept_new)
 }
 
@@ -274,21 +284,43 @@ impl UndoData {
     }
 
     /// The data to go back from AFTER to BEFORE.  None when nothing changed.
-    pub fn between(before: Vec<Item>, after: &[Item], retired_before: Vec<Item>) -> Option<UndoData> {
+    pub fn between(
+        before: Vec<Item>,
+        after: &[Item],
+        retired_before: Vec<Item>,
+    ) -> Option<UndoData> {
         if before.as_slice() == after {
             return None;
         }
         let old_ids: FxHashSet<&str> = before.iter().map(|i| i.id.as_str()).collect();
-        let added: Vec<String> = after.iter().filter(|i| !old_ids.contains(i.id.as_str())).map(|i| i.id.clone()).collect();
-        let survivors: Vec<&str> = after.iter().map(|i| i.id.as_str()).filter(|id| old_ids.contains(id)).collect();
-        let order = if survivors.len() == before.len() && survivors.iter().zip(&before).all(|(a, b)| *a == b.id) {
+        let added: Vec<String> = after
+            .iter()
+            .filter(|i| !old_ids.contains(i.id.as_str()))
+            .map(|i| i.id.clone())
+            .collect();
+        let survivors: Vec<&str> = after
+            .iter()
+            .map(|i| i.id.as_str())
+            .filter(|id| old_ids.contains(id))
+            .collect();
+        let order = if survivors.len() == before.len()
+            && survivors.iter().zip(&before).all(|(a, b)| *a == b.id)
+        {
             None
         } else {
             Some(before.iter().map(|i| i.id.clone()).collect())
         };
         let current: FxHashMap<&str, &Item> = after.iter().map(|i| (i.id.as_str(), i)).collect();
-        let before = before.into_iter().filter(|i| current.get(i.id.as_str()) != Some(&i)).collect();
-        Some(UndoData { order, added, before, retired_before })
+        let before = before
+            .into_iter()
+            .filter(|i| current.get(i.id.as_str()) != Some(&i))
+            .collect();
+        Some(UndoData {
+            order,
+            added,
+            before,
+            retired_before,
+        })
     }
 
     /// Puts ITEMS and RETIRED back as they were before the change.  Ids are
@@ -301,15 +333,30 @@ impl UndoData {
             Some(order) => order.clone(),
             None => {
                 let added: FxHashSet<&str> = self.added.iter().map(String::as_str).collect();
-                after.iter().map(|i| i.id.clone()).filter(|id| !added.contains(id.as_str())).collect()
+                after
+                    .iter()
+                    .map(|i| i.id.clone())
+                    .filter(|id| !added.contains(id.as_str()))
+                    .collect()
             }
         };
-        let mut current: FxHashMap<String, Item> = after.into_iter().map(|i| (i.id.clone(), i)).collect();
-        let earlier: FxHashMap<&str, &Item> = self.before.iter().map(|i| (i.id.as_str(), i)).collect();
+        let mut current: FxHashMap<String, Item> =
+            after.into_iter().map(|i| (i.id.clone(), i)).collect();
+        let earlier: FxHashMap<&str, &Item> =
+            self.before.iter().map(|i| (i.id.as_str(), i)).collect();
         for id in &order {
             let now = current.remove(id);
-            let gone = if now.is_none() { retired.remove(id) } else { None };
-            if let Some(item) = earlier.get(id.as_str()).map(|i| (*i).clone()).or(now).or(gone) {
+            let gone = if now.is_none() {
+                retired.remove(id)
+            } else {
+                None
+            };
+            if let Some(item) = earlier
+                .get(id.as_str())
+                .map(|i| (*i).clone())
+                .or(now)
+                .or(gone)
+            {
                 items.push(item);
             }
         }
@@ -392,8 +439,24 @@ impl Undoable {
 }
 
 impl Change {
-    pub fn new(actor: Actor, kind: ChangeKind, time: Timestamp, summary: String, ids: ChangedIds) -> Change {
-        Change { seq: 0, actor, kind, time, summary, ids, undone: false, undoes: None, undo: None }
+    pub fn new(
+        actor: Actor,
+        kind: ChangeKind,
+        time: Timestamp,
+        summary: String,
+        ids: ChangedIds,
+    ) -> Change {
+        Change {
+            seq: 0,
+            actor,
+            kind,
+            time,
+            summary,
+            ids,
+            undone: false,
+            undoes: None,
+            undo: None,
+        }
     }
 }
 
@@ -403,7 +466,11 @@ impl History {
     pub fn from_parts(changes: Vec<Change>, last_seq: u64) -> History {
         let newest = changes.iter().map(|c| c.seq).max().unwrap_or(0);
         let changes = changes.into();
-        History { undoable: Undoable::of(&changes), changes, last_seq: last_seq.max(newest) }
+        History {
+            undoable: Undoable::of(&changes),
+            changes,
+            last_seq: last_seq.max(newest),
+        }
     }
 
     pub fn changes(&self) -> impl Iterator<Item = &Change> {
@@ -441,7 +508,9 @@ impl History {
         // and the items they hold only grow, so the ones over the limits are
         // always the oldest: drop those until the rest fit.
         while self.undoable.over_limits() {
-            let Some(index) = (self.undoable.from..self.changes.len()).find(|&i| self.changes[i].undo.is_some()) else {
+            let Some(index) =
+                (self.undoable.from..self.changes.len()).find(|&i| self.changes[i].undo.is_some())
+            else {
                 break;
             };
             if let Some(undo) = self.changes[index].undo.take() {
@@ -484,20 +553,49 @@ mod tests {
     use std::collections::HashSet;
 
     fn write(s: &mut Session, todos: serde_json::Value) {
-        s.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();
+        s.write(
+            &Input::from_json(&json!({ "todos": todos })),
+            &Options::default(),
+            false,
+            vec![],
+        )
+        .unwrap();
     }
 
     #[test]
     fn changes_record_who_when_and_what() {
         let mut s = Session::default();
-        write(&mut s, json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]));
-        write(&mut s, json!([{"id": "t1", "content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]));
-        s.user_edit(UserEdit::SetStatus { id: "t1".into(), status: Status::Completed }, &Options::default()).unwrap();
+        write(
+            &mut s,
+            json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]),
+        );
+        write(
+            &mut s,
+            json!([{"id": "t1", "content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]),
+        );
+        s.user_edit(
+            UserEdit::SetStatus {
+                id: "t1".into(),
+                status: Status::Completed,
+            },
+            &Options::default(),
+        )
+        .unwrap();
         let changes: Vec<&Change> = s.history.changes().collect();
-        assert_eq!(changes.len(), 2, "a write that changes nothing is not a change");
-        assert_eq!((changes[0].seq, changes[0].actor, changes[0].kind), (1, Actor::Model, ChangeKind::Write));
+        assert_eq!(
+            changes.len(),
+            2,
+            "a write that changes nothing is not a change"
+        );
+        assert_eq!(
+            (changes[0].seq, changes[0].actor, changes[0].kind),
+            (1, Actor::Model, ChangeKind::Write)
+        );
         assert_eq!(changes[0].ids.added, ["t1", "t2"]);
-        assert_eq!((changes[1].actor, changes[1].kind), (Actor::User, ChangeKind::Status));
+        assert_eq!(
+            (changes[1].actor, changes[1].kind),
+            (Actor::User, ChangeKind::Status)
+        );
         assert_eq!(changes[1].ids.completed, ["t1"]);
         assert_eq!(changes[1].summary, "the user marked t1 completed");
         assert!(changes[1].time >= changes[0].time);
@@ -506,17 +604,34 @@ mod tests {
     #[test]
     fn undo_goes_back_one_change_at_a_time_and_never_reuses_ids() {
         let mut s = Session::default();
-        write(&mut s, json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]));
+        write(
+            &mut s,
+            json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]),
+        );
         let first = s.items.clone();
-        write(&mut s, json!([{"id": "t2", "content": "b", "status": "in_progress"}, {"content": "c", "status": "pending"}]));
+        write(
+            &mut s,
+            json!([{"id": "t2", "content": "b", "status": "in_progress"}, {"content": "c", "status": "pending"}]),
+        );
         let second = s.items.clone();
-        s.user_edit(UserEdit::Move { id: "t3".into(), offset: -1 }, &Options::default()).unwrap();
+        s.user_edit(
+            UserEdit::Move {
+                id: "t3".into(),
+                offset: -1,
+            },
+            &Options::default(),
+        )
+        .unwrap();
         assert!(s.undo().unwrap().contains("change 3 (move by the user"));
         assert_eq!(s.items, second);
         assert!(s.undo().unwrap().contains("change 2 (write by the model"));
         assert_eq!(s.items, first);
         assert!(s.retired.contains_key("t3"));
-        assert!(s.user_notes.last().unwrap().starts_with("the user undid change 2"));
+        assert!(s
+            .user_notes
+            .last()
+            .unwrap()
+            .starts_with("the user undid change 2"));
         write(&mut s, json!([{"content": "d", "status": "pending"}]));
         assert_eq!(s.items[0].id, "t4");
         s.undo();
@@ -524,7 +639,11 @@ mod tests {
         s.undo();
         assert!(s.items.is_empty());
         assert_eq!(s.undo(), None);
-        let kinds: Vec<_> = s.history.changes().map(|c| (c.kind, c.undone, c.undoes)).collect();
+        let kinds: Vec<_> = s
+            .history
+            .changes()
+            .map(|c| (c.kind, c.undone, c.undoes))
+            .collect();
         assert_eq!(kinds.last(), Some(&(ChangeKind::Undo, false, Some(1))));
     }
 
@@ -532,15 +651,24 @@ mod tests {
     fn only_the_newest_changes_keep_undo_data() {
         let mut s = Session::default();
         for n in 0..(MAX_CHANGES + 10) {
-            write(&mut s, json!([{"content": format!("step {n}"), "status": "pending"}]));
+            write(
+                &mut s,
+                json!([{"content": format!("step {n}"), "status": "pending"}]),
+            );
         }
         assert_eq!(s.history.len(), MAX_CHANGES);
-        assert_eq!(s.history.changes().filter(|c| c.undo.is_some()).count(), MAX_UNDOABLE);
+        assert_eq!(
+            s.history.changes().filter(|c| c.undo.is_some()).count(),
+            MAX_UNDOABLE
+        );
         for _ in 0..MAX_UNDOABLE {
             assert!(s.undo().is_some());
         }
         assert_eq!(s.undo(), None);
-        assert_eq!(s.history.last_seq(), (MAX_CHANGES + 10 + MAX_UNDOABLE) as u64);
+        assert_eq!(
+            s.history.last_seq(),
+            (MAX_CHANGES + 10 + MAX_UNDOABLE) as u64
+        );
     }
 
     /// `push` as first written: a walk over every change from the newest.
@@ -590,10 +718,17 @@ mod tests {
     fn undo_data_of_long_rewrites_is_bounded() {
         let mut s = Session::default();
         for n in 0..20 {
-            let todos: Vec<_> = (0..1000).map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"})).collect();
+            let todos: Vec<_> = (0..1000)
+                .map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"}))
+                .collect();
             write(&mut s, serde_json::Value::Array(todos));
         }
-        let held: usize = s.history.changes().filter_map(|c| c.undo.as_ref()).map(|u| u.before.len()).sum();
+        let held: usize = s
+            .history
+            .changes()
+            .filter_map(|c| c.undo.as_ref())
+            .map(|u| u.before.len())
+            .sum();
         assert!(held <= MAX_UNDO_ITEMS, "{held}");
         assert!(s.undo().is_some());
         assert!(s.items[0].content.starts_with("write 18 "));

@@ -78,7 +78,9 @@ fn within(input: &Input, budget: &mut usize) -> bool {
         Input::Str(s) | Input::Unsupported(s) | Input::Invalid(s) => text(s),
         _ => 0,
     };
-    let Some(left) = budget.checked_sub(own) else { return false };
+    let Some(left) = budget.checked_sub(own) else {
+        return false;
+    };
     *budget = left;
     match input {
         Input::Array(items) => items.iter().all(|item| within(item, budget)),
@@ -239,7 +241,9 @@ impl Budgeted {
         while !rest.is_empty() && !self.over() {
             // Printable ASCII needs no escape and is one character a byte:
             // runs of it, most of any tool input, are copied at once.
-            let plain = rest.bytes().position(|b| !(b' '..=b'~').contains(&b) || b == b'"' || b == b'\\');
+            let plain = rest
+                .bytes()
+                .position(|b| !(b' '..=b'~').contains(&b) || b == b'"' || b == b'\\');
             let plain = plain.unwrap_or(rest.len()).min(self.room());
             if plain > 0 {
                 self.out.push_str(&rest[..plain]);
@@ -317,7 +321,11 @@ impl Budgeted {
 /// The input as compact JSON (Lisp objects with no JSON meaning as `#<...>`),
 /// at most MAX_CHARS characters, ending in "..." when cut.
 pub fn summarize_input(input: &Input, max_chars: usize) -> String {
-    let mut budget = Budgeted { out: String::with_capacity(max_chars.min(64)), chars: 0, limit: max_chars };
+    let mut budget = Budgeted {
+        out: String::with_capacity(max_chars.min(64)),
+        chars: 0,
+        limit: max_chars,
+    };
     budget.input(input);
     if !budget.over() {
         return budget.out;
@@ -370,7 +378,13 @@ fn item_list(out: &mut String, title: &str, items: &[&Item], with_status: bool) 
     let _ = writeln!(out, "{title} ({}):", items.len());
     for item in items {
         if with_status {
-            let _ = writeln!(out, "  {} [{}] {}", item.id, item.status.wire_name(), item.content);
+            let _ = writeln!(
+                out,
+                "  {} [{}] {}",
+                item.id,
+                item.status.wire_name(),
+                item.content
+            );
         } else {
             let _ = writeln!(out, "  {} {}", item.id, item.content);
         }
@@ -383,7 +397,12 @@ fn todo_summary(out: &mut String, items: &[Item]) {
         return;
     }
     let _ = writeln!(out, "Todo list: {}", progress(&Counts::of(items)));
-    let with = |status: Status| items.iter().filter(|i| i.status == status).collect::<Vec<_>>();
+    let with = |status: Status| {
+        items
+            .iter()
+            .filter(|i| i.status == status)
+            .collect::<Vec<_>>()
+    };
     item_list(out, "Done", &with(Status::Completed), false);
     item_list(out, "Cancelled", &with(Status::Cancelled), false);
     let open: Vec<&Item> = items.iter().filter(|i| i.status.is_open()).collect();
@@ -397,7 +416,13 @@ fn present(text: Option<&str>) -> Option<&str> {
 /// The aggregated report: every tool result in order (each cut to
 /// MAX_RESULT_CHARS with a marker), the todo summary, the pause reason when
 /// the model paused, and the completion message last.
-pub fn report(entries: &[Entry], items: &[Item], message: Option<&str>, pause_reason: Option<&str>, max_result_chars: usize) -> String {
+pub fn report(
+    entries: &[Entry],
+    items: &[Item],
+    message: Option<&str>,
+    pause_reason: Option<&str>,
+    max_result_chars: usize,
+) -> String {
     let errors = entries.iter().filter(|e| e.error).count();
     let mut out = format!(
         "[Session report: {} tool call{}, {errors} error{}]\n\n",
@@ -464,16 +489,33 @@ fn confirmation(entries: &[Entry], items: &[Item]) -> String {
 }
 
 impl CompletionGuard {
-    pub fn complete(&mut self, entries: &[Entry], items: &[Item], message: &str, pause_reason: Option<&str>, max_result_chars: usize) -> Completion {
+    pub fn complete(
+        &mut self,
+        entries: &[Entry],
+        items: &[Item],
+        message: &str,
+        pause_reason: Option<&str>,
+        max_result_chars: usize,
+    ) -> Completion {
         let open: Vec<&Item> = items.iter().filter(|i| i.status.is_open()).collect();
         if !open.is_empty() && !self.refused {
             self.refused = true;
             let text = refusal(&open);
-            return Completion { allowed: false, model_text: text.clone(), text };
+            return Completion {
+                allowed: false,
+                model_text: text.clone(),
+                text,
+            };
         }
         Completion {
             allowed: true,
-            text: report(entries, items, Some(message), pause_reason, max_result_chars),
+            text: report(
+                entries,
+                items,
+                Some(message),
+                pause_reason,
+                max_result_chars,
+            ),
             model_text: confirmation(entries, items),
         }
     }
@@ -510,7 +552,6 @@ mod tests {
     use crate::model::sample_items as items;
     use proptest::prelude::*;
 
-
     fn cmd(command: &str) -> Input {
         Input::Map(vec![("command".into(), Input::Str(command.into()))])
     }
@@ -521,7 +562,10 @@ mod tests {
         for tool in ["shell", "read_file", "shell", "eval_sexp", "shell"] {
             ledger.record(tool, Input::Null, Some("ok".into()), false, None, 0.0, None);
         }
-        assert_eq!(ledger.tools().collect::<Vec<_>>(), ["eval_sexp", "read_file", "shell"]);
+        assert_eq!(
+            ledger.tools().collect::<Vec<_>>(),
+            ["eval_sexp", "read_file", "shell"]
+        );
         ledger.clear();
         assert_eq!(ledger.tools().count(), 0);
     }
@@ -529,18 +573,57 @@ mod tests {
     #[test]
     fn nil_and_empty_results_name_the_tool() {
         let mut ledger = Ledger::default();
-        assert_eq!(ledger.record("eval_sexp", Input::Null, None, false, None, 1.0, None).result, "eval_sexp returned no output");
-        assert_eq!(ledger.record("shell_exec", cmd("true"), Some("".into()), false, Some("t1"), 2.0, Some(0.5)).result, "shell_exec returned no output");
-        assert_eq!(ledger.record("x", Input::Null, Some(" \n".into()), false, None, 3.0, None).result, "x returned no output");
-        let entry = ledger.record("buffer_create", Input::Null, Some("ok".into()), false, None, 4.0, None).clone();
+        assert_eq!(
+            ledger
+                .record("eval_sexp", Input::Null, None, false, None, 1.0, None)
+                .result,
+            "eval_sexp returned no output"
+        );
+        assert_eq!(
+            ledger
+                .record(
+                    "shell_exec",
+                    cmd("true"),
+                    Some("".into()),
+                    false,
+                    Some("t1"),
+                    2.0,
+                    Some(0.5)
+                )
+                .result,
+            "shell_exec returned no output"
+        );
+        assert_eq!(
+            ledger
+                .record("x", Input::Null, Some(" \n".into()), false, None, 3.0, None)
+                .result,
+            "x returned no output"
+        );
+        let entry = ledger
+            .record(
+                "buffer_create",
+                Input::Null,
+                Some("ok".into()),
+                false,
+                None,
+                4.0,
+                None,
+            )
+            .clone();
         assert_eq!(entry.result, "ok");
         assert_eq!(ledger.entries().len(), 4);
         assert_eq!(ledger.entries()[1].todo.as_deref(), Some("t1"));
         assert_eq!(ledger.entries()[1].input.summary(), r#"{"command":"true"}"#);
         assert_eq!(ledger.entries()[1].duration, Some(0.5));
-        assert!(ledger.entries().iter().all(|e| !e.error && !e.result.contains("executed successfully")));
+        assert!(ledger
+            .entries()
+            .iter()
+            .all(|e| !e.error && !e.result.contains("executed successfully")));
         let text = report(ledger.entries(), &[], None, None, 100);
-        assert!(text.contains("eval_sexp returned no output") && text.contains("shell_exec returned no output"));
+        assert!(
+            text.contains("eval_sexp returned no output")
+                && text.contains("shell_exec returned no output")
+        );
         ledger.clear();
         assert!(ledger.entries().is_empty());
     }
@@ -556,37 +639,77 @@ mod tests {
         assert!(!is_error(None, false));
         assert!(!is_error(Some(""), false));
         let mut ledger = Ledger::default();
-        assert!(ledger.record("shell_exec", cmd("false"), Some("Error: exit 1".into()), false, None, 0.0, None).error);
+        assert!(
+            ledger
+                .record(
+                    "shell_exec",
+                    cmd("false"),
+                    Some("Error: exit 1".into()),
+                    false,
+                    None,
+                    0.0,
+                    None
+                )
+                .error
+        );
     }
 
     #[test]
     fn truncation_keeps_a_prefix_and_names_the_full_length() {
         assert_eq!(truncate("short", 5), "short");
-        assert_eq!(truncate("abcdef", 3), "abc\n[... truncated: 6 characters in all]");
+        assert_eq!(
+            truncate("abcdef", 3),
+            "abc\n[... truncated: 6 characters in all]"
+        );
         assert_eq!(truncate("abc", 0), "\n[... truncated: 3 characters in all]");
         // Multibyte text is cut between characters, never inside one.
         let text = "é🙂ü".repeat(10);
-        assert_eq!(truncate(&text, 4), "é🙂üé\n[... truncated: 30 characters in all]");
+        assert_eq!(
+            truncate(&text, 4),
+            "é🙂üé\n[... truncated: 30 characters in all]"
+        );
         let long = "x".repeat(12345);
         let shown = report(
-            &[Entry { tool: "read".into(), input: KeptInput::Summary(String::new()), result: long, error: false, todo: None, time: 0.0, duration: None }],
+            &[Entry {
+                tool: "read".into(),
+                input: KeptInput::Summary(String::new()),
+                result: long,
+                error: false,
+                todo: None,
+                time: 0.0,
+                duration: None,
+            }],
             &[],
             None,
             None,
             100,
         );
-        assert!(shown.contains(&format!("{}\n[... truncated: 12345 characters in all]", "x".repeat(100))));
+        assert!(shown.contains(&format!(
+            "{}\n[... truncated: 12345 characters in all]",
+            "x".repeat(100)
+        )));
         assert!(!shown.contains(&"x".repeat(101)));
     }
 
     #[test]
     fn input_summary_is_compact_bounded_and_multibyte_safe() {
         let input = Input::Map(vec![
-            ("a".into(), Input::Array(vec![Input::Int(1), Input::Float(1.5), Input::Bool(true), Input::Null])),
+            (
+                "a".into(),
+                Input::Array(vec![
+                    Input::Int(1),
+                    Input::Float(1.5),
+                    Input::Bool(true),
+                    Input::Null,
+                ]),
+            ),
             ("b".into(), Input::Str("q\"\n".into())),
             ("c".into(), Input::Unsupported("buffer foo".into())),
         ]);
-        assert_eq!(summarize_input(&input, 200), r##"{"a":[1,1.5,true,null],"b":"q\"\n","c":#<buffer foo>}"##);
+        assert_eq!(
+            summarize_input(&input, 200),
+            r##"{"a":[1,1.5,true,null],"b":"q\"\n","c":#<buffer foo>}"##
+        );
         let long = Input::Str("🙂".repeat(1000));
         let summary = summarize_input(&long, 20);
         assert_eq!(summary.chars().count(), 20);
@@ -614,30 +737,65 @@ mod tests {
         // The weight counts every value and every byte of text, keys too.
         let at_limit = Input::Str("x".repeat(KEEP_WHOLE_WEIGHT - 1));
         assert!(matches!(KeptInput::of(at_limit), KeptInput::Whole(_)));
-        let over = Input::Map(vec![("k".into(), Input::Str("x".repeat(KEEP_WHOLE_WEIGHT - 2)))]);
+        let over = Input::Map(vec![(
+            "k".into(),
+            Input::Str("x".repeat(KEEP_WHOLE_WEIGHT - 2)),
+        )]);
         assert!(matches!(KeptInput::of(over), KeptInput::Summary(_)));
     }
 
     #[test]
     fn report_has_results_in_order_then_summary_then_message_last() {
         let mut ledger = Ledger::default();
-        ledger.record("first_tool", cmd("a"), Some("RESULT ONE".into()), false, Some("t1"), 1.0, Some(0.25));
-        ledger.record("second_tool", cmd("b"), Some("Error: RESULT TWO".into()), false, Some("t2"), 2.0, None);
+        ledger.record(
+            "first_tool",
+            cmd("a"),
+            Some("RESULT ONE".into()),
+            false,
+            Some("t1"),
+            1.0,
+            Some(0.25),
+        );
+        ledger.record(
+            "second_tool",
+            cmd("b"),
+            Some("Error: RESULT TWO".into()),
+            false,
+            Some("t2"),
+            2.0,
+            None,
+        );
         let list = items(&[Status::Completed, Status::Cancelled, Status::Pending]);
-        let text = report(ledger.entries(), &list, Some("All done."), Some("need the user's password"), 1000);
-        let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from {text}"));
+        let text = report(
+            ledger.entries(),
+            &list,
+            Some("All done."),
+            Some("need the user's password"),
+            1000,
+        );
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{needle:?} missing from {text}"))
+        };
         assert!(text.starts_with("[Session report: 2 tool calls, 1 error]"));
-        assert!(at("--- 1. first_tool {\"command\":\"a\"} (during t1, 0.25s) ---\nRESULT ONE\n") < at("RESULT TWO"));
+        assert!(
+            at("--- 1. first_tool {\"command\":\"a\"} (during t1, 0.25s) ---\nRESULT ONE\n")
+                < at("RESULT TWO")
+        );
         assert!(at("(during t2, error) ---\nError: RESULT TWO") < at("Todo list: 1/3 done"));
         assert!(at("Done (1):\n  t1 Step 0\n") < at("Cancelled (1):\n  t2 Step 1\n"));
-        assert!(at("Left open (1):\n  t3 [pending] Step 2\n") < at("Paused by the model: need the user's password"));
+        assert!(
+            at("Left open (1):\n  t3 [pending] Step 2\n")
+                < at("Paused by the model: need the user's password")
+        );
         assert!(at("Paused by the model") < at("Completion message:\nAll done.\n"));
         assert!(text.ends_with("All done.\n"));
 
         let without = report(ledger.entries(), &list, None, None, 1000);
         assert!(!without.contains("Completion message") && !without.contains("Paused"));
         assert!(text.starts_with(&without));
-        assert!(report(&[], &[], None, None, 10).contains("No tool calls were recorded.\n\nTodo list: no items."));
+        assert!(report(&[], &[], None, None, 10)
+            .contains("No tool calls were recorded.\n\nTodo list: no items."));
     }
 
     #[test]
@@ -646,10 +804,17 @@ mod tests {
         let mut guard = CompletionGuard::default();
         let first = guard.complete(&[], &list, "Done", None, 100);
         assert!(!first.allowed);
-        assert!(first.text.starts_with("[session_complete refused: 2 todo items are still open]"));
-        assert!(first.text.contains("  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"));
+        assert!(first
+            .text
+            .starts_with("[session_complete refused: 2 todo items are still open]"));
+        assert!(first
+            .text
+            .contains("  t2 [in_progress] Step 1\n  t3 [pending] Step 2\n"));
         assert!(!first.text.contains("t1 "));
-        assert!(first.text.contains("cancelled with todo_write") && first.text.contains("call session_complete again"));
+        assert!(
+            first.text.contains("cancelled with todo_write")
+                && first.text.contains("call session_complete again")
+        );
         let second = guard.complete(&[], &list, "Done", None, 100);
         assert!(second.allowed);
         assert!(second.text.ends_with("Completion message:\nDone\n"));
@@ -683,7 +848,15 @@ mod tests {
                 n => Some(format!("output of call {n}")),
             };
             let todo = list[item].id.clone();
-            ledger.record("shell_exec", cmd(&format!("step {call}")), result.clone(), false, Some(&todo), call as f64, Some(0.1));
+            ledger.record(
+                "shell_exec",
+                cmd(&format!("step {call}")),
+                result.clone(),
+                false,
+                Some(&todo),
+                call as f64,
+                Some(0.1),
+            );
             results.push(result);
             if (call + 1) * 5 / 12 != item || call == 11 {
                 list[item].set_status(Status::Completed, call as f64);
@@ -697,7 +870,9 @@ mod tests {
             assert!(done.text.contains(result.as_str()), "{result} missing");
         }
         assert!(done.text.contains("shell_exec returned no output"));
-        assert!(done.text.contains("[Session report: 12 tool calls, 1 error]"));
+        assert!(done
+            .text
+            .contains("[Session report: 12 tool calls, 1 error]"));
         assert!(done.text.contains("Todo list: 5/5 done\nDone (5):\n  t1 Step 0\n  t2 Step 1\n  t3 Step 2\n  t4 Step 3\n  t5 Step 4\n"));
         assert!(!done.text.contains("Left open"));
         assert!(done.text.ends_with("Built and tested.\n"));
@@ -781,7 +956,11 @@ mod tests {
                 }
             }
         }
-        let mut all = Chars { out: String::new(), chars: 0, limit: max_chars };
+        let mut all = Chars {
+            out: String::new(),
+            chars: 0,
+            limit: max_chars,
+        };
         all.input(input);
         if !all.over() {
             return all.out;

@@ -17,11 +17,15 @@ pub mod validate;
 use emacs::{defun, Env, IntoLisp, Result, Value, Vector};
 use serde_json::Value as Json;
 
-use crate::model::{Item, Status};
 use crate::breaker::BreakerLimits;
 use crate::guide::GuideOptions;
-use crate::session::{check_session_name, registry, ExternalItem, LoopOptions, Options, Session, Stop, UserEdit};
-use crate::validate::{checked_name, checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH};
+use crate::model::{Item, Status};
+use crate::session::{
+    check_session_name, registry, ExternalItem, LoopOptions, Options, Session, Stop, UserEdit,
+};
+use crate::validate::{
+    checked_name, checked_text, non_blank, parse_status, Input, InvalidInput, Limits, MAX_DEPTH,
+};
 
 emacs::plugin_is_GPL_compatible!();
 
@@ -114,7 +118,10 @@ fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
 fn short_text(value: Value) -> Option<std::result::Result<String, std::string::FromUtf8Error>> {
     STRING_BUFFER.with(|buffer| {
         let mut buffer = buffer.borrow_mut();
-        value.copy_string_contents(&mut buffer[..]).ok().map(|bytes| String::from_utf8(bytes.to_vec()))
+        value
+            .copy_string_contents(&mut buffer[..])
+            .ok()
+            .map(|bytes| String::from_utf8(bytes.to_vec()))
     })
 }
 
@@ -123,7 +130,11 @@ fn short_text(value: Value) -> Option<std::result::Result<String, std::string::F
 /// time before the error.
 const MAX_ELEMENTS: usize = 100_000;
 
-#[emacs::module(name = "efrit-todo-module", defun_prefix = "efrit-todo--module", separator = "-")]
+#[emacs::module(
+    name = "efrit-todo-module",
+    defun_prefix = "efrit-todo--module",
+    separator = "-"
+)]
 fn init(env: &Env) -> Result<()> {
     // A panic is already reported to Lisp as a `rust-panic' error with its
     // message; the default hook would also print a backtrace over the
@@ -134,7 +145,9 @@ fn init(env: &Env) -> Result<()> {
         .map(|key| Ok((*key, key.into_lisp(env)?.make_global_ref())))
         .collect::<Result<Vec<_>>>()?;
     let _ = KNOWN_KEY_REFS.set(keys);
-    let absent = env.call("make-symbol", ("efrit-todo-absent",))?.make_global_ref();
+    let absent = env
+        .call("make-symbol", ("efrit-todo-absent",))?
+        .make_global_ref();
     let _ = ABSENT.set(absent);
     Ok(())
 }
@@ -142,16 +155,30 @@ fn init(env: &Env) -> Result<()> {
 /// The keys validation reads.  An `equal' hash table holding only these
 /// (every todo item Efrit parses) is read with one `gethash' per key instead
 /// of listing its keys, which allocates and is most of the cost of a write.
-const KNOWN_KEYS: [&str; 7] = ["content", "status", "activeForm", "id", "active_form", "parent", "todos"];
+const KNOWN_KEYS: [&str; 7] = [
+    "content",
+    "status",
+    "activeForm",
+    "id",
+    "active_form",
+    "parent",
+    "todos",
+];
 
-static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> = once_cell::sync::OnceCell::new();
+static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> =
+    once_cell::sync::OnceCell::new();
 
 /// What `gethash' returns for a key that is absent, told apart from nil.
 static ABSENT: once_cell::sync::OnceCell<emacs::GlobalRef> = once_cell::sync::OnceCell::new();
 
 /// Reads TABLE through the known keys when they are all it holds; None when
 /// it holds others (then its keys must be listed).
-fn known_fields(env: &Env, table: Value, count: usize, depth: usize) -> Result<Option<Vec<(String, Input)>>> {
+fn known_fields(
+    env: &Env,
+    table: Value,
+    count: usize,
+    depth: usize,
+) -> Result<Option<Vec<(String, Input)>>> {
     let (Some(keys), Some(absent)) = (KNOWN_KEY_REFS.get(), ABSENT.get()) else {
         return Ok(None);
     };
@@ -175,7 +202,10 @@ fn known_fields(env: &Env, table: Value, count: usize, depth: usize) -> Result<O
             if value == absent || count != 1 {
                 return Ok(None);
             }
-            return Ok(Some(vec![(todos.0.to_string(), to_input(env, value, depth + 1)?)]));
+            return Ok(Some(vec![(
+                todos.0.to_string(),
+                to_input(env, value, depth + 1)?,
+            )]));
         }
     }
     Ok((pairs.len() == count).then_some(pairs))
@@ -197,7 +227,10 @@ fn lisp_text<'e>(env: &'e Env, text: &str) -> Result<Value<'e>> {
 /// reads as None (not UTF-8), as the caller's mistake rather than a module
 /// error.
 fn lisp_string(value: Value) -> Option<String> {
-    value.clone_string_contents().ok().and_then(|bytes| String::from_utf8(bytes).ok())
+    value
+        .clone_string_contents()
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
 /// Strings up to this size are read by `short_text' in one module call.
@@ -214,7 +247,10 @@ fn invalid<T>(env: &Env, error: InvalidInput) -> Result<T> {
 }
 
 /// Runs F and turns its validation error into the Lisp signal.
-fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, InvalidInput>) -> Result<Value<'e>> {
+fn checked<'e, T: IntoLisp<'e>>(
+    env: &'e Env,
+    result: std::result::Result<T, InvalidInput>,
+) -> Result<Value<'e>> {
     match result {
         Ok(value) => value.into_lisp(env),
         Err(error) => invalid(env, error),
@@ -226,7 +262,9 @@ fn checked<'e, T: IntoLisp<'e>>(env: &'e Env, result: std::result::Result<T, Inv
 /// again on every call of that session.
 fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
     read_cached_text(&LAST_SESSION, env, name, || {
-        match string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)) {
+        match string_arg(env, name, "session")?
+            .and_then(|text| check_session_name(&text).map(|()| text))
+        {
             Ok(text) => Ok(text.into()),
             Err(error) => invalid(env, error),
         }
@@ -263,7 +301,9 @@ fn read_cached_text(
     if let Some(known) = cache.with(|last| last.get(value)) {
         let unchanged = STRING_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
-            value.copy_string_contents(&mut buffer[..]).is_ok_and(|text| text == known.as_bytes())
+            value
+                .copy_string_contents(&mut buffer[..])
+                .is_ok_and(|text| text == known.as_bytes())
         });
         if unchanged {
             return Ok(known);
@@ -312,7 +352,10 @@ thread_local! {
 fn options(max_items: i64, max_content_chars: i64, full_list_up_to: i64) -> Options {
     let clamp = |n: i64| usize::try_from(n.max(0)).unwrap_or(usize::MAX);
     Options {
-        limits: Limits { max_items: clamp(max_items), max_content_chars: clamp(max_content_chars) },
+        limits: Limits {
+            max_items: clamp(max_items),
+            max_content_chars: clamp(max_content_chars),
+        },
         full_list_up_to: clamp(full_list_up_to),
     }
 }
@@ -324,7 +367,11 @@ fn is(env: &Env, value: Value, symbol: &emacs::OnceGlobalRef) -> bool {
 /// The name of a symbol; a name that is not valid UTF-8 (a symbol interned
 /// from raw bytes) reads as U+FFFD rather than failing the whole call.
 fn symbol_name(value: Value) -> Result<String> {
-    Ok(value.env.call(fn_symbol_name, (value,))?.into_rust().unwrap_or_else(|_| "\u{FFFD}".to_string()))
+    Ok(value
+        .env
+        .call(fn_symbol_name, (value,))?
+        .into_rust()
+        .unwrap_or_else(|_| "\u{FFFD}".to_string()))
 }
 
 /// A key of an object: a string, or a symbol or keyword naming it.
@@ -334,7 +381,9 @@ fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
         Ok(lisp_string(key))
     } else if is(env, ty, ty_symbol) && key.is_not_nil() {
         let name = symbol_name(key)?;
-        Ok(Some(name.strip_prefix(':').map(str::to_string).unwrap_or(name)))
+        Ok(Some(
+            name.strip_prefix(':').map(str::to_string).unwrap_or(name),
+        ))
     } else {
         Ok(None)
     }
@@ -411,7 +460,9 @@ fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
 /// reports with its field path.
 fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     if depth > MAX_DEPTH {
-        return Ok(Input::Invalid(format!("nested deeper than {MAX_DEPTH} levels")));
+        return Ok(Input::Invalid(format!(
+            "nested deeper than {MAX_DEPTH} levels"
+        )));
     }
     if !value.is_not_nil() {
         return Ok(Input::Null);
@@ -447,12 +498,17 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         if is(env, value, kw_null) || is(env, value, kw_json_null) {
             return Ok(Input::Null);
         }
-        return Ok(Input::Unsupported(format!("symbol {}", symbol_name(value)?)));
+        return Ok(Input::Unsupported(format!(
+            "symbol {}",
+            symbol_name(value)?
+        )));
     }
     if is(env, ty, ty_vector) {
         let elements: Vector = value.into_rust()?;
         if elements.len() > MAX_ELEMENTS {
-            return Ok(Input::Invalid(format!("a vector of more than {MAX_ELEMENTS} elements")));
+            return Ok(Input::Invalid(format!(
+                "a vector of more than {MAX_ELEMENTS} elements"
+            )));
         }
         return vector_to_input(env, elements, depth);
     }
@@ -462,7 +518,9 @@ fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
             return Ok(Input::Invalid("a circular or dotted list".into()));
         }
         if length.into_rust::<i64>()? as usize > MAX_ELEMENTS {
-            return Ok(Input::Invalid(format!("a list of more than {MAX_ELEMENTS} elements")));
+            return Ok(Input::Invalid(format!(
+                "a list of more than {MAX_ELEMENTS} elements"
+            )));
         }
         let elements: Vector = env.call(fn_vconcat, (value,))?.into_rust()?;
         return list_to_input(env, elements, depth);
@@ -476,7 +534,9 @@ fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
     let count: i64 = env.call(fn_hash_table_count, (table,))?.into_rust()?;
     let count = usize::try_from(count).unwrap_or(0);
     if count > MAX_ELEMENTS {
-        return Ok(Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")));
+        return Ok(Input::Invalid(format!(
+            "an object of more than {MAX_ELEMENTS} entries"
+        )));
     }
     if let Some(pairs) = known_fields(env, table, count, depth)? {
         return Ok(Input::Map(pairs));
@@ -512,13 +572,20 @@ thread_local! {
 /// module: no list of keys, no vector, no `gethash' per key.  CAPACITY is
 /// the number of entries expected.
 fn walk_table(env: &Env, table: Value, capacity: usize, depth: usize) -> Result<Input> {
-    let walk = TableWalk { depth, pairs: Vec::with_capacity(capacity), bad_key: false, too_many: false };
+    let walk = TableWalk {
+        depth,
+        pairs: Vec::with_capacity(capacity),
+        bad_key: false,
+        too_many: false,
+    };
     TABLE_WALKS.with(|walks| walks.borrow_mut().push(walk));
     let walked = env.call(fn_maphash, (fn_table_entry.bind(env), table));
     let walk = TABLE_WALKS.with(|walks| walks.borrow_mut().pop());
     walked?;
     Ok(match walk {
-        Some(walk) if walk.too_many => Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries")),
+        Some(walk) if walk.too_many => {
+            Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries"))
+        }
         Some(walk) if !walk.bad_key => Input::Map(walk.pairs),
         _ => Input::Invalid("an object with a key that is not a string or symbol".into()),
     })
@@ -563,7 +630,10 @@ fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
 fn tool_input(env: &Env, value: Value) -> Result<std::result::Result<Input, InvalidInput>> {
     if is(env, env.type_of(value)?, ty_string) {
         let Some(text) = lisp_string(value) else {
-            return Ok(Err(InvalidInput::new("input", "a string that is not valid UTF-8")));
+            return Ok(Err(InvalidInput::new(
+                "input",
+                "a string that is not valid UTF-8",
+            )));
         };
         return Ok(serde_json::from_str::<Json>(&text)
             .map(|json| Input::from_json(&json))
@@ -641,7 +711,10 @@ fn struct_priority<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
 }
 
 fn items_list<'e>(env: &'e Env, items: &[Item]) -> Result<Value<'e>> {
-    let plists = items.iter().map(|item| item_plist(env, item)).collect::<Result<Vec<_>>>()?;
+    let plists = items
+        .iter()
+        .map(|item| item_plist(env, item))
+        .collect::<Result<Vec<_>>>()?;
     env.list(&plists)
 }
 
@@ -658,7 +731,10 @@ fn json_to_lisp<'e>(env: &'e Env, json: &Json) -> Result<Value<'e>> {
         },
         Json::String(s) => s.as_str().into_lisp(env),
         Json::Array(items) => {
-            let values = items.iter().map(|v| json_to_lisp(env, v)).collect::<Result<Vec<_>>>()?;
+            let values = items
+                .iter()
+                .map(|v| json_to_lisp(env, v))
+                .collect::<Result<Vec<_>>>()?;
             env.vector(&values)
         }
         Json::Object(map) => {
@@ -707,10 +783,18 @@ fn write<'e>(
     };
     let options = options(max_items, max_content, full_up_to);
     let known_tools = match to_input(env, known_tools, 0)? {
-        Input::Array(names) => names.into_iter().filter_map(|n| if let Input::Str(s) = n { Some(s) } else { None }).collect(),
+        Input::Array(names) => names
+            .into_iter()
+            .filter_map(|n| if let Input::Str(s) = n { Some(s) } else { None })
+            .collect(),
         _ => Vec::new(),
     };
-    let outcome = registry().session(&session).write(&input, &options, auto_complete.is_not_nil(), known_tools);
+    let outcome = registry().session(&session).write(
+        &input,
+        &options,
+        auto_complete.is_not_nil(),
+        known_tools,
+    );
     match outcome {
         Ok(outcome) => lisp_text(env, &outcome.text),
         Err(error) => invalid(env, error),
@@ -719,7 +803,9 @@ fn write<'e>(
 
 #[defun]
 fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
-    with_existing(env, session, |env, s| items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default()))
+    with_existing(env, session, |env, s| {
+        items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default())
+    })
 }
 
 /// The items of SESSION in Efrit's shape, for `efrit-todo--current-todos'.
@@ -731,14 +817,20 @@ fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value<'e>> {
     let name = session_name(env, session)?;
     let registry = registry();
-    let items = registry.get(&name).map(|s| s.items.as_slice()).unwrap_or_default();
+    let items = registry
+        .get(&name)
+        .map(|s| s.items.as_slice())
+        .unwrap_or_default();
     if let Some(list) = update_mirror(env, &name, items, old)? {
         return Ok(list);
     }
     let (list, structs) = match update_structs(env, items, old)? {
         Some((list, structs)) => (list, structs),
         None => {
-            let structs = items.iter().map(|item| item_struct(env, item)).collect::<Result<Vec<_>>>()?;
+            let structs = items
+                .iter()
+                .map(|item| item_struct(env, item))
+                .collect::<Result<Vec<_>>>()?;
             (env.list(&structs)?, structs)
         }
     };
@@ -800,11 +892,22 @@ thread_local! {
 /// module API.  A struct Efrit changed in place with `setf' keeps its
 /// change until the module's item changes; the module's list is the truth
 /// and the next full rebuild shows it.
-fn update_mirror<'e>(env: &'e Env, session: &str, items: &[Item], old: Value<'e>) -> Result<Option<Value<'e>>> {
+fn update_mirror<'e>(
+    env: &'e Env,
+    session: &str,
+    items: &[Item],
+    old: Value<'e>,
+) -> Result<Option<Value<'e>>> {
     MIRROR.with(|mirror| {
         let mut mirror = mirror.borrow_mut();
-        let Some(mirror) = mirror.as_mut() else { return Ok(None) };
-        if items.is_empty() || mirror.session != session || mirror.shown.len() != items.len() || mirror.list != old {
+        let Some(mirror) = mirror.as_mut() else {
+            return Ok(None);
+        };
+        if items.is_empty()
+            || mirror.session != session
+            || mirror.shown.len() != items.len()
+            || mirror.list != old
+        {
             return Ok(None);
         }
         let structs: Vector = mirror.structs.bind(env).into_rust()?;
@@ -838,7 +941,13 @@ fn update_mirror<'e>(env: &'e Env, session: &str, items: &[Item], old: Value<'e>
 }
 
 /// Remembers LIST, made of STRUCTS showing ITEMS, as SESSION's mirror.
-fn remember_mirror(env: &Env, session: &str, items: &[Item], list: Value, structs: &[Value]) -> Result<()> {
+fn remember_mirror(
+    env: &Env,
+    session: &str,
+    items: &[Item],
+    list: Value,
+    structs: &[Value],
+) -> Result<()> {
     let next = if items.is_empty() {
         None
     } else {
@@ -859,7 +968,11 @@ fn remember_mirror(env: &Env, session: &str, items: &[Item], list: Value, struct
 
 /// Updates OLD, a list of `efrit-todo-item' vectors, to ITEMS in place; None
 /// when OLD does not have that shape and length.
-fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Option<(Value<'e>, Vec<Value<'e>>)>> {
+fn update_structs<'e>(
+    env: &'e Env,
+    items: &[Item],
+    old: Value<'e>,
+) -> Result<Option<(Value<'e>, Vec<Value<'e>>)>> {
     if items.is_empty() || !is(env, env.type_of(old)?, ty_cons) {
         return Ok(None);
     }
@@ -884,12 +997,18 @@ fn update_structs<'e>(env: &'e Env, items: &[Item], old: Value<'e>) -> Result<Op
     // Types are checked first: a failed conversion builds an error, which
     // captures a backtrace when RUST_BACKTRACE is set.
     let same_text = |slot: Value, text: &str| -> Result<bool> {
-        Ok(is(env, env.type_of(slot)?, ty_string) && slot.into_rust::<String>().is_ok_and(|old| old == text))
+        Ok(is(env, env.type_of(slot)?, ty_string)
+            && slot.into_rust::<String>().is_ok_and(|old| old == text))
     };
     let same_time = |slot: Value, at: Option<f64>| -> Result<bool> {
         Ok(match at {
             None => !slot.is_not_nil(),
-            Some(at) => is(env, env.type_of(slot)?, ty_float) && slot.into_rust::<f64>().is_ok_and(|old| old.to_bits() == at.to_bits()),
+            Some(at) => {
+                is(env, env.type_of(slot)?, ty_float)
+                    && slot
+                        .into_rust::<f64>()
+                        .is_ok_and(|old| old.to_bits() == at.to_bits())
+            }
         })
     };
     let values = structs.iter().map(Vector::value).collect();
@@ -972,13 +1091,19 @@ fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
 #[defun]
 fn sessions(env: &Env) -> Result<Value<'_>> {
     let names = registry().names();
-    let values = names.iter().map(|n| n.as_str().into_lisp(env)).collect::<Result<Vec<_>>>()?;
+    let values = names
+        .iter()
+        .map(|n| n.as_str().into_lisp(env))
+        .collect::<Result<Vec<_>>>()?;
     env.list(&values)
 }
 
 #[defun]
 fn tool_schemas(env: &Env) -> Result<Value<'_>> {
-    let schemas = validate::tool_schemas().iter().map(|s| json_to_lisp(env, s)).collect::<Result<Vec<_>>>()?;
+    let schemas = validate::tool_schemas()
+        .iter()
+        .map(|s| json_to_lisp(env, s))
+        .collect::<Result<Vec<_>>>()?;
     env.list(&schemas)
 }
 
@@ -988,7 +1113,10 @@ fn tool_schemas(env: &Env) -> Result<Value<'_>> {
 fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: i64) -> Result<String> {
     let session = session_name(env, session)?;
     let full_up_to = options(0, 0, full_up_to).full_list_up_to;
-    Ok(registry().session(&session).prompt_guidance(full_up_to).to_string())
+    Ok(registry()
+        .session(&session)
+        .prompt_guidance(full_up_to)
+        .to_string())
 }
 
 /// One edit by the user.  OP is status, edit, add, move or clear-finished;
@@ -1010,20 +1138,39 @@ fn user_edit<'e>(
     let id = match to_input(env, id, 0)? {
         Input::Null => Err(InvalidInput::new("id", "is required")),
         Input::Str(id) => Ok(id),
-        other => Err(InvalidInput::new("id", format!("expected a string, got {}", other.describe()))),
+        other => Err(InvalidInput::new(
+            "id",
+            format!("expected a string, got {}", other.describe()),
+        )),
     };
     let id = || id.clone();
     let text = |path: &str| checked_text(&arg, path, options.limits.max_content_chars);
     let edit = match op.as_str() {
-        "status" => id().and_then(|id| Ok(UserEdit::SetStatus { id, status: parse_status(&arg, "status")? })),
-        "edit" => id().and_then(|id| Ok(UserEdit::EditContent { id, content: text("content")? })),
+        "status" => id().and_then(|id| {
+            Ok(UserEdit::SetStatus {
+                id,
+                status: parse_status(&arg, "status")?,
+            })
+        }),
+        "edit" => id().and_then(|id| {
+            Ok(UserEdit::EditContent {
+                id,
+                content: text("content")?,
+            })
+        }),
         "add" => text("content").map(|content| UserEdit::Add { content }),
         "move" => id().and_then(|id| match arg {
             Input::Int(offset) => Ok(UserEdit::Move { id, offset }),
-            ref other => Err(InvalidInput::new("offset", format!("expected an integer, got {}", other.describe()))),
+            ref other => Err(InvalidInput::new(
+                "offset",
+                format!("expected an integer, got {}", other.describe()),
+            )),
         }),
         "clear-finished" => Ok(UserEdit::ClearFinished),
-        other => Err(InvalidInput::new("op", format!("unknown edit {}", validate::quote(other)))),
+        other => Err(InvalidInput::new(
+            "op",
+            format!("unknown edit {}", validate::quote(other)),
+        )),
     };
     let note = edit.and_then(|edit| registry().session(&session).user_edit(edit, &options));
     checked(env, note)
@@ -1031,14 +1178,26 @@ fn user_edit<'e>(
 
 /// Efrit's `efrit-todo-add`: append a pending item, return its plist.
 #[defun]
-fn add<'e>(env: &'e Env, session: Value<'e>, content: Value<'e>, priority: Option<String>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+fn add<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    content: Value<'e>,
+    priority: Option<String>,
+    max_items: i64,
+    max_content: i64,
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let content = match to_input(env, content, 0)? {
         Input::Null => Err(InvalidInput::new("content", "is required")),
-        input => checked_text(&input, "content", options.limits.max_content_chars).and_then(|t| non_blank(t, "content")),
+        input => checked_text(&input, "content", options.limits.max_content_chars)
+            .and_then(|t| non_blank(t, "content")),
     };
-    let added = content.and_then(|content| registry().session(&session).add(content, priority, &options));
+    let added = content.and_then(|content| {
+        registry()
+            .session(&session)
+            .add(content, priority, &options)
+    });
     match added {
         Ok(item) => item_plist(env, &item),
         Err(error) => invalid(env, error),
@@ -1047,7 +1206,12 @@ fn add<'e>(env: &'e Env, session: Value<'e>, content: Value<'e>, priority: Optio
 
 /// Sets the status (a wire or Lisp spelling) of item ID; nil when absent.
 #[defun]
-fn set_status<'e>(env: &'e Env, session: Value<'e>, id: String, status: String) -> Result<Value<'e>> {
+fn set_status<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    id: String,
+    status: String,
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let status = match parse_status(&Input::Str(status), "status") {
         Ok(status) => status,
@@ -1059,7 +1223,11 @@ fn set_status<'e>(env: &'e Env, session: Value<'e>, id: String, status: String) 
     }
 }
 
-fn external_item(input: &Input, index: usize, limits: &Limits) -> std::result::Result<ExternalItem, InvalidInput> {
+fn external_item(
+    input: &Input,
+    index: usize,
+    limits: &Limits,
+) -> std::result::Result<ExternalItem, InvalidInput> {
     let path = |field: &str| format!("todos[{index}].{field}");
     let text = |field: &str| -> std::result::Result<Option<String>, InvalidInput> {
         match input.get(field) {
@@ -1077,19 +1245,39 @@ fn external_item(input: &Input, index: usize, limits: &Limits) -> std::result::R
         Some(value) => parse_status(value, &path("status"))?,
         None => Status::Pending,
     };
-    Ok(ExternalItem { id: text("id")?, content, status, priority: text("priority")?, created: time("created"), completed: time("completed") })
+    Ok(ExternalItem {
+        id: text("id")?,
+        content,
+        status,
+        priority: text("priority")?,
+        created: time("created"),
+        completed: time("completed"),
+    })
 }
 
 /// Efrit's `efrit-todo-set-all`: ITEMS is a list of plists
 /// (:id :content :status :priority :created :completed).
 #[defun]
-fn set_all<'e>(env: &'e Env, session: Value<'e>, items: Value<'e>, max_items: i64, max_content: i64) -> Result<Value<'e>> {
+fn set_all<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    items: Value<'e>,
+    max_items: i64,
+    max_content: i64,
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = options(max_items, max_content, 0);
     let parsed = match to_input(env, items, 0)? {
         Input::Null => Ok(vec![]),
-        Input::Array(items) => items.iter().enumerate().map(|(i, item)| external_item(item, i, &options.limits)).collect(),
-        other => Err(InvalidInput::new("todos", format!("expected a list of items, got {}", other.describe()))),
+        Input::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| external_item(item, i, &options.limits))
+            .collect(),
+        other => Err(InvalidInput::new(
+            "todos",
+            format!("expected a list of items, got {}", other.describe()),
+        )),
     };
     let result = parsed.and_then(|items| registry().session(&session).set_all(items, &options));
     checked(env, result.map(|()| true))
@@ -1099,7 +1287,9 @@ fn set_all<'e>(env: &'e Env, session: Value<'e>, items: Value<'e>, max_items: i6
 /// the list changes.
 #[defun]
 fn change_seq<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
-    with_existing(env, session, |env, s| (s.map_or(0, |s| s.history.last_seq()) as i64).into_lisp(env))
+    with_existing(env, session, |env, s| {
+        (s.map_or(0, |s| s.history.last_seq()) as i64).into_lisp(env)
+    })
 }
 
 #[defun]
@@ -1111,7 +1301,10 @@ fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
 #[defun]
 fn id_counter<'e>(env: &'e Env, session: Value<'e>) -> Result<i64> {
     let session = session_name(env, session)?;
-    let issued = registry().get(&session).map(|s| s.ids.issued()).unwrap_or(0);
+    let issued = registry()
+        .get(&session)
+        .map(|s| s.ids.issued())
+        .unwrap_or(0);
     Ok(i64::try_from(issued).unwrap_or(i64::MAX))
 }
 
@@ -1121,7 +1314,15 @@ fn raise_counter<'e>(env: &'e Env, session: Value<'e>, n: Value<'e>) -> Result<i
     let session = session_name(env, session)?;
     let n = match to_input(env, n, 0)? {
         Input::Int(n) if n >= 0 => n,
-        other => return invalid(env, InvalidInput::new("counter", format!("expected a natural number, got {}", other.describe()))),
+        other => {
+            return invalid(
+                env,
+                InvalidInput::new(
+                    "counter",
+                    format!("expected a natural number, got {}", other.describe()),
+                ),
+            )
+        }
     };
     let mut registry = registry();
     let ids = &mut registry.session(&session).ids;
@@ -1148,7 +1349,9 @@ fn panic_for_test(message: String) -> Result<()> {
 ///  max-result-chars].
 fn loop_options(env: &Env, vector: Value) -> Result<LoopOptions> {
     // Only a vector not seen before is checked and read.
-    read_cached(&LOOP_OPTIONS, env, vector, || read_loop_options(env, vector.into_rust()?))
+    read_cached(&LOOP_OPTIONS, env, vector, || {
+        read_loop_options(env, vector.into_rust()?)
+    })
 }
 
 thread_local! {
@@ -1166,7 +1369,13 @@ fn read_loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
     };
     let flag = |i: usize| -> Result<bool> { Ok(options.get::<Value>(i)?.is_not_nil()) };
     if options.len() != 13 {
-        return invalid(env, InvalidInput::new("options", format!("expected 13 elements, got {}", options.len())));
+        return invalid(
+            env,
+            InvalidInput::new(
+                "options",
+                format!("expected 13 elements, got {}", options.len()),
+            ),
+        );
     }
     Ok(LoopOptions {
         breaker: BreakerLimits {
@@ -1179,17 +1388,28 @@ fn read_loop_options(env: &Env, options: Vector) -> Result<LoopOptions> {
             churn: number(6)?,
             hard_cap: number(7)?,
         },
-        guide: GuideOptions { max_continuations: number(8)?, reminder_after: number(9)?, reminders: flag(10)? },
+        guide: GuideOptions {
+            max_continuations: number(8)?,
+            reminder_after: number(9)?,
+            reminders: flag(10)?,
+        },
         auto_complete: flag(11)?,
         max_result_chars: number(12)? as usize,
     })
 }
 
 /// A string argument named FIELD; anything else is the caller's mistake.
-fn string_arg(env: &Env, value: Value, field: &str) -> Result<std::result::Result<String, InvalidInput>> {
+fn string_arg(
+    env: &Env,
+    value: Value,
+    field: &str,
+) -> Result<std::result::Result<String, InvalidInput>> {
     Ok(match to_input(env, value, 0)? {
         Input::Str(text) => Ok(text),
-        other => Err(InvalidInput::new(field, format!("expected a string, got {}", other.describe()))),
+        other => Err(InvalidInput::new(
+            field,
+            format!("expected a string, got {}", other.describe()),
+        )),
     })
 }
 
@@ -1203,21 +1423,39 @@ struct ResultText {
 /// Lisp text of a tool result: strings as they are, nil as no output.
 fn result_text(env: &Env, result: Value) -> Result<ResultText> {
     if !result.is_not_nil() {
-        return Ok(ResultText { text: None, own: false });
+        return Ok(ResultText {
+            text: None,
+            own: false,
+        });
     }
     if is(env, env.type_of(result)?, ty_string) {
         return Ok(match lisp_string(result) {
-            Some(text) => ResultText { text: Some(text), own: true },
-            None => ResultText { text: Some("<a result that is not valid UTF-8>".into()), own: false },
+            Some(text) => ResultText {
+                text: Some(text),
+                own: true,
+            },
+            None => ResultText {
+                text: Some("<a result that is not valid UTF-8>".into()),
+                own: false,
+            },
         });
     }
     // Printing fails on structures nested too deep; the tool has run, so its
     // call is recorded with a description rather than refused.
-    let text = match env.call(fn_format, ("%S", result)).and_then(|text| text.into_rust::<String>()) {
+    let text = match env
+        .call(fn_format, ("%S", result))
+        .and_then(|text| text.into_rust::<String>())
+    {
         Ok(text) => text,
-        Err(_) => format!("<a result that could not be printed: {}>", symbol_name(env.type_of(result)?)?),
+        Err(_) => format!(
+            "<a result that could not be printed: {}>",
+            symbol_name(env.type_of(result)?)?
+        ),
     };
-    Ok(ResultText { text: Some(text), own: false })
+    Ok(ResultText {
+        text: Some(text),
+        own: false,
+    })
 }
 
 /// A tool name from the adapter: a non-empty string without NUL.
@@ -1235,12 +1473,24 @@ fn duration_arg(env: &Env, value: Value) -> Result<std::result::Result<Option<f6
         Input::Null => Ok(None),
         Input::Int(n) => Ok(Some(n as f64)),
         Input::Float(x) if x.is_finite() => Ok(Some(x)),
-        other => Err(InvalidInput::new("duration", format!("expected a number of seconds or nil, got {}", other.describe()))),
+        other => Err(InvalidInput::new(
+            "duration",
+            format!(
+                "expected a number of seconds or nil, got {}",
+                other.describe()
+            ),
+        )),
     })
 }
 
 #[defun]
-fn before_tool<'e>(env: &'e Env, session: Value<'e>, tool: Value<'e>, input: Value<'e>, options: Value<'e>) -> Result<Value<'e>> {
+fn before_tool<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    tool: Value<'e>,
+    input: Value<'e>,
+    options: Value<'e>,
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let tool = match tool_name(env, tool)? {
@@ -1248,11 +1498,19 @@ fn before_tool<'e>(env: &'e Env, session: Value<'e>, tool: Value<'e>, input: Val
         Err(error) => return invalid(env, error),
     };
     // The input is read only when the breaker may refuse: rarely.
-    let armed = registry().get(&session).is_some_and(|s| s.breaker_armed(&options.breaker));
-    let input = if armed { call_input(env, input)? } else { Input::Null };
+    let armed = registry()
+        .get(&session)
+        .is_some_and(|s| s.breaker_armed(&options.breaker));
+    let input = if armed {
+        call_input(env, input)?
+    } else {
+        Input::Null
+    };
     let (refusal, any_armed) = {
         let mut registry = registry();
-        let refusal = registry.session(&session).before_tool(&tool, || input, &options.breaker);
+        let refusal = registry
+            .session(&session)
+            .before_tool(&tool, || input, &options.breaker);
         (refusal, registry.any_armed(&options.breaker))
     };
     note_breakers(env, any_armed)?;
@@ -1288,7 +1546,8 @@ fn after_tool<'e>(
     let (returned, tripped) = {
         let mut registry = registry();
         let session = registry.session(&session);
-        let returned = session.after_tool(&tool, input, text, error.is_not_nil(), duration, &options);
+        let returned =
+            session.after_tool(&tool, input, text, error.is_not_nil(), duration, &options);
         (returned, session.breaker_armed(&options.breaker))
     };
     if tripped {
@@ -1304,27 +1563,41 @@ fn after_tool<'e>(
 }
 
 #[defun]
-fn turn_end<'e>(env: &'e Env, session: Value<'e>, had_tool_calls: Value<'e>, options: Value<'e>) -> Result<Option<String>> {
+fn turn_end<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    had_tool_calls: Value<'e>,
+    options: Value<'e>,
+) -> Result<Option<String>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let mut registry = registry();
     let session = registry.session(&session);
-    Ok(session.guide.turn_end(had_tool_calls.is_not_nil(), &session.items, &options.guide))
+    Ok(session
+        .guide
+        .turn_end(had_tool_calls.is_not_nil(), &session.items, &options.guide))
 }
 
 #[defun]
 fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let paused = string_arg(env, reason, "reason")?.and_then(|reason| registry().session(&session).guide.pause(&reason));
+    let paused = string_arg(env, reason, "reason")?
+        .and_then(|reason| registry().session(&session).guide.pause(&reason));
     checked(env, paused)
 }
 
 #[defun]
-fn complete<'e>(env: &'e Env, session: Value<'e>, message: Value<'e>, options: Value<'e>) -> Result<Value<'e>> {
+fn complete<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    message: Value<'e>,
+    options: Value<'e>,
+) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     let options = loop_options(env, options)?;
     let message = if message.is_not_nil() {
-        string_arg(env, message, "message")?.and_then(|text| checked_text(&Input::Str(text), "message", usize::MAX))
+        string_arg(env, message, "message")?
+            .and_then(|text| checked_text(&Input::Str(text), "message", usize::MAX))
     } else {
         Ok(String::new())
     };
@@ -1459,7 +1732,8 @@ fn stop_plist<'e>(env: &'e Env, stop: &Stop) -> Result<Value<'e>> {
 #[defun]
 fn stop<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let stopped = string_arg(env, reason, "reason")?.and_then(|reason| registry().session(&session).stop(&reason));
+    let stopped = string_arg(env, reason, "reason")?
+        .and_then(|reason| registry().session(&session).stop(&reason));
     checked(env, stopped)
 }
 
@@ -1483,9 +1757,11 @@ fn resume<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
 /// How SESSION stopped with items open, as a plist, or nil.
 #[defun]
 fn stopped<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
-    with_existing(env, session, |env, s| match s.and_then(|s| s.stopped.as_ref()) {
-        Some(stop) => stop_plist(env, stop),
-        None => ().into_lisp(env),
+    with_existing(env, session, |env, s| {
+        match s.and_then(|s| s.stopped.as_ref()) {
+            Some(stop) => stop_plist(env, stop),
+            None => ().into_lisp(env),
+        }
     })
 }
 
@@ -1541,7 +1817,10 @@ fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
 // History and persistence
 
 fn strings<'e>(env: &'e Env, texts: &[String]) -> Result<Value<'e>> {
-    let values = texts.iter().map(|t| t.as_str().into_lisp(env)).collect::<Result<Vec<_>>>()?;
+    let values = texts
+        .iter()
+        .map(|t| t.as_str().into_lisp(env))
+        .collect::<Result<Vec<_>>>()?;
     env.list(&values)
 }
 
@@ -1560,7 +1839,9 @@ fn history<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
             .map(|change| {
                 let mut plist = vec![
                     keyword(env, "seq")?,
-                    i64::try_from(change.seq).unwrap_or(i64::MAX).into_lisp(env)?,
+                    i64::try_from(change.seq)
+                        .unwrap_or(i64::MAX)
+                        .into_lisp(env)?,
                     keyword(env, "actor")?,
                     env.intern(change.actor.name())?,
                     keyword(env, "kind")?,
@@ -1580,7 +1861,10 @@ fn history<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
                     keyword(env, "undone")?,
                     change.undone.into_lisp(env)?,
                     keyword(env, "undoes")?,
-                    change.undoes.map(|n| i64::try_from(n).unwrap_or(i64::MAX)).into_lisp(env)?,
+                    change
+                        .undoes
+                        .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+                        .into_lisp(env)?,
                     keyword(env, "undoable")?,
                     change.undo.is_some().into_lisp(env)?,
                 ]);
@@ -1603,7 +1887,10 @@ fn undo(env: &Env, session: Value) -> Result<Option<String>> {
 /// what the store has to say to the user.
 fn store_news<'e>(env: &'e Env, failures: &[String], warnings: &[String]) -> Result<Value<'e>> {
     let warning = env.intern("warning")?;
-    let mut news = failures.iter().map(|f| lisp_text(env, f)).collect::<Result<Vec<_>>>()?;
+    let mut news = failures
+        .iter()
+        .map(|f| lisp_text(env, f))
+        .collect::<Result<Vec<_>>>()?;
     for text in warnings {
         news.push(env.list((warning, lisp_text(env, text)?))?);
     }
@@ -1616,7 +1903,9 @@ fn store_news<'e>(env: &'e Env, failures: &[String], warnings: &[String]) -> Res
 #[defun]
 fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
-    let dir = read_cached_text(&LAST_DIR, env, dir, || Ok(dir.into_rust::<String>()?.into()))?;
+    let dir = read_cached_text(&LAST_DIR, env, dir, || {
+        Ok(dir.into_rust::<String>()?.into())
+    })?;
     let failures = store::schedule(&session, std::path::Path::new(&*dir));
     let warnings = store::take_warnings();
     if failures.is_empty() && warnings.is_empty() {
@@ -1647,14 +1936,21 @@ fn store_flush_begin() -> Result<i64> {
 
 /// A duration in seconds from Lisp: a number, bounded to an hour.
 fn seconds(value: f64) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(if value.is_finite() { value.clamp(0.0, 3600.0) } else { 0.0 })
+    std::time::Duration::from_secs_f64(if value.is_finite() {
+        value.clamp(0.0, 3600.0)
+    } else {
+        0.0
+    })
 }
 
 /// Waits up to SECONDS (a float) for the flush TICKET; t once it is done.
 /// Lisp waits in short slices, so that C-g stops the waiting.
 #[defun]
 fn store_flush_wait(ticket: i64, wait: f64) -> Result<bool> {
-    Ok(store::flush_wait(u64::try_from(ticket).unwrap_or(0), seconds(wait)))
+    Ok(store::flush_wait(
+        u64::try_from(ticket).unwrap_or(0),
+        seconds(wait),
+    ))
 }
 
 /// The saves that have not landed after the flush TICKET, the failures
@@ -1671,8 +1967,18 @@ fn store_flush_end(env: &Env, ticket: i64, waited: f64) -> Result<Value<'_>> {
 fn store_save<'e>(env: &'e Env, session: Value<'e>, dir: String) -> Result<Value<'e>> {
     let session = session_name(env, session)?;
     match store::save_now(&session, std::path::Path::new(&dir)) {
-        Ok(file) => file.map(|f| f.to_string_lossy().into_owned()).into_lisp(env),
-        Err(e) => env.call("error", ("Efrit-todo: could not save session %S in %s: %s", session.to_string(), dir, e.to_string())),
+        Ok(file) => file
+            .map(|f| f.to_string_lossy().into_owned())
+            .into_lisp(env),
+        Err(e) => env.call(
+            "error",
+            (
+                "Efrit-todo: could not save session %S in %s: %s",
+                session.to_string(),
+                dir,
+                e.to_string(),
+            ),
+        ),
     }
 }
 
@@ -1680,12 +1986,19 @@ fn store_save<'e>(env: &'e Env, session: Value<'e>, dir: String) -> Result<Value
 #[defun]
 fn store_file(env: &Env, session: Value, dir: String) -> Result<String> {
     let session = session_name(env, session)?;
-    Ok(store::file_path(std::path::Path::new(&dir), &session).to_string_lossy().into_owned())
+    Ok(store::file_path(std::path::Path::new(&dir), &session)
+        .to_string_lossy()
+        .into_owned())
 }
 
 /// `store-restore-within' at the default limits.
 #[defun]
-fn store_restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>) -> Result<Value<'e>> {
+fn store_restore<'e>(
+    env: &'e Env,
+    dir: String,
+    only_open: Value<'e>,
+    force: Value<'e>,
+) -> Result<Value<'e>> {
     restore(env, dir, only_open, force, &Limits::default())
 }
 
@@ -1704,13 +2017,34 @@ fn store_restore_within<'e>(
     max_items: i64,
     max_content: i64,
 ) -> Result<Value<'e>> {
-    restore(env, dir, only_open, force, &options(max_items, max_content, 0).limits)
+    restore(
+        env,
+        dir,
+        only_open,
+        force,
+        &options(max_items, max_content, 0).limits,
+    )
 }
 
-fn restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>, limits: &Limits) -> Result<Value<'e>> {
+fn restore<'e>(
+    env: &'e Env,
+    dir: String,
+    only_open: Value<'e>,
+    force: Value<'e>,
+    limits: &Limits,
+) -> Result<Value<'e>> {
     let report = match store::load_dir(std::path::Path::new(&dir), only_open.is_not_nil(), limits) {
         Ok(report) => report,
-        Err(e) => return env.call("error", ("Efrit-todo: could not read %s: %s", dir.as_str(), e.to_string())),
+        Err(e) => {
+            return env.call(
+                "error",
+                (
+                    "Efrit-todo: could not read %s: %s",
+                    dir.as_str(),
+                    e.to_string(),
+                ),
+            )
+        }
     };
     let (mut restored, mut kept) = (Vec::new(), Vec::new());
     {
@@ -1725,7 +2059,9 @@ fn restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>
             }
         }
         for loaded in report.loaded {
-            let live = registry.get(&loaded.name).is_some_and(|s| !s.items.is_empty());
+            let live = registry
+                .get(&loaded.name)
+                .is_some_and(|s| !s.items.is_empty());
             if live && !force.is_not_nil() {
                 kept.push(loaded.name);
             } else {
@@ -1738,8 +2074,13 @@ fn restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>
                 restored.push(loaded.name);
             }
         }
-        let installed: std::collections::HashSet<&str> = restored.iter().map(String::as_str).collect();
-        for seen in report.seen.iter().filter(|seen| installed.contains(seen.name.as_str())) {
+        let installed: std::collections::HashSet<&str> =
+            restored.iter().map(String::as_str).collect();
+        for seen in report
+            .seen
+            .iter()
+            .filter(|seen| installed.contains(seen.name.as_str()))
+        {
             store::adopt(dir_path, seen);
         }
     }
@@ -1749,9 +2090,16 @@ fn restore<'e>(env: &'e Env, dir: String, only_open: Value<'e>, force: Value<'e>
         .iter()
         .map(|(from, to, why)| env.list((path(from), path(to), why.as_str())))
         .collect::<Result<Vec<_>>>()?;
-    let skipped = report.skipped.iter().map(|(file, why)| env.list((path(file), why.as_str()))).collect::<Result<Vec<_>>>()?;
-    let warnings =
-        report.warnings.iter().map(|(file, text)| env.list((path(file), text.as_str()))).collect::<Result<Vec<_>>>()?;
+    let skipped = report
+        .skipped
+        .iter()
+        .map(|(file, why)| env.list((path(file), why.as_str())))
+        .collect::<Result<Vec<_>>>()?;
+    let warnings = report
+        .warnings
+        .iter()
+        .map(|(file, text)| env.list((path(file), text.as_str())))
+        .collect::<Result<Vec<_>>>()?;
     env.list([
         keyword(env, "restored")?,
         strings(env, &restored)?,

@@ -43,7 +43,10 @@ impl Status {
     /// say which of completed or cancelled it meant.
     pub fn parse(text: &str) -> Option<Status> {
         // The spelling the model is told to use needs no folding.
-        if let Some(status) = Status::ALL.into_iter().find(|status| status.wire_name() == text) {
+        if let Some(status) = Status::ALL
+            .into_iter()
+            .find(|status| status.wire_name() == text)
+        {
             return Some(status);
         }
         let canonical = || {
@@ -90,7 +93,13 @@ pub struct Item {
 }
 
 impl Item {
-    pub fn new(id: String, content: String, active_form: Option<String>, status: Status, at: Timestamp) -> Item {
+    pub fn new(
+        id: String,
+        content: String,
+        active_form: Option<String>,
+        status: Status,
+        at: Timestamp,
+    ) -> Item {
         let mut item = Item {
             active_form: active_form.unwrap_or_else(|| content.clone()),
             id,
@@ -147,7 +156,10 @@ impl IdCounter {
     /// Makes sure an id adopted from outside (Efrit's compatibility API) is
     /// never handed out again.
     pub fn observe(&mut self, id: &str) {
-        if let Some(n) = id.strip_prefix('t').and_then(|digits| digits.parse::<u64>().ok()) {
+        if let Some(n) = id
+            .strip_prefix('t')
+            .and_then(|digits| digits.parse::<u64>().ok())
+        {
             self.raise_to(n);
         }
     }
@@ -167,13 +179,15 @@ impl IdCounter {
 /// which this shows without a table.
 pub fn ids_rise<'a>(ids: impl IntoIterator<Item = &'a str>) -> bool {
     let mut last = None;
-    ids.into_iter().all(|id| match id.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
-        Some(n) if last.is_none_or(|last| n > last) => {
-            last = Some(n);
-            true
-        }
-        _ => false,
-    })
+    ids.into_iter().all(
+        |id| match id.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
+            Some(n) if last.is_none_or(|last| n > last) => {
+                last = Some(n);
+                true
+            }
+            _ => false,
+        },
+    )
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -187,7 +201,10 @@ pub struct Counts {
 
 impl Counts {
     pub fn of(items: &[Item]) -> Counts {
-        let mut counts = Counts { total: items.len(), ..Counts::default() };
+        let mut counts = Counts {
+            total: items.len(),
+            ..Counts::default()
+        };
         for item in items {
             match item.status {
                 Status::Pending => counts.pending += 1,
@@ -246,7 +263,12 @@ pub fn push_ids<'a>(out: &mut String, ids: impl IntoIterator<Item = &'a str>) {
 
 /// Names ITEMS as `t3 [pending] Write the docs`, at most MAX_NAMED of them
 /// and then "and N more", each between BEFORE and AFTER.
-pub fn name_items<'a>(out: &mut String, items: impl IntoIterator<Item = &'a Item>, before: &str, after: &str) {
+pub fn name_items<'a>(
+    out: &mut String,
+    items: impl IntoIterator<Item = &'a Item>,
+    before: &str,
+    after: &str,
+) {
     let mut more = 0usize;
     for (n, item) in items.into_iter().enumerate() {
         if n >= MAX_NAMED {
@@ -300,11 +322,17 @@ mod tests {
 
     /// The parse as first written: fold the whole text, then compare.
     fn parse_by_folding(text: &str) -> Option<Status> {
-        let canonical: String = text.trim().chars().map(|c| match c {
-            '-' | ' ' => '_',
-            c => c.to_ascii_lowercase(),
-        }).collect();
-        Status::ALL.into_iter().find(|status| status.wire_name() == canonical)
+        let canonical: String = text
+            .trim()
+            .chars()
+            .map(|c| match c {
+                '-' | ' ' => '_',
+                c => c.to_ascii_lowercase(),
+            })
+            .collect();
+        Status::ALL
+            .into_iter()
+            .find(|status| status.wire_name() == canonical)
     }
 
     proptest::proptest! {
@@ -342,7 +370,10 @@ mod tests {
         let items = sample_items(&[Status::Pending; 13]);
         let mut out = String::new();
         name_items(&mut out, &items, "", "; ");
-        assert!(out.starts_with("t1 [pending] Step 0; t2 [pending] Step 1; "), "{out}");
+        assert!(
+            out.starts_with("t1 [pending] Step 0; t2 [pending] Step 1; "),
+            "{out}"
+        );
         assert!(out.contains("t10 [pending] Step 9; and 3 more; "), "{out}");
         assert!(!out.contains("t11"), "{out}");
         let mut out = String::new();

@@ -44,7 +44,9 @@ pub struct Diff {
 
 impl Diff {
     pub fn is_empty(&self) -> bool {
-        self.touched().all(<[String]>::is_empty) && self.dropped.is_empty() && self.removed.is_empty()
+        self.touched().all(<[String]>::is_empty)
+            && self.dropped.is_empty()
+            && self.removed.is_empty()
     }
 
     /// The groups of ids of items in the new list that this write touched.
@@ -130,7 +132,11 @@ impl Profile {
                 _ => bigrams.push((pair, 1)),
             }
         }
-        Profile { normalised, bigrams, total }
+        Profile {
+            normalised,
+            bigrams,
+            total,
+        }
     }
 
     /// Dice coefficient over the bigram counts, in [0, 1].
@@ -142,7 +148,10 @@ impl Profile {
         if total == 0 {
             return 0.0;
         }
-        let (mut a, mut b) = (self.bigrams.iter().peekable(), other.bigrams.iter().peekable());
+        let (mut a, mut b) = (
+            self.bigrams.iter().peekable(),
+            other.bigrams.iter().peekable(),
+        );
         let mut shared = 0;
         while let (Some((ka, na)), Some((kb, nb))) = (a.peek(), b.peek()) {
             match ka.cmp(kb) {
@@ -181,7 +190,10 @@ struct Chains<K> {
 
 impl<K: std::hash::Hash + Eq> Chains<K> {
     fn of<'a>(previous: &'a [Item], claimed: &[bool], key: impl Fn(&'a Item) -> K) -> Chains<K> {
-        let mut chains = Chains { first: FxHashMap::default(), next: vec![END; previous.len()] };
+        let mut chains = Chains {
+            first: FxHashMap::default(),
+            next: vec![END; previous.len()],
+        };
         chains.first.reserve(previous.len());
         for (j, item) in previous.iter().enumerate().rev() {
             if !claimed[j] {
@@ -222,8 +234,9 @@ fn match_by_content(
     claimed: &mut [bool],
     small_list: usize,
 ) {
-    let mut open_new: Vec<usize> =
-        (0..proposed.len()).filter(|&i| matches[i].is_none() && proposed[i].id.is_none()).collect();
+    let mut open_new: Vec<usize> = (0..proposed.len())
+        .filter(|&i| matches[i].is_none() && proposed[i].id.is_none())
+        .collect();
     let any_open_old = |claimed: &[bool]| claimed.iter().any(|c| !c);
     if open_new.is_empty() || !any_open_old(claimed) {
         return;
@@ -234,7 +247,9 @@ fn match_by_content(
         // No item has an id, so none is claimed yet.  While the two lists
         // agree item for item, every earlier previous item is claimed, so
         // the first unclaimed one with the content is the one in place.
-        while agreeing < proposed.len().min(previous.len()) && previous[agreeing].content == proposed[agreeing].content {
+        while agreeing < proposed.len().min(previous.len())
+            && previous[agreeing].content == proposed[agreeing].content
+        {
             matches[agreeing] = Some(agreeing);
             claimed[agreeing] = true;
             agreeing += 1;
@@ -246,7 +261,9 @@ fn match_by_content(
     } else if previous.len() <= small_list {
         for &i in rest {
             let wanted = proposed[i].content;
-            if let Some(j) = (0..previous.len()).find(|&j| !claimed[j] && previous[j].content == wanted) {
+            if let Some(j) =
+                (0..previous.len()).find(|&j| !claimed[j] && previous[j].content == wanted)
+            {
                 matches[i] = Some(j);
                 claimed[j] = true;
             }
@@ -273,11 +290,20 @@ fn match_by_content(
     }
     open_new.retain(|&i| matches[i].is_none());
     let open_old: Vec<usize> = (0..previous.len()).filter(|&j| !claimed[j]).collect();
-    if open_new.is_empty() || open_old.is_empty() || open_new.len() * open_old.len() > MAX_SIMILARITY_PAIRS {
+    if open_new.is_empty()
+        || open_old.is_empty()
+        || open_new.len() * open_old.len() > MAX_SIMILARITY_PAIRS
+    {
         return;
     }
-    let new_profiles: Vec<Profile> = open_new.iter().map(|&i| Profile::of(proposed[i].content)).collect();
-    let old_profiles: Vec<Profile> = open_old.iter().map(|&j| Profile::of(&previous[j].content)).collect();
+    let new_profiles: Vec<Profile> = open_new
+        .iter()
+        .map(|&i| Profile::of(proposed[i].content))
+        .collect();
+    let old_profiles: Vec<Profile> = open_old
+        .iter()
+        .map(|&j| Profile::of(&previous[j].content))
+        .collect();
     let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
     for (&i, new) in open_new.iter().zip(&new_profiles) {
         for (&j, old) in open_old.iter().zip(&old_profiles) {
@@ -366,7 +392,12 @@ fn match_items_with(
             let position = position.get_or_insert_with(|| {
                 let mut position = FxHashMap::default();
                 position.reserve(previous.len());
-                position.extend(previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)));
+                position.extend(
+                    previous
+                        .iter()
+                        .enumerate()
+                        .map(|(j, it)| (it.id.as_str(), j)),
+                );
                 position
             });
             position.get(id).copied()
@@ -393,12 +424,23 @@ fn match_items_with(
         }
     }
     match_by_content(previous, proposed, &mut matches, &mut claimed, small_list);
-    Ok(Matching { matches, claimed, unique_ids })
+    Ok(Matching {
+        matches,
+        claimed,
+        unique_ids,
+    })
 }
 
 /// Brings ITEM to what WANTED says, noting the changes in DIFF; returns the
 /// item as it was when anything about it changed and KEEP_EARLIER is set.
-pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at: Timestamp, diff: &mut Diff, keep_earlier: bool) -> Option<Item> {
+pub(crate) fn update(
+    item: &mut Item,
+    wanted: &ProposedItem,
+    status: Status,
+    at: Timestamp,
+    diff: &mut Diff,
+    keep_earlier: bool,
+) -> Option<Item> {
     let mut earlier_content = None;
     let mut earlier_form = None;
     if item.content != wanted.content {
@@ -406,9 +448,15 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
         // A real rewording makes the old activeForm wrong; a change of case
         // or punctuation does not.  A given activeForm wins either way.
         if wanted.active_form.is_none() && normalise(&item.content) != normalise(wanted.content) {
-            earlier_form = Some(std::mem::replace(&mut item.active_form, wanted.content.to_string()));
+            earlier_form = Some(std::mem::replace(
+                &mut item.active_form,
+                wanted.content.to_string(),
+            ));
         }
-        earlier_content = Some(std::mem::replace(&mut item.content, wanted.content.to_string()));
+        earlier_content = Some(std::mem::replace(
+            &mut item.content,
+            wanted.content.to_string(),
+        ));
     }
     if let Some(form) = wanted.active_form {
         if item.active_form != form {
@@ -423,7 +471,10 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
     let mut earlier_parent = None;
     if item.parent.as_deref() != wanted.parent {
         diff.reparented.push(item.id.clone());
-        earlier_parent = Some(std::mem::replace(&mut item.parent, wanted.parent.map(str::to_string)));
+        earlier_parent = Some(std::mem::replace(
+            &mut item.parent,
+            wanted.parent.map(str::to_string),
+        ));
     }
     let (was_status, was_started, was_completed) = (item.status, item.started, item.completed);
     record_transition(diff, &item.id, item.status, status);
@@ -432,7 +483,9 @@ pub(crate) fn update(item: &mut Item, wanted: &ProposedItem, status: Status, at:
     // undo data is exactly what comparing whole items would give.
     #[allow(clippy::eq_op)]
     let changed = earlier_content.is_some()
-        || earlier_form.as_ref().is_some_and(|form| *form != item.active_form)
+        || earlier_form
+            .as_ref()
+            .is_some_and(|form| *form != item.active_form)
         || earlier_parent.is_some()
         || was_status != item.status
         || was_started != item.started
@@ -472,7 +525,11 @@ pub fn apply(
     proposed: &[ProposedItem],
     at: Timestamp,
 ) -> Reconciled {
-    let Matching { matches, claimed, unique_ids } = matching;
+    let Matching {
+        matches,
+        claimed,
+        unique_ids,
+    } = matching;
     // Undo data below relies on each id naming one item; a list that breaks
     // that (only Efrit's set-all can make one) takes the general way.
     let general = (!unique_ids).then(|| previous.clone());
@@ -482,7 +539,8 @@ pub fn apply(
         moved |= last_kept.is_some_and(|last| *j < last);
         last_kept = Some(*j);
     }
-    let order = (moved || claimed.contains(&false)).then(|| previous.iter().map(|i| i.id.clone()).collect());
+    let order = (moved || claimed.contains(&false))
+        .then(|| previous.iter().map(|i| i.id.clone()).collect());
     let mut earlier: Vec<(usize, Item)> = Vec::new();
     let mut added: Vec<String> = Vec::new();
     let mut diff = Diff::default();
@@ -490,14 +548,19 @@ pub fn apply(
     // At most one item in progress: the first one.
     let mut status_of = |wanted: &ProposedItem| {
         let demoted = wanted.status == Status::InProgress && seen_in_progress;
-        let status = if demoted { Status::Pending } else { wanted.status };
+        let status = if demoted {
+            Status::Pending
+        } else {
+            wanted.status
+        };
         seen_in_progress |= status == Status::InProgress;
         (status, demoted)
     };
 
     // The common write: every item kept, in the same order.  It is done
     // in place, as the general way below would do it.
-    let same_items = previous.len() == proposed.len() && matches.iter().enumerate().all(|(i, j)| *j == Some(i));
+    let same_items =
+        previous.len() == proposed.len() && matches.iter().enumerate().all(|(i, j)| *j == Some(i));
     if same_items && general.is_none() {
         let mut items = previous;
         for (i, (item, wanted)) in items.iter_mut().zip(proposed).enumerate() {
@@ -515,7 +578,12 @@ pub fn apply(
             before: earlier.into_iter().map(|(_, item)| item).collect(),
             retired_before: Vec::new(),
         });
-        return Reconciled { items, diff, moved: false, undo };
+        return Reconciled {
+            items,
+            diff,
+            moved: false,
+            undo,
+        };
     }
 
     let mut slots: Vec<Option<Item>> = previous.into_iter().map(Some).collect();
@@ -523,7 +591,10 @@ pub fn apply(
     for (i, wanted) in proposed.iter().enumerate() {
         let (status, demoted) = status_of(wanted);
         let existing = match (matches.get(i).copied().flatten(), wanted.id) {
-            (Some(j), _) => slots.get_mut(j).and_then(Option::take).map(|item| (Some(j), item)),
+            (Some(j), _) => slots
+                .get_mut(j)
+                .and_then(Option::take)
+                .map(|item| (Some(j), item)),
             (None, Some(id)) => retired.remove(id).map(|item| {
                 diff.restored.push(item.id.clone());
                 (None, item)
@@ -571,15 +642,31 @@ pub fn apply(
         }
     }
     let (moved, undo) = match general {
-        Some(before) => (reordered(&before, &items), UndoData::between(before, &items, Vec::new())),
+        Some(before) => (
+            reordered(&before, &items),
+            UndoData::between(before, &items, Vec::new()),
+        ),
         None => {
             let unchanged = earlier.is_empty() && added.is_empty() && order.is_none();
             earlier.sort_unstable_by_key(|(j, _)| *j);
             let before = earlier.into_iter().map(|(_, item)| item).collect();
-            (moved, (!unchanged).then_some(UndoData { order, added, before, retired_before: Vec::new() }))
+            (
+                moved,
+                (!unchanged).then_some(UndoData {
+                    order,
+                    added,
+                    before,
+                    retired_before: Vec::new(),
+                }),
+            )
         }
     };
-    Reconciled { items, diff, moved, undo }
+    Reconciled {
+        items,
+        diff,
+        moved,
+        undo,
+    }
 }
 
 /// Applies a proposed list to the previous one.  `retired` holds items that
@@ -595,7 +682,14 @@ pub fn reconcile(
     at: Timestamp,
 ) -> Result<Reconciled, InvalidInput> {
     let matching = match_items(previous, retired, proposed)?;
-    Ok(apply(matching, previous.to_vec(), retired, ids, proposed, at))
+    Ok(apply(
+        matching,
+        previous.to_vec(),
+        retired,
+        ids,
+        proposed,
+        at,
+    ))
 }
 
 #[cfg(test)]
@@ -604,7 +698,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn proposed<'a>(id: Option<&'a str>, content: &'a str, status: Status) -> ProposedItem<'a> {
-        ProposedItem { id, content, active_form: None, status, parent: None }
+        ProposedItem {
+            id,
+            content,
+            active_form: None,
+            status,
+            parent: None,
+        }
     }
 
     struct Fixture {
@@ -615,7 +715,11 @@ mod tests {
 
     impl Fixture {
         fn new() -> Fixture {
-            Fixture { items: vec![], retired: FxHashMap::default(), ids: IdCounter::default() }
+            Fixture {
+                items: vec![],
+                retired: FxHashMap::default(),
+                ids: IdCounter::default(),
+            }
         }
         fn write(&mut self, list: &[ProposedItem]) -> Result<Diff, InvalidInput> {
             let r = reconcile(&self.items, &mut self.retired, &mut self.ids, list, 1.0)?;
@@ -632,14 +736,25 @@ mod tests {
     #[test]
     fn new_items_get_sequential_ids_and_keep_them() {
         let mut f = Fixture::new();
-        let diff = f.write(&[proposed(None, "Read the file", InProgress), proposed(None, "Fix the bug", Pending)]).unwrap();
+        let diff = f
+            .write(&[
+                proposed(None, "Read the file", InProgress),
+                proposed(None, "Fix the bug", Pending),
+            ])
+            .unwrap();
         assert_eq!(f.ids(), ["t1", "t2"]);
         assert_eq!(diff.added, ["t1", "t2"]);
         let diff = f
-            .write(&[proposed(Some("t1"), "Read the file", Completed), proposed(None, "Fix the bug", InProgress)])
+            .write(&[
+                proposed(Some("t1"), "Read the file", Completed),
+                proposed(None, "Fix the bug", InProgress),
+            ])
             .unwrap();
         assert_eq!(f.ids(), ["t1", "t2"]);
-        assert_eq!((diff.completed.clone(), diff.started.clone()), (vec!["t1".to_string()], vec!["t2".to_string()]));
+        assert_eq!(
+            (diff.completed.clone(), diff.started.clone()),
+            (vec!["t1".to_string()], vec!["t2".to_string()])
+        );
     }
 
     #[test]
@@ -661,15 +776,21 @@ mod tests {
         assert_eq!(f.ids(), ["t3", "t2", "t1"]);
         assert_eq!(diff.reworded, ["t3", "t2"]);
         assert_eq!(f.items[1].active_form, "Fix the parser bug");
-        assert_eq!(f.items[0].active_form, "write tests for the tokeniser module");
+        assert_eq!(
+            f.items[0].active_form,
+            "write tests for the tokeniser module"
+        );
         assert!(diff.added.is_empty() && diff.dropped.is_empty());
     }
 
     #[test]
     fn dissimilar_items_are_new_and_the_old_ones_dropped() {
         let mut f = Fixture::new();
-        f.write(&[proposed(None, "Update the changelog", Pending)]).unwrap();
-        let diff = f.write(&[proposed(None, "Deploy to production", Pending)]).unwrap();
+        f.write(&[proposed(None, "Update the changelog", Pending)])
+            .unwrap();
+        let diff = f
+            .write(&[proposed(None, "Deploy to production", Pending)])
+            .unwrap();
         assert_eq!(f.ids(), ["t2"]);
         assert_eq!(diff.dropped[0].id, "t1");
     }
@@ -678,7 +799,11 @@ mod tests {
     fn first_in_progress_wins() {
         let mut f = Fixture::new();
         let diff = f
-            .write(&[proposed(None, "a", Pending), proposed(None, "b", InProgress), proposed(None, "c", InProgress)])
+            .write(&[
+                proposed(None, "a", Pending),
+                proposed(None, "b", InProgress),
+                proposed(None, "c", InProgress),
+            ])
             .unwrap();
         assert_eq!(diff.demoted, ["t3"]);
         assert_eq!(f.items[2].status, Pending);
@@ -688,13 +813,19 @@ mod tests {
     #[test]
     fn unknown_ids_are_errors_and_retired_ids_come_back() {
         let mut f = Fixture::new();
-        f.write(&[proposed(None, "a", Completed), proposed(None, "b", Pending)]).unwrap();
+        f.write(&[proposed(None, "a", Completed), proposed(None, "b", Pending)])
+            .unwrap();
         let err = f.write(&[proposed(Some("t9"), "a", Pending)]).unwrap_err();
         assert_eq!(err.path, "todos[0].id");
         assert_eq!(f.ids(), ["t1", "t2"]);
         let diff = f.write(&[proposed(Some("t2"), "b", Pending)]).unwrap();
         assert_eq!(diff.removed[0].id, "t1");
-        let diff = f.write(&[proposed(Some("t2"), "b", Pending), proposed(Some("t1"), "a", Completed)]).unwrap();
+        let diff = f
+            .write(&[
+                proposed(Some("t2"), "b", Pending),
+                proposed(Some("t1"), "a", Completed),
+            ])
+            .unwrap();
         assert_eq!(diff.restored, ["t1"]);
         assert_eq!(f.ids(), ["t2", "t1"]);
     }
@@ -702,7 +833,10 @@ mod tests {
     #[test]
     fn rewriting_the_same_list_changes_nothing() {
         let mut f = Fixture::new();
-        let list = [proposed(None, "a", InProgress), proposed(None, "b", Pending)];
+        let list = [
+            proposed(None, "a", InProgress),
+            proposed(None, "b", Pending),
+        ];
         f.write(&list).unwrap();
         assert!(f.write(&list).unwrap().is_empty());
     }
@@ -710,9 +844,18 @@ mod tests {
     #[test]
     fn status_transitions_are_classified() {
         let mut f = Fixture::new();
-        f.write(&[proposed(None, "a", InProgress), proposed(None, "b", Completed), proposed(None, "c", Pending)]).unwrap();
+        f.write(&[
+            proposed(None, "a", InProgress),
+            proposed(None, "b", Completed),
+            proposed(None, "c", Pending),
+        ])
+        .unwrap();
         let diff = f
-            .write(&[proposed(Some("t1"), "a", Pending), proposed(Some("t2"), "b", InProgress), proposed(Some("t3"), "c", Cancelled)])
+            .write(&[
+                proposed(Some("t1"), "a", Pending),
+                proposed(Some("t2"), "b", InProgress),
+                proposed(Some("t3"), "c", Cancelled),
+            ])
             .unwrap();
         assert_eq!(diff.paused, ["t1"]);
         assert_eq!(diff.reopened, ["t2"]);
@@ -775,7 +918,13 @@ mod tests {
 
         pub fn normalise(text: &str) -> String {
             text.chars()
-                .map(|c| if c.is_alphanumeric() { c.to_lowercase().next().unwrap_or(c) } else { ' ' })
+                .map(|c| {
+                    if c.is_alphanumeric() {
+                        c.to_lowercase().next().unwrap_or(c)
+                    } else {
+                        ' '
+                    }
+                })
                 .collect::<String>()
                 .split_whitespace()
                 .collect::<Vec<_>>()
@@ -801,7 +950,10 @@ mod tests {
             if total == 0 {
                 return 0.0;
             }
-            let shared: u32 = ga.iter().map(|(k, n)| (*n).min(*gb.get(k).unwrap_or(&0))).sum();
+            let shared: u32 = ga
+                .iter()
+                .map(|(k, n)| (*n).min(*gb.get(k).unwrap_or(&0)))
+                .sum();
             f64::from(2 * shared) / f64::from(total)
         }
 
@@ -810,7 +962,11 @@ mod tests {
             retired: &FxHashMap<String, Item>,
             proposed: &[ProposedItem],
         ) -> Result<(Vec<Option<usize>>, Vec<bool>), String> {
-            let position: HashMap<&str, usize> = previous.iter().enumerate().map(|(j, it)| (it.id.as_str(), j)).collect();
+            let position: HashMap<&str, usize> = previous
+                .iter()
+                .enumerate()
+                .map(|(j, it)| (it.id.as_str(), j))
+                .collect();
             let mut matches: Vec<Option<usize>> = vec![None; proposed.len()];
             let mut claimed = vec![false; previous.len()];
             for (i, item) in proposed.iter().enumerate() {
@@ -826,7 +982,9 @@ mod tests {
                 }
             }
             let unmatched = |matches: &[Option<usize>]| -> Vec<usize> {
-                (0..proposed.len()).filter(|&i| matches[i].is_none() && proposed[i].id.is_none()).collect()
+                (0..proposed.len())
+                    .filter(|&i| matches[i].is_none() && proposed[i].id.is_none())
+                    .collect()
             };
             let keys: [fn(&str) -> String; 2] = [str::to_string, normalise];
             for key in keys {
@@ -845,7 +1003,10 @@ mod tests {
             }
             let open_new = unmatched(&matches);
             let open_old: Vec<usize> = (0..previous.len()).filter(|&j| !claimed[j]).collect();
-            if open_new.is_empty() || open_old.is_empty() || open_new.len() * open_old.len() > MAX_SIMILARITY_PAIRS {
+            if open_new.is_empty()
+                || open_old.is_empty()
+                || open_new.len() * open_old.len() > MAX_SIMILARITY_PAIRS
+            {
                 return Ok((matches, claimed));
             }
             let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
@@ -885,46 +1046,60 @@ mod tests {
 
     /// A previous list (ids t1.. in some order, a few ids repeated or not
     /// of the t form), retired items, and a proposed list naming some ids.
-    type Case = (Vec<Item>, FxHashMap<String, Item>, Vec<(Option<String>, &'static str, Status)>);
+    type Case = (
+        Vec<Item>,
+        FxHashMap<String, Item>,
+        Vec<(Option<String>, &'static str, Status)>,
+    );
 
     fn arb_case() -> impl Strategy<Value = Case> {
-        let previous = prop::collection::vec((0..CONTENTS.len(), arb_status(), 0u8..20), 0..14).prop_map(|specs| {
-            specs
-                .into_iter()
-                .enumerate()
-                .map(|(n, (c, status, id_kind))| {
-                    let id = match id_kind {
-                        0 => "t1".to_string(),
-                        1 => format!("x{n}"),
-                        2 => format!("t{}", 40 - n),
-                        _ => format!("t{}", n + 1),
-                    };
-                    let mut item = Item::new(id, CONTENTS[c].to_string(), None, status, 1.0);
-                    // Some items are subtasks already, so that writes move them too.
-                    item.parent = (n % 4 == 2).then(|| "t1".to_string());
-                    item
-                })
-                .collect::<Vec<_>>()
-        });
-        (previous, prop::collection::vec((0u8..30, 0..CONTENTS.len(), arb_status()), 0..14)).prop_map(|(previous, wanted)| {
-            let mut retired = FxHashMap::default();
-            retired.insert("t90".to_string(), Item::new("t90".into(), "Retired".into(), None, Status::Pending, 0.0));
-            let proposed = wanted
-                .into_iter()
-                .enumerate()
-                .map(|(n, (id_kind, c, status))| {
-                    let id = match id_kind {
-                        0..=5 => previous.get(n).map(|it| it.id.clone()),
-                        6..=8 if !previous.is_empty() => Some(previous[usize::from(id_kind) % previous.len()].id.clone()),
-                        9 => Some("t90".to_string()),
-                        10 => Some("t77".to_string()),
-                        _ => None,
-                    };
-                    (id, CONTENTS[c], status)
-                })
-                .collect();
-            (previous, retired, proposed)
-        })
+        let previous = prop::collection::vec((0..CONTENTS.len(), arb_status(), 0u8..20), 0..14)
+            .prop_map(|specs| {
+                specs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, (c, status, id_kind))| {
+                        let id = match id_kind {
+                            0 => "t1".to_string(),
+                            1 => format!("x{n}"),
+                            2 => format!("t{}", 40 - n),
+                            _ => format!("t{}", n + 1),
+                        };
+                        let mut item = Item::new(id, CONTENTS[c].to_string(), None, status, 1.0);
+                        // Some items are subtasks already, so that writes move them too.
+                        item.parent = (n % 4 == 2).then(|| "t1".to_string());
+                        item
+                    })
+                    .collect::<Vec<_>>()
+            });
+        (
+            previous,
+            prop::collection::vec((0u8..30, 0..CONTENTS.len(), arb_status()), 0..14),
+        )
+            .prop_map(|(previous, wanted)| {
+                let mut retired = FxHashMap::default();
+                retired.insert(
+                    "t90".to_string(),
+                    Item::new("t90".into(), "Retired".into(), None, Status::Pending, 0.0),
+                );
+                let proposed = wanted
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, (id_kind, c, status))| {
+                        let id = match id_kind {
+                            0..=5 => previous.get(n).map(|it| it.id.clone()),
+                            6..=8 if !previous.is_empty() => {
+                                Some(previous[usize::from(id_kind) % previous.len()].id.clone())
+                            }
+                            9 => Some("t90".to_string()),
+                            10 => Some("t77".to_string()),
+                            _ => None,
+                        };
+                        (id, CONTENTS[c], status)
+                    })
+                    .collect();
+                (previous, retired, proposed)
+            })
     }
 
     proptest! {
@@ -987,11 +1162,18 @@ mod tests {
 
     #[test]
     fn ids_are_known_unique_by_rising_numbers_or_by_a_table() {
-        let list = |ids: &[&str]| ids.iter().map(|id| Item::new(id.to_string(), "c".into(), None, Status::Pending, 0.0)).collect::<Vec<_>>();
+        let list = |ids: &[&str]| {
+            ids.iter()
+                .map(|id| Item::new(id.to_string(), "c".into(), None, Status::Pending, 0.0))
+                .collect::<Vec<_>>()
+        };
         assert!(ids_are_unique(&list(&["t1", "t2", "t10"])));
         assert!(ids_are_unique(&list(&["t2", "t1", "x"])));
         assert!(!ids_are_unique(&list(&["t2", "t1", "t2"])));
-        assert!(ids_are_unique(&list(&["t1", "t+1"])), "distinct strings, equal numbers: the table decides");
+        assert!(
+            ids_are_unique(&list(&["t1", "t+1"])),
+            "distinct strings, equal numbers: the table decides"
+        );
         assert!(!ids_are_unique(&list(&["x", "x"])));
     }
 }

@@ -5,7 +5,9 @@ use std::fmt::Write;
 use rustc_hash::FxHashSet;
 
 use crate::guide::named_tool;
-use crate::model::{name_items, push_cut, push_ids, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS};
+use crate::model::{
+    name_items, push_cut, push_ids, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS,
+};
 use crate::reconcile::Diff;
 use crate::tree::{self, Layout};
 
@@ -85,7 +87,12 @@ fn item_line_in_tree(out: &mut String, item: &Item, auto_tools: &[&str], level: 
     if away {
         push_under(out, item);
     }
-    if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
+    if let Some(tool) = item
+        .status
+        .is_open()
+        .then(|| named_tool(&item.content, auto_tools))
+        .flatten()
+    {
         out.push_str(" (completes when ");
         out.push_str(tool);
         out.push_str(" succeeds)");
@@ -104,10 +111,23 @@ fn push_under(out: &mut String, item: &Item) {
 
 /// Shows the item at N of ITEMS as `item_line` does, in the tree of
 /// LAYOUT when the list has one; PREV is the item shown before it.
-fn tree_item_line(out: &mut String, items: &[Item], n: usize, layout: Option<&Layout>, prev: Option<usize>, auto_tools: &[&str]) {
+fn tree_item_line(
+    out: &mut String,
+    items: &[Item],
+    n: usize,
+    layout: Option<&Layout>,
+    prev: Option<usize>,
+    auto_tools: &[&str],
+) {
     match layout {
         None => item_line(out, &items[n], auto_tools),
-        Some(layout) => item_line_in_tree(out, &items[n], auto_tools, layout.level(n), !layout.in_place(n, prev)),
+        Some(layout) => item_line_in_tree(
+            out,
+            &items[n],
+            auto_tools,
+            layout.level(n),
+            !layout.in_place(n, prev),
+        ),
     }
 }
 
@@ -132,7 +152,8 @@ fn item_lines<'a>(
     }
     let mut prev = None;
     let changed = changed();
-    let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending, mut hidden_changed) = (0, 0, 0, 0);
+    let (mut hidden_completed, mut hidden_cancelled, mut hidden_pending, mut hidden_changed) =
+        (0, 0, 0, 0);
     let (mut pending_shown, mut changed_shown) = (0, 0);
     for (n, item) in items.iter().enumerate() {
         let is_changed = changed.contains(item.id.as_str());
@@ -158,7 +179,10 @@ fn item_lines<'a>(
         }
     }
     if hidden_changed > 0 {
-        let _ = writeln!(out, "  ... and {hidden_changed} more changed items not shown");
+        let _ = writeln!(
+            out,
+            "  ... and {hidden_changed} more changed items not shown"
+        );
     }
     if hidden_completed + hidden_cancelled > 0 {
         let _ = writeln!(
@@ -168,7 +192,10 @@ fn item_lines<'a>(
         );
     }
     if hidden_pending > 0 {
-        let _ = writeln!(out, "  ... and {hidden_pending} more pending items not shown");
+        let _ = writeln!(
+            out,
+            "  ... and {hidden_pending} more pending items not shown"
+        );
     }
 }
 
@@ -187,8 +214,16 @@ fn added_ids_line(out: &mut String, items: &[Item], diff: &Diff) {
     let (Some(low), Some(high)) = (id_number(first), id_number(last)) else {
         return;
     };
-    let consecutive = diff.added.iter().zip(low..).all(|(id, n)| id_number(id) == Some(n));
-    let in_order = items.iter().filter_map(|i| id_number(&i.id)).filter(|n| (low..=high).contains(n)).eq(low..=high);
+    let consecutive = diff
+        .added
+        .iter()
+        .zip(low..)
+        .all(|(id, n)| id_number(id) == Some(n));
+    let in_order = items
+        .iter()
+        .filter_map(|i| id_number(&i.id))
+        .filter(|n| (low..=high).contains(n))
+        .eq(low..=high);
     if diff.added.len() > 1 && consecutive && in_order {
         let _ = writeln!(out, "New ids follow the order you sent: {first} to {last}.");
     }
@@ -208,14 +243,23 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
         out.push(' ');
         out.push_str(item.status.wire_name());
         out.push_str(": ");
-        let text = if item.status == Status::InProgress { &item.active_form } else { &item.content };
+        let text = if item.status == Status::InProgress {
+            &item.active_form
+        } else {
+            &item.content
+        };
         push_cut(out, text);
         if item.parent.is_some() {
             push_under(out, item);
         } else if diff.reparented.contains(&item.id) {
             out.push_str(" (now top-level)");
         }
-        if let Some(tool) = item.status.is_open().then(|| named_tool(&item.content, auto_tools)).flatten() {
+        if let Some(tool) = item
+            .status
+            .is_open()
+            .then(|| named_tool(&item.content, auto_tools))
+            .flatten()
+        {
             out.push_str(" (completes when ");
             out.push_str(tool);
             out.push_str(" succeeds)");
@@ -227,7 +271,6 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
     }
 }
 
-
 fn warnings(out: &mut String, items: &[Item], diff: &Diff) {
     if !diff.removed.is_empty() {
         out.push_str("Removed finished items: ");
@@ -235,8 +278,14 @@ fn warnings(out: &mut String, items: &[Item], diff: &Diff) {
         out.push('\n');
     }
     if !diff.demoted.is_empty() {
-        let kept = items.iter().find(|i| i.status == Status::InProgress).map_or("none", |i| i.id.as_str());
-        let _ = write!(out, "Warning: only one item may be in_progress: {kept} stays in progress, ");
+        let kept = items
+            .iter()
+            .find(|i| i.status == Status::InProgress)
+            .map_or("none", |i| i.id.as_str());
+        let _ = write!(
+            out,
+            "Warning: only one item may be in_progress: {kept} stays in progress, "
+        );
         push_ids(out, diff.demoted.iter().map(String::as_str));
         out.push_str(" set back to pending.\n");
     }
@@ -267,7 +316,11 @@ fn write_next_step_briefly(out: &mut String, items: &[Item], brief: bool) {
     if let Some(item) = items.iter().find(|i| i.status == Status::InProgress) {
         out.push_str("work on ");
         out.push_str(&item.id);
-        out.push_str(if brief { "." } else { "; mark it completed when it is done." });
+        out.push_str(if brief {
+            "."
+        } else {
+            "; mark it completed when it is done."
+        });
     } else if let Some(item) = items.iter().find(|i| i.status == Status::Pending) {
         for piece in ["set ", &item.id, " in_progress and start it ("] {
             out.push_str(piece);
@@ -287,11 +340,25 @@ fn write_next_step_briefly(out: &mut String, items: &[Item], brief: bool) {
 /// list with ids; otherwise only the items that changed.  AUTO_TOOLS are
 /// the tools whose success completes an item naming them (empty when
 /// auto-completion is off); such items are marked.
-pub fn write_result(items: &[Item], diff: &Diff, show_list: bool, full_up_to: usize, auto_tools: &[&str]) -> String {
+pub fn write_result(
+    items: &[Item],
+    diff: &Diff,
+    show_list: bool,
+    full_up_to: usize,
+    auto_tools: &[&str],
+) -> String {
     let counts = Counts::of(items);
     // Room for the lines shown, so that the text is not copied while it grows.
-    let shown = if show_list { 2 * full_up_to + 8 } else { MAX_NAMED };
-    let lines: usize = items.iter().take(shown).map(|i| i.id.len() + i.content.len().min(4 * MAX_QUOTED_CHARS) + 16).sum();
+    let shown = if show_list {
+        2 * full_up_to + 8
+    } else {
+        MAX_NAMED
+    };
+    let lines: usize = items
+        .iter()
+        .take(shown)
+        .map(|i| i.id.len() + i.content.len().min(4 * MAX_QUOTED_CHARS) + 16)
+        .sum();
     let mut out = String::with_capacity(256 + lines);
     out.push_str("[TODO list updated: ");
     write_brief_progress(&mut out, &counts);
@@ -299,7 +366,13 @@ pub fn write_result(items: &[Item], diff: &Diff, show_list: bool, full_up_to: us
     if diff.is_empty() {
         out.push_str("No change: the list is as it was.\n");
     } else if show_list {
-        item_lines(&mut out, items, || diff.changed_id_set(), full_up_to, auto_tools);
+        item_lines(
+            &mut out,
+            items,
+            || diff.changed_id_set(),
+            full_up_to,
+            auto_tools,
+        );
         // Needed only when not every new item was shown with its id.
         if items.len() > full_up_to && diff.added.len() > full_up_to {
             added_ids_line(&mut out, items, diff);
@@ -310,7 +383,10 @@ pub fn write_result(items: &[Item], diff: &Diff, show_list: bool, full_up_to: us
     warnings(&mut out, items, diff);
     // A result whose changes start an item needs no next step: that line
     // is it.  A shown list shows the running item, so a few words do.
-    let started_line = !show_list && items.iter().any(|i| i.status == Status::InProgress && diff.started.contains(&i.id));
+    let started_line = !show_list
+        && items
+            .iter()
+            .any(|i| i.status == Status::InProgress && diff.started.contains(&i.id));
     if !started_line {
         out.push_str("Next: ");
         write_next_step_briefly(&mut out, items, show_list);
@@ -330,7 +406,10 @@ pub fn prompt_guidance(items: &[Item], full_up_to: usize) -> String {
     if items.is_empty() {
         return format!("TODO LIST: empty when this session started.\n{GUIDANCE}");
     }
-    let mut out = format!("TODO LIST when this session started ({}):\n", progress(&Counts::of(items)));
+    let mut out = format!(
+        "TODO LIST when this session started ({}):\n",
+        progress(&Counts::of(items))
+    );
     item_lines(&mut out, items, FxHashSet::default, full_up_to, &[]);
     let _ = write!(out, "Next: ");
     write_next_step(&mut out, items);
@@ -342,15 +421,28 @@ pub fn prompt_guidance(items: &[Item], full_up_to: usize) -> String {
 /// The system prompt's part for a command that takes over a list the
 /// previous command left open: why it stopped, the open items with their
 /// ids, how to go on, then GUIDANCE.
-pub fn resume_guidance(items: &[Item], reason: &str, running: Option<&str>, full_up_to: usize) -> String {
+pub fn resume_guidance(
+    items: &[Item],
+    reason: &str,
+    running: Option<&str>,
+    full_up_to: usize,
+) -> String {
     let mut out = String::from("THE PREVIOUS COMMAND STOPPED");
     if let Some(id) = running {
         let _ = write!(out, " while {id} was in progress");
     }
     out.push_str(" (");
     push_cut(&mut out, reason);
-    let _ = writeln!(out, "). Its todo list carries over with the same ids ({}):", progress(&Counts::of(items)));
-    let open: Vec<Item> = items.iter().filter(|i| i.status.is_open()).cloned().collect();
+    let _ = writeln!(
+        out,
+        "). Its todo list carries over with the same ids ({}):",
+        progress(&Counts::of(items))
+    );
+    let open: Vec<Item> = items
+        .iter()
+        .filter(|i| i.status.is_open())
+        .cloned()
+        .collect();
     item_lines(&mut out, &open, FxHashSet::default, full_up_to, &[]);
     let finished = items.len() - open.len();
     if finished > 0 {
@@ -373,7 +465,10 @@ mod tests {
     #[test]
     fn a_shown_list_has_every_item_and_the_next_step() {
         let items = list(&[Status::InProgress, Status::Pending, Status::Pending]);
-        let diff = Diff { added: vec!["t1".into(), "t2".into(), "t3".into()], ..Diff::default() };
+        let diff = Diff {
+            added: vec!["t1".into(), "t2".into(), "t3".into()],
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, true, 30, &[]);
         assert_eq!(
             text,
@@ -385,7 +480,11 @@ mod tests {
     fn a_status_change_names_only_the_changed_items() {
         let mut items = list(&[Status::Completed, Status::InProgress, Status::Pending]);
         items[1].active_form = "Doing step 1".into();
-        let diff = Diff { completed: vec!["t1".into()], started: vec!["t2".into()], ..Diff::default() };
+        let diff = Diff {
+            completed: vec!["t1".into()],
+            started: vec!["t2".into()],
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, false, 30, &[]);
         assert_eq!(
             text,
@@ -402,19 +501,32 @@ mod tests {
         for item in &mut items {
             item.content = format!("Update the docstring of function-{} in its file", item.id);
         }
-        let diff = Diff { completed: vec!["t40".into()], started: vec!["t41".into()], ..Diff::default() };
+        let diff = Diff {
+            completed: vec!["t40".into()],
+            started: vec!["t41".into()],
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, false, 30, &[]);
         assert!(text.len() < 300, "{} bytes: {text}", text.len());
-        assert!(text.contains("t40 completed: Update the docstring of function-t40"), "{text}");
+        assert!(
+            text.contains("t40 completed: Update the docstring of function-t40"),
+            "{text}"
+        );
         assert!(!text.contains("t42"), "{text}");
     }
 
     #[test]
     fn many_changes_are_named_up_to_ten() {
         let items = list(&[Status::Completed; 25]);
-        let diff = Diff { completed: items.iter().map(|i| i.id.clone()).collect(), ..Diff::default() };
+        let diff = Diff {
+            completed: items.iter().map(|i| i.id.clone()).collect(),
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, false, 30, &[]);
-        assert!(text.contains("t10 completed: Step 9\n... and 15 more changed\n"), "{text}");
+        assert!(
+            text.contains("t10 completed: Step 9\n... and 15 more changed\n"),
+            "{text}"
+        );
         assert!(!text.contains("t11 "), "{text}");
     }
 
@@ -422,19 +534,53 @@ mod tests {
     fn an_unchanged_write_says_so() {
         let items = list(&[Status::InProgress]);
         let text = write_result(&items, &Diff::default(), false, 30, &[]);
-        assert!(text.contains("\nNo change: the list is as it was.\n"), "{text}");
+        assert!(
+            text.contains("\nNo change: the list is as it was.\n"),
+            "{text}"
+        );
     }
 
     #[test]
     fn dropped_and_demoted_items_are_warned_about() {
         let mut retired = FxHashMap::default();
         let mut ids = IdCounter::default();
-        let p = |content: &'static str, status| ProposedItem { id: None, content, active_form: None, status, parent: None };
-        let first = reconcile(&[], &mut retired, &mut ids, &[p("Keep me", Status::Pending), p("Lose me", Status::Pending)], 0.0).unwrap();
-        let second = reconcile(&first.items, &mut retired, &mut ids, &[p("Keep me", Status::InProgress), p("Other", Status::InProgress)], 0.0).unwrap();
+        let p = |content: &'static str, status| ProposedItem {
+            id: None,
+            content,
+            active_form: None,
+            status,
+            parent: None,
+        };
+        let first = reconcile(
+            &[],
+            &mut retired,
+            &mut ids,
+            &[p("Keep me", Status::Pending), p("Lose me", Status::Pending)],
+            0.0,
+        )
+        .unwrap();
+        let second = reconcile(
+            &first.items,
+            &mut retired,
+            &mut ids,
+            &[
+                p("Keep me", Status::InProgress),
+                p("Other", Status::InProgress),
+            ],
+            0.0,
+        )
+        .unwrap();
         let text = write_result(&second.items, &second.diff, true, 30, &[]);
-        assert!(text.contains("dropped: t2 [pending] Lose me; if you meant to abandon them, set them cancelled"), "{text}");
-        assert!(text.contains("t1 stays in progress, t3 set back to pending"), "{text}");
+        assert!(
+            text.contains(
+                "dropped: t2 [pending] Lose me; if you meant to abandon them, set them cancelled"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("t1 stays in progress, t3 set back to pending"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -442,24 +588,55 @@ mod tests {
         let mut statuses = vec![Status::Completed; 29];
         statuses.push(Status::Pending);
         let items = list(&statuses);
-        let added = Diff { added: vec!["t30".into()], ..Diff::default() };
+        let added = Diff {
+            added: vec!["t30".into()],
+            ..Diff::default()
+        };
         assert!(!write_result(&items, &added, true, 30, &[]).contains("not shown"));
         let mut items = items;
-        items.push(Item::new("t31".into(), "Last".into(), None, Status::Cancelled, 0.0));
-        let diff = Diff { completed: vec!["t2".into()], added: vec!["t31".into()], ..Diff::default() };
+        items.push(Item::new(
+            "t31".into(),
+            "Last".into(),
+            None,
+            Status::Cancelled,
+            0.0,
+        ));
+        let diff = Diff {
+            completed: vec!["t2".into()],
+            added: vec!["t31".into()],
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, true, 30, &[]);
-        assert!(text.contains("... and 28 unchanged finished items not shown (28 completed, 0 cancelled)"), "{text}");
-        assert!(text.contains("t2 [completed]") && text.contains("t30 [pending]") && text.contains("t31 [cancelled]"));
+        assert!(
+            text.contains(
+                "... and 28 unchanged finished items not shown (28 completed, 0 cancelled)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("t2 [completed]")
+                && text.contains("t30 [pending]")
+                && text.contains("t31 [cancelled]")
+        );
         assert!(!text.contains("t1 [completed]"));
     }
 
     #[test]
     fn a_long_plan_shows_its_first_items_and_how_the_ids_run() {
         let items = list(&[Status::Pending; 1000]);
-        let diff = Diff { added: items.iter().map(|i| i.id.clone()).collect(), ..Diff::default() };
+        let diff = Diff {
+            added: items.iter().map(|i| i.id.clone()).collect(),
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, true, 30, &[]);
-        assert!(text.contains("  t30 [pending] Step 29\n  ... and 970 more changed items not shown\n"), "{text}");
-        assert!(text.contains("New ids follow the order you sent: t1 to t1000.\n"), "{text}");
+        assert!(
+            text.contains("  t30 [pending] Step 29\n  ... and 970 more changed items not shown\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("New ids follow the order you sent: t1 to t1000.\n"),
+            "{text}"
+        );
         assert!(text.len() < 2000, "{} bytes", text.len());
     }
 
@@ -467,11 +644,18 @@ mod tests {
     fn added_ids_out_of_order_get_no_shortcut() {
         let mut items = list(&[Status::Pending; 3]);
         items.swap(0, 2);
-        let diff = Diff { added: vec!["t1".into(), "t2".into(), "t3".into()], ..Diff::default() };
+        let diff = Diff {
+            added: vec!["t1".into(), "t2".into(), "t3".into()],
+            ..Diff::default()
+        };
         assert!(!write_result(&items, &diff, true, 2, &[]).contains("New ids follow"));
         items.swap(0, 2);
-        assert!(write_result(&items, &diff, true, 2, &[]).contains("New ids follow the order you sent: t1 to t3."));
-        assert!(!write_result(&items, &diff, true, 3, &[]).contains("New ids follow"), "all shown");
+        assert!(write_result(&items, &diff, true, 2, &[])
+            .contains("New ids follow the order you sent: t1 to t3."));
+        assert!(
+            !write_result(&items, &diff, true, 3, &[]).contains("New ids follow"),
+            "all shown"
+        );
     }
 
     #[test]
@@ -479,9 +663,14 @@ mod tests {
         let mut items = list(&[Status::InProgress, Status::Completed]);
         items[0].content = "Run the suite with run_tests".into();
         items[1].content = "Check run_tests".into();
-        let diff = Diff { added: vec!["t1".into(), "t2".into()], ..Diff::default() };
+        let diff = Diff {
+            added: vec!["t1".into(), "t2".into()],
+            ..Diff::default()
+        };
         let text = write_result(&items, &diff, true, 30, &["run_tests"]);
-        assert!(text.contains("t1 [in_progress] Run the suite with run_tests (completes when run_tests succeeds)\n"));
+        assert!(text.contains(
+            "t1 [in_progress] Run the suite with run_tests (completes when run_tests succeeds)\n"
+        ));
         assert!(text.contains("t2 [completed] Check run_tests\n"));
         assert!(!write_result(&items, &diff, true, 30, &[]).contains("completes when"));
     }
@@ -493,8 +682,17 @@ mod tests {
             push_number(&mut out, n);
             assert_eq!(out, format!("x{n}"));
         }
-        let counts = Counts { total: 1000, pending: 0, in_progress: 1, completed: 990, cancelled: 9 };
-        assert_eq!(progress(&counts), "990/1000 done, 1 in progress, 9 cancelled");
+        let counts = Counts {
+            total: 1000,
+            pending: 0,
+            in_progress: 1,
+            completed: 990,
+            cancelled: 9,
+        };
+        assert_eq!(
+            progress(&counts),
+            "990/1000 done, 1 in progress, 9 cancelled"
+        );
         assert_eq!(progress(&Counts::default()), "0/0 done");
     }
 
@@ -513,7 +711,8 @@ mod tests {
         assert!(text.contains("set cancelled the items no longer wanted"));
         assert!(text.ends_with(GUIDANCE));
         let many = list(&[Status::Pending; 100]);
-        assert!(resume_guidance(&many, "x", None, 30).contains("... and 70 more pending items not shown"));
+        assert!(resume_guidance(&many, "x", None, 30)
+            .contains("... and 70 more pending items not shown"));
     }
 
     #[test]
@@ -542,7 +741,10 @@ mod tree_tests {
                 item.parent = Some(parent.to_string());
             }
         }
-        let diff = Diff { started: vec!["t1".into()], ..Diff::default() };
+        let diff = Diff {
+            started: vec!["t1".into()],
+            ..Diff::default()
+        };
         assert_eq!(
             write_result(&items, &diff, true, 30, &[]),
             "[TODO list updated: 37/41 done]\n  t1 [in_progress] Step 0\n    t2 [pending] Step 1\n    t40 [pending] Step 39\n    t41 [pending] Step 40 (under t3)\n  ... and 37 unchanged finished items not shown (37 completed, 0 cancelled)\nNext: work on t1."
@@ -553,7 +755,10 @@ mod tree_tests {
     fn a_subtask_first_in_the_list_names_its_parent() {
         let mut items = sample_items(&[Status::Pending, Status::Pending]);
         items[0].parent = Some("t2".into());
-        let diff = Diff { added: vec!["t1".into(), "t2".into()], ..Diff::default() };
+        let diff = Diff {
+            added: vec!["t1".into(), "t2".into()],
+            ..Diff::default()
+        };
         assert_eq!(
             write_result(&items, &diff, true, 30, &[]),
             "[TODO list updated: 0/2 done]\n    t1 [pending] Step 0 (under t2)\n  t2 [pending] Step 1\nNext: set t1 in_progress and start it (Step 0)."

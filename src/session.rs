@@ -16,7 +16,8 @@ use crate::reconcile::{apply, match_items, update, Diff, Matching};
 use crate::render;
 use crate::tree::{self, Node};
 use crate::validate::{
-    checked_text, non_blank, parse_request, quote, Input, InvalidInput, Limits, MergeItem, ProposedItem, WriteRequest,
+    checked_text, non_blank, parse_request, quote, Input, InvalidInput, Limits, MergeItem,
+    ProposedItem, WriteRequest,
 };
 
 /// Options the Lisp side passes on every call, so customizations take effect
@@ -30,7 +31,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { limits: Limits::default(), full_list_up_to: 30 }
+        Options {
+            limits: Limits::default(),
+            full_list_up_to: 30,
+        }
     }
 }
 
@@ -118,11 +122,22 @@ pub enum Actor {
 /// through the same checks as the model's writes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UserEdit {
-    SetStatus { id: String, status: Status },
-    EditContent { id: String, content: String },
-    Add { content: String },
+    SetStatus {
+        id: String,
+        status: Status,
+    },
+    EditContent {
+        id: String,
+        content: String,
+    },
+    Add {
+        content: String,
+    },
     /// Moves an item OFFSET places, clamped to the ends of the list.
-    Move { id: String, offset: i64 },
+    Move {
+        id: String,
+        offset: i64,
+    },
     /// Removes completed and cancelled items (their ids stay retired).
     ClearFinished,
 }
@@ -134,7 +149,10 @@ pub struct WriteOutcome {
 
 impl Session {
     fn started_now() -> Session {
-        Session { created: now(), ..Session::default() }
+        Session {
+            created: now(),
+            ..Session::default()
+        }
     }
 
     pub fn counts(&self) -> Counts {
@@ -164,7 +182,10 @@ impl Session {
         let ids = ids.unwrap_or_else(|| ChangedIds::between(&before, &self.items));
         if let Some(undo) = UndoData::between(before, &self.items, retired_before) {
             let summary = summary.unwrap_or_else(|| ids.summary());
-            self.history.push(Change { undo: Some(undo), ..Change::new(actor, kind, now(), summary, ids) });
+            self.history.push(Change {
+                undo: Some(undo),
+                ..Change::new(actor, kind, now(), summary, ids)
+            });
         }
     }
 
@@ -173,7 +194,12 @@ impl Session {
     /// Returns the note for the model, or None when there is nothing to undo.
     pub fn undo(&mut self) -> Option<String> {
         let target = self.history.undo_target()?;
-        let (seq, actor, kind, summary) = (target.seq, target.actor, target.kind, target.summary.clone());
+        let (seq, actor, kind, summary) = (
+            target.seq,
+            target.actor,
+            target.kind,
+            target.summary.clone(),
+        );
         let undo = target.undo.clone()?;
         let before = self.items.clone();
         undo.apply(&mut self.items, &mut self.retired);
@@ -185,7 +211,10 @@ impl Session {
             actor.name()
         );
         self.history.mark_undone(seq);
-        self.history.push(Change { undoes: Some(seq), ..Change::new(Actor::User, ChangeKind::Undo, now(), note.clone(), ids) });
+        self.history.push(Change {
+            undoes: Some(seq),
+            ..Change::new(Actor::User, ChangeKind::Undo, now(), note.clone(), ids)
+        });
         self.changed(Actor::User, Some(note.clone()));
         Some(note)
     }
@@ -215,15 +244,28 @@ impl Session {
             WriteRequest::Merge(changes) => (self.merge(&changes, &options.limits)?, false),
         };
         self.known_tools = known_tools;
-        let auto_tools = if auto_complete { self.tool_names(None) } else { Vec::new() };
-        let text = render::write_result(&self.items, &diff, show_list, options.full_list_up_to, &auto_tools);
+        let auto_tools = if auto_complete {
+            self.tool_names(None)
+        } else {
+            Vec::new()
+        };
+        let text = render::write_result(
+            &self.items,
+            &diff,
+            show_list,
+            options.full_list_up_to,
+            &auto_tools,
+        );
         self.writes += 1;
         self.changed(Actor::Model, None);
         let completed_any = !diff.completed.is_empty();
         if completed_any {
             self.guide.note_progress();
         }
-        self.last_write = Some(WriteEffect { completed_any, changed_nothing: diff.is_empty() });
+        self.last_write = Some(WriteEffect {
+            completed_any,
+            changed_nothing: diff.is_empty(),
+        });
         Ok(WriteOutcome { text, diff })
     }
 
@@ -235,14 +277,25 @@ impl Session {
         let retired_before: Vec<Item> = if self.retired.is_empty() {
             Vec::new()
         } else {
-            proposed.iter().filter_map(|p| p.id.and_then(|id| self.retired.get(id))).cloned().collect()
+            proposed
+                .iter()
+                .filter_map(|p| p.id.and_then(|id| self.retired.get(id)))
+                .cloned()
+                .collect()
         };
         // Matching is the only step that can fail; from here on the write
         // commits, and the previous list is taken over rather than copied.
         let matching = match_items(&self.items, &self.retired, proposed)?;
         self.check_replace_tree(proposed, &matching)?;
         let previous = std::mem::take(&mut self.items);
-        let reconciled = apply(matching, previous, &mut self.retired, &mut self.ids, proposed, now());
+        let reconciled = apply(
+            matching,
+            previous,
+            &mut self.retired,
+            &mut self.ids,
+            proposed,
+            now(),
+        );
         self.items = reconciled.items;
         let diff = reconciled.diff;
         if let Some(mut undo) = reconciled.undo {
@@ -250,9 +303,15 @@ impl Session {
             let mut ids = ChangedIds::from_diff(&diff);
             ids.moved = reconciled.moved;
             let summary = ids.summary();
-            self.history.push(Change { undo: Some(undo), ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids) });
+            self.history.push(Change {
+                undo: Some(undo),
+                ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids)
+            });
         }
-        let show_list = reconciled.moved || !diff.added.is_empty() || !diff.restored.is_empty() || !diff.dropped.is_empty();
+        let show_list = reconciled.moved
+            || !diff.added.is_empty()
+            || !diff.restored.is_empty()
+            || !diff.dropped.is_empty();
         Ok((diff, show_list))
     }
 
@@ -281,23 +340,43 @@ impl Session {
                 },
             });
         }
-        let growth = targets.iter().filter(|t| !matches!(t, Target::Listed(_))).count();
+        let growth = targets
+            .iter()
+            .filter(|t| !matches!(t, Target::Listed(_)))
+            .count();
         if self.items.len() + growth > limits.max_items {
             return Err(InvalidInput::new(
                 "todos",
-                format!("would make the list {} items long; the limit is {}", self.items.len() + growth, limits.max_items),
+                format!(
+                    "would make the list {} items long; the limit is {}",
+                    self.items.len() + growth,
+                    limits.max_items
+                ),
             ));
         }
-        let listed: Vec<Option<usize>> =
-            targets.iter().map(|target| if let Target::Listed(at) = target { Some(*at) } else { None }).collect();
+        let listed: Vec<Option<usize>> = targets
+            .iter()
+            .map(|target| {
+                if let Target::Listed(at) = target {
+                    Some(*at)
+                } else {
+                    None
+                }
+            })
+            .collect();
         self.check_merge_tree(changes, &listed)?;
         // A retired item a merge brings back keeps its parent when that is
         // in the list by the end of the merge.
-        let restoring: Vec<&str> =
-            changes.iter().zip(&listed).filter(|(_, at)| at.is_none()).filter_map(|(change, _)| change.id).collect();
+        let restoring: Vec<&str> = changes
+            .iter()
+            .zip(&listed)
+            .filter(|(_, at)| at.is_none())
+            .filter_map(|(change, _)| change.id)
+            .collect();
         // Checked: from here on the write commits.
         let before = self.items.clone();
-        let will_be_listed = |id: &str| before.iter().any(|item| item.id == id) || restoring.contains(&id);
+        let will_be_listed =
+            |id: &str| before.iter().any(|item| item.id == id) || restoring.contains(&id);
         let mut subtasks: Vec<Item> = Vec::new();
         let mut retired_before = Vec::new();
         let mut diff = Diff::default();
@@ -308,7 +387,9 @@ impl Session {
                 Target::Listed(at) => at,
                 Target::Retired => {
                     let id = change.id.unwrap_or_default();
-                    let Some(mut item) = self.retired.remove(id) else { continue };
+                    let Some(mut item) = self.retired.remove(id) else {
+                        continue;
+                    };
                     retired_before.push(item.clone());
                     diff.restored.push(item.id.clone());
                     if !item.parent.as_deref().is_some_and(will_be_listed) {
@@ -320,7 +401,13 @@ impl Session {
                 Target::New => {
                     let status = change.status.unwrap_or(Status::Pending);
                     let content = change.content.unwrap_or_default().to_string();
-                    let mut item = Item::new(self.ids.issue(), content, change.active_form.map(str::to_string), status, at);
+                    let mut item = Item::new(
+                        self.ids.issue(),
+                        content,
+                        change.active_form.map(str::to_string),
+                        status,
+                        at,
+                    );
                     diff.added.push(item.id.clone());
                     if status == Status::InProgress && running.is_none() {
                         running = Some(item.id.clone());
@@ -353,19 +440,34 @@ impl Session {
                     kept_parent.as_deref()
                 }
             };
-            let wanted = ProposedItem { id: change.id, content, active_form: change.active_form, status, parent };
+            let wanted = ProposedItem {
+                id: change.id,
+                content,
+                active_form: change.active_form,
+                status,
+                parent,
+            };
             update(item, &wanted, status, at, &mut diff, false);
             if status == Status::InProgress && running.is_none() {
                 running = Some(item.id.clone());
             }
         }
         for item in subtasks {
-            let parent = self.items.iter().position(|i| Some(i.id.as_str()) == item.parent.as_deref());
-            let end = parent.map_or(self.items.len(), |parent| tree::subtree_end(&self.items, parent));
+            let parent = self
+                .items
+                .iter()
+                .position(|i| Some(i.id.as_str()) == item.parent.as_deref());
+            let end = parent.map_or(self.items.len(), |parent| {
+                tree::subtree_end(&self.items, parent)
+            });
             self.items.insert(end, item);
         }
         if let Some(running) = running {
-            for item in self.items.iter_mut().filter(|i| i.status == Status::InProgress && i.id != running) {
+            for item in self
+                .items
+                .iter_mut()
+                .filter(|i| i.status == Status::InProgress && i.id != running)
+            {
                 item.set_status(Status::Pending, at);
                 diff.started.retain(|id| *id != item.id);
                 diff.demoted.push(item.id.clone());
@@ -373,7 +475,14 @@ impl Session {
         }
         if !diff.is_empty() {
             let ids = ChangedIds::from_diff(&diff);
-            self.record(Actor::Model, ChangeKind::Write, before, retired_before, Some(ids), None);
+            self.record(
+                Actor::Model,
+                ChangeKind::Write,
+                before,
+                retired_before,
+                Some(ids),
+                None,
+            );
         }
         Ok(diff)
     }
@@ -385,7 +494,11 @@ impl Session {
 
     /// The subtask checks of a whole-list write (see `tree::check`), on
     /// the list MATCHING says it makes.  A list without parents needs none.
-    fn check_replace_tree(&self, proposed: &[ProposedItem], matching: &Matching) -> Result<(), InvalidInput> {
+    fn check_replace_tree(
+        &self,
+        proposed: &[ProposedItem],
+        matching: &Matching,
+    ) -> Result<(), InvalidInput> {
         if proposed.iter().all(|p| p.parent.is_none()) {
             return Ok(());
         }
@@ -410,7 +523,11 @@ impl Session {
     /// The subtask checks of a merged write: LISTED gives for each change
     /// the index of the listed item it changes; the others bring back a
     /// retired item (with an id) or add one.
-    fn check_merge_tree(&self, changes: &[MergeItem], listed: &[Option<usize>]) -> Result<(), InvalidInput> {
+    fn check_merge_tree(
+        &self,
+        changes: &[MergeItem],
+        listed: &[Option<usize>],
+    ) -> Result<(), InvalidInput> {
         if changes.iter().all(|c| c.parent.is_none()) && !tree::any_parent(&self.items) {
             return Ok(());
         }
@@ -420,9 +537,14 @@ impl Session {
                 named[*at] = Some(i);
             }
         }
-        let restoring: Vec<&str> =
-            changes.iter().zip(listed).filter(|(_, at)| at.is_none()).filter_map(|(change, _)| change.id).collect();
-        let will_be_listed = |id: &str| self.items.iter().any(|item| item.id == id) || restoring.contains(&id);
+        let restoring: Vec<&str> = changes
+            .iter()
+            .zip(listed)
+            .filter(|(_, at)| at.is_none())
+            .filter_map(|(change, _)| change.id)
+            .collect();
+        let will_be_listed =
+            |id: &str| self.items.iter().any(|item| item.id == id) || restoring.contains(&id);
         let mut nodes: Vec<Node> = self
             .items
             .iter()
@@ -431,7 +553,9 @@ impl Session {
                 let change = at.map(|i| &changes[i]);
                 Node {
                     id: Some(&item.id),
-                    parent: change.and_then(|c| c.parent).unwrap_or(item.parent.as_deref()),
+                    parent: change
+                        .and_then(|c| c.parent)
+                        .unwrap_or(item.parent.as_deref()),
                     status: change.and_then(|c| c.status).unwrap_or(item.status),
                     at: *at,
                     placed: change.is_some_and(|c| c.parent.is_some()),
@@ -444,7 +568,9 @@ impl Session {
                 continue;
             }
             let retired = change.id.and_then(|id| self.retired.get(id));
-            let kept = retired.and_then(|item| item.parent.as_deref()).filter(|p| will_be_listed(p));
+            let kept = retired
+                .and_then(|item| item.parent.as_deref())
+                .filter(|p| will_be_listed(p));
             let parent = match change.parent {
                 Some(parent) => parent,
                 None => kept,
@@ -452,7 +578,10 @@ impl Session {
             nodes.push(Node {
                 id: change.id,
                 parent,
-                status: change.status.or(retired.map(|item| item.status)).unwrap_or(Status::Pending),
+                status: change
+                    .status
+                    .or(retired.map(|item| item.status))
+                    .unwrap_or(Status::Pending),
                 at: Some(i),
                 placed: parent.is_some(),
                 was: None,
@@ -464,7 +593,10 @@ impl Session {
     /// Completes the running item when its content names TOOL, which just
     /// succeeded, and starts the next pending one.  Returns the notice.
     fn auto_complete(&mut self, tool: &str) -> Option<String> {
-        let running = self.items.iter().position(|i| i.status == Status::InProgress)?;
+        let running = self
+            .items
+            .iter()
+            .position(|i| i.status == Status::InProgress)?;
         if named_tool(&self.items[running].content, &self.tool_names(Some(tool))) != Some(tool) {
             return None;
         }
@@ -483,13 +615,25 @@ impl Session {
             next.set_status(Status::InProgress, at);
             notice.push_str(&format!(" {} is now in_progress.", next.id));
         }
-        self.record(Actor::Model, ChangeKind::AutoComplete, before, Vec::new(), None, None);
+        self.record(
+            Actor::Model,
+            ChangeKind::AutoComplete,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
         Some(notice)
     }
 
     /// The breaker's answer before TOOL runs with INPUT: None to go ahead,
     /// or the refusal.  INPUT is looked at only when a refusal is possible.
-    pub fn before_tool(&mut self, tool: &str, input: impl FnOnce() -> Input, limits: &BreakerLimits) -> Option<String> {
+    pub fn before_tool(
+        &mut self,
+        tool: &str,
+        input: impl FnOnce() -> Input,
+        limits: &BreakerLimits,
+    ) -> Option<String> {
         if !self.breaker.armed(limits) {
             return None;
         }
@@ -519,7 +663,9 @@ impl Session {
         let fingerprint = fingerprint(tool, &input);
         let running = in_progress(&self.items).map(|i| i.id.as_str());
         let as_given = has_output(result.as_deref());
-        let entry = self.ledger.record(tool, input, result, flagged_error, running, now(), duration);
+        let entry =
+            self.ledger
+                .record(tool, input, result, flagged_error, running, now(), duration);
         let error = entry.error;
         // Error texts feed the breaker's repeated-error rule; they are rare,
         // so only they are copied out of the ledger.
@@ -551,7 +697,10 @@ impl Session {
             Verdict::Warn(text) | Verdict::Trip(text) => notices.push(text),
         }
         if !error {
-            if let Some(reminder) = self.guide.after_call(tool, true, in_progress(&self.items), &options.guide) {
+            if let Some(reminder) =
+                self.guide
+                    .after_call(tool, true, in_progress(&self.items), &options.guide)
+            {
                 notices.push(reminder);
             }
         }
@@ -562,7 +711,11 @@ impl Session {
             return None;
         }
         // Only here, with something to add, is the recorded result copied.
-        let mut text = self.ledger.entries().last().map_or_else(String::new, |entry| entry.result.clone());
+        let mut text = self
+            .ledger
+            .entries()
+            .last()
+            .map_or_else(String::new, |entry| entry.result.clone());
         for notice in notices {
             text.push_str("\n\n");
             text.push_str(&notice);
@@ -572,7 +725,13 @@ impl Session {
 
     /// The aggregated report: every tool result, the list, the message last.
     pub fn report(&self, message: Option<&str>, options: &LoopOptions) -> String {
-        report(self.ledger.entries(), &self.items, message, self.guide.pause_reason(), options.max_result_chars)
+        report(
+            self.ledger.entries(),
+            &self.items,
+            message,
+            self.guide.pause_reason(),
+            options.max_result_chars,
+        )
     }
 
     /// The session_complete guard.
@@ -591,18 +750,39 @@ impl Session {
     }
 
     /// Appends one pending item (Efrit's `efrit-todo-add`).
-    pub fn add(&mut self, content: String, priority: Option<String>, options: &Options) -> Result<Item, InvalidInput> {
+    pub fn add(
+        &mut self,
+        content: String,
+        priority: Option<String>,
+        options: &Options,
+    ) -> Result<Item, InvalidInput> {
         let before = self.items.clone();
         let item = self.push_item(content, priority, options)?;
-        self.record(Actor::Model, ChangeKind::Add, before, Vec::new(), None, None);
+        self.record(
+            Actor::Model,
+            ChangeKind::Add,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
         Ok(item)
     }
 
-    fn push_item(&mut self, content: String, priority: Option<String>, options: &Options) -> Result<Item, InvalidInput> {
+    fn push_item(
+        &mut self,
+        content: String,
+        priority: Option<String>,
+        options: &Options,
+    ) -> Result<Item, InvalidInput> {
         if self.items.len() >= options.limits.max_items {
             return Err(InvalidInput::new(
                 "todos",
-                format!("already has {} items; the limit is {}", self.items.len(), options.limits.max_items),
+                format!(
+                    "already has {} items; the limit is {}",
+                    self.items.len(),
+                    options.limits.max_items
+                ),
             ));
         }
         let mut item = Item::new(self.ids.issue(), content, None, Status::Pending, now());
@@ -617,16 +797,31 @@ impl Session {
         let before = self.items.clone();
         self.items[index].set_status(status, now());
         let item = self.items[index].clone();
-        self.record(Actor::Model, ChangeKind::Status, before, Vec::new(), None, None);
+        self.record(
+            Actor::Model,
+            ChangeKind::Status,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
         Some(item)
     }
 
     /// Replaces the list with items built elsewhere (Efrit's `efrit-todo-set-all`).
-    pub fn set_all(&mut self, external: Vec<ExternalItem>, options: &Options) -> Result<(), InvalidInput> {
+    pub fn set_all(
+        &mut self,
+        external: Vec<ExternalItem>,
+        options: &Options,
+    ) -> Result<(), InvalidInput> {
         if external.len() > options.limits.max_items {
             return Err(InvalidInput::new(
                 "todos",
-                format!("has {} items; the limit is {}", external.len(), options.limits.max_items),
+                format!(
+                    "has {} items; the limit is {}",
+                    external.len(),
+                    options.limits.max_items
+                ),
             ));
         }
         let mut ids = self.ids.clone();
@@ -637,8 +832,11 @@ impl Session {
         }
         let at = now();
         // Efrit's API has no parents: an item it hands back keeps its own.
-        let parents: FxHashMap<&str, &str> =
-            self.items.iter().filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p))).collect();
+        let parents: FxHashMap<&str, &str> = self
+            .items
+            .iter()
+            .filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p)))
+            .collect();
         let mut items: Vec<Item> = external
             .into_iter()
             .map(|e| {
@@ -656,17 +854,23 @@ impl Session {
         tree::repair(&mut items, &[]);
         self.ids = ids;
         let before = std::mem::replace(&mut self.items, items);
-        self.record(Actor::Model, ChangeKind::SetAll, before, Vec::new(), None, None);
+        self.record(
+            Actor::Model,
+            ChangeKind::SetAll,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
         Ok(())
     }
 
     /// Applies one edit by the user and returns how the model will be told.
     pub fn user_edit(&mut self, edit: UserEdit, options: &Options) -> Result<String, InvalidInput> {
         let position = |items: &[Item], id: &str| {
-            items
-                .iter()
-                .position(|i| i.id == id)
-                .ok_or_else(|| InvalidInput::new("id", format!("no item {} in this list", quote(id))))
+            items.iter().position(|i| i.id == id).ok_or_else(|| {
+                InvalidInput::new("id", format!("no item {} in this list", quote(id)))
+            })
         };
         let at = now();
         let before = self.items.clone();
@@ -683,7 +887,11 @@ impl Session {
                 self.check_user_status(index, status)?;
                 if status == Status::InProgress {
                     // One running item: the one the user picked.
-                    for other in self.items.iter_mut().filter(|i| i.status == Status::InProgress) {
+                    for other in self
+                        .items
+                        .iter_mut()
+                        .filter(|i| i.status == Status::InProgress)
+                    {
                         other.set_status(Status::Pending, at);
                     }
                 }
@@ -695,8 +903,12 @@ impl Session {
             }
             UserEdit::EditContent { id, content } => {
                 let index = position(&self.items, &id)?;
-                let content = checked_text(&Input::Str(content), "content", options.limits.max_content_chars)
-                    .and_then(|t| non_blank(t, "content"))?;
+                let content = checked_text(
+                    &Input::Str(content),
+                    "content",
+                    options.limits.max_content_chars,
+                )
+                .and_then(|t| non_blank(t, "content"))?;
                 let item = &mut self.items[index];
                 if item.active_form == item.content {
                     item.active_form = content.clone();
@@ -705,8 +917,12 @@ impl Session {
                 format!("the user reworded {id} to {}", quote(&item.content))
             }
             UserEdit::Add { content } => {
-                let content = checked_text(&Input::Str(content), "content", options.limits.max_content_chars)
-                    .and_then(|t| non_blank(t, "content"))?;
+                let content = checked_text(
+                    &Input::Str(content),
+                    "content",
+                    options.limits.max_content_chars,
+                )
+                .and_then(|t| non_blank(t, "content"))?;
                 let item = self.push_item(content, None, options)?;
                 format!("the user added {} {}", item.id, quote(&item.content))
             }
@@ -719,8 +935,9 @@ impl Session {
                 format!("the user moved {id} to position {}", to + 1)
             }
             UserEdit::ClearFinished => {
-                let (finished, open): (Vec<Item>, Vec<Item>) =
-                    std::mem::take(&mut self.items).into_iter().partition(|i| !i.status.is_open());
+                let (finished, open): (Vec<Item>, Vec<Item>) = std::mem::take(&mut self.items)
+                    .into_iter()
+                    .partition(|i| !i.status.is_open());
                 self.items = open;
                 let ids: Vec<String> = finished.iter().map(|i| i.id.clone()).collect();
                 // Subtasks of a removed item move up to its place.
@@ -731,9 +948,15 @@ impl Session {
                 if ids.is_empty() {
                     return Ok(String::new());
                 }
-                let mut note = format!("the user removed the finished items {} from the list", ids.join(", "));
+                let mut note = format!(
+                    "the user removed the finished items {} from the list",
+                    ids.join(", ")
+                );
                 if !moved_up.is_empty() {
-                    note.push_str(&format!(" (their unfinished subtasks {} moved up a level)", moved_up.join(", ")));
+                    note.push_str(&format!(
+                        " (their unfinished subtasks {} moved up a level)",
+                        moved_up.join(", ")
+                    ));
                 }
                 note
             }
@@ -742,7 +965,14 @@ impl Session {
             // Nothing to record, and nothing the model needs to hear.
             return Ok(String::new());
         }
-        self.record(Actor::User, kind, before, Vec::new(), None, Some(note.clone()));
+        self.record(
+            Actor::User,
+            kind,
+            before,
+            Vec::new(),
+            None,
+            Some(note.clone()),
+        );
         self.changed(Actor::User, Some(note.clone()));
         Ok(note)
     }
@@ -755,14 +985,20 @@ impl Session {
         if status == Status::Completed && item.status != Status::Completed {
             let open = tree::open_subtasks(&self.items, index);
             if !open.is_empty() {
-                return Err(InvalidInput::new("status", tree::completion_refusal(&item.id, &open)));
+                return Err(InvalidInput::new(
+                    "status",
+                    tree::completion_refusal(&item.id, &open),
+                ));
             }
         }
         if status.is_open() && !item.status.is_open() {
             if let Some(parent) = tree::completed_ancestor(&self.items, index) {
                 return Err(InvalidInput::new(
                     "status",
-                    format!("{} is a subtask of {parent}, which is completed; reopen {parent} first", item.id),
+                    format!(
+                        "{} is a subtask of {parent}, which is completed; reopen {parent} first",
+                        item.id
+                    ),
                 ));
             }
         }
@@ -797,7 +1033,9 @@ impl Session {
     pub fn prompt_guidance(&mut self, full_up_to: usize) -> &str {
         let (items, resumed) = (&self.items, &self.resumed_from);
         self.prompt.get_or_insert_with(|| match resumed {
-            Some(stop) => render::resume_guidance(items, &stop.reason, stop.running.as_deref(), full_up_to),
+            Some(stop) => {
+                render::resume_guidance(items, &stop.reason, stop.running.as_deref(), full_up_to)
+            }
             None => render::prompt_guidance(items, full_up_to),
         })
     }
@@ -806,8 +1044,12 @@ impl Session {
     /// is kept (until `resume` or `forget_stop`), marked in the history and
     /// the ledger, and true returned; without, nothing happens.
     pub fn stop(&mut self, reason: &str) -> Result<bool, InvalidInput> {
-        let reason = checked_text(&Input::Str(reason.trim().to_string()), "reason", MAX_STOP_REASON_CHARS)
-            .and_then(|t| non_blank(t, "reason"))?;
+        let reason = checked_text(
+            &Input::Str(reason.trim().to_string()),
+            "reason",
+            MAX_STOP_REASON_CHARS,
+        )
+        .and_then(|t| non_blank(t, "reason"))?;
         if !self.items.iter().any(|i| i.status.is_open()) {
             self.stopped = None;
             return Ok(false);
@@ -823,11 +1065,34 @@ impl Session {
         summary.push_str(": ");
         summary.push_str(&reason);
         let mut text = format!("[efrit-todo] The session {summary}. Left open: ");
-        name_items(&mut text, self.items.iter().filter(|i| i.status.is_open()), "", "; ");
+        name_items(
+            &mut text,
+            self.items.iter().filter(|i| i.status.is_open()),
+            "",
+            "; ",
+        );
         text.truncate(text.len().saturating_sub(2));
-        self.ledger.record("session_stopped", Input::Null, Some(text), false, running.as_deref(), at, None);
-        self.history.push(Change::new(Actor::Model, ChangeKind::Stop, at, summary, ChangedIds::default()));
-        self.stopped = Some(Stop { reason, at, running });
+        self.ledger.record(
+            "session_stopped",
+            Input::Null,
+            Some(text),
+            false,
+            running.as_deref(),
+            at,
+            None,
+        );
+        self.history.push(Change::new(
+            Actor::Model,
+            ChangeKind::Stop,
+            at,
+            summary,
+            ChangedIds::default(),
+        ));
+        self.stopped = Some(Stop {
+            reason,
+            at,
+            running,
+        });
         Ok(true)
     }
 
@@ -870,7 +1135,14 @@ impl Session {
         for item in self.items.drain(..) {
             self.retired.insert(item.id.clone(), item);
         }
-        self.record(Actor::Model, ChangeKind::Clear, before, Vec::new(), None, None);
+        self.record(
+            Actor::Model,
+            ChangeKind::Clear,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
     }
 }
 
@@ -909,18 +1181,26 @@ impl Registry {
             .iter()
             .filter_map(|(name, session)| {
                 let stop = session.stopped.as_ref()?;
-                session.items.iter().any(|i| i.status.is_open()).then_some((name.as_str(), stop))
+                session
+                    .items
+                    .iter()
+                    .any(|i| i.status.is_open())
+                    .then_some((name.as_str(), stop))
             })
             .max_by(|a, b| a.1.at.total_cmp(&b.1.at))
     }
 
     /// Whether a call could be refused in some session now.
     pub fn any_armed(&self, limits: &BreakerLimits) -> bool {
-        self.sessions.iter().any(|(_, session)| session.breaker.armed(limits))
+        self.sessions
+            .iter()
+            .any(|(_, session)| session.breaker.armed(limits))
     }
 
     pub fn any_tripped(&self) -> bool {
-        self.sessions.iter().any(|(_, session)| session.breaker.tripped())
+        self.sessions
+            .iter()
+            .any(|(_, session)| session.breaker.tripped())
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -935,8 +1215,19 @@ impl Registry {
             let ids = session.ids.clone();
             let history = std::mem::take(&mut session.history);
             let before = std::mem::take(&mut session.items);
-            *session = Session { ids, history, ..Session::started_now() };
-            session.record(Actor::User, ChangeKind::Reset, before, Vec::new(), None, None);
+            *session = Session {
+                ids,
+                history,
+                ..Session::started_now()
+            };
+            session.record(
+                Actor::User,
+                ChangeKind::Reset,
+                before,
+                Vec::new(),
+                None,
+                None,
+            );
         }
     }
 
@@ -957,13 +1248,18 @@ static REGISTRY: Lazy<Mutex<Registry>> = Lazy::new(|| Mutex::new(Registry::defau
 /// into a Lisp error) must not make every later call fail, so poisoning is
 /// ignored: operations commit only after they can no longer fail.
 pub fn registry() -> MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A session name from a caller: non-empty, printable.
 pub fn check_session_name(name: &str) -> Result<(), InvalidInput> {
     if name.trim().is_empty() || name.contains('\0') || name.chars().count() > 200 {
-        Err(InvalidInput::new("session", "expected a non-empty name of at most 200 characters without NUL"))
+        Err(InvalidInput::new(
+            "session",
+            "expected a non-empty name of at most 200 characters without NUL",
+        ))
     } else {
         Ok(())
     }
@@ -982,24 +1278,54 @@ mod tests {
     fn a_failed_write_changes_nothing() {
         let mut s = Session::started_now();
         let options = Options::default();
-        s.write(&input(json!({"todos": [{"content": "a", "status": "in_progress"}]})), &options, false, vec![]).unwrap();
-        s.write(&input(json!({"todos": [{"content": "b", "status": "in_progress"}]})), &options, false, vec![]).unwrap();
+        s.write(
+            &input(json!({"todos": [{"content": "a", "status": "in_progress"}]})),
+            &options,
+            false,
+            vec![],
+        )
+        .unwrap();
+        s.write(
+            &input(json!({"todos": [{"content": "b", "status": "in_progress"}]})),
+            &options,
+            false,
+            vec![],
+        )
+        .unwrap();
         let before = (s.items.clone(), s.ids.clone(), s.writes, s.retired.clone());
         let bad = json!({"todos": [{"content": "new", "status": "pending"}, {"content": "b", "status": "done"}]});
         assert!(s.write(&input(bad), &options, false, vec![]).is_err());
         let unknown = json!({"todos": [{"content": "new", "status": "pending"}, {"id": "t77", "content": "b", "status": "pending"}]});
         assert!(s.write(&input(unknown), &options, false, vec![]).is_err());
-        assert_eq!((s.items.clone(), s.ids.clone(), s.writes, s.retired.clone()), before);
+        assert_eq!(
+            (s.items.clone(), s.ids.clone(), s.writes, s.retired.clone()),
+            before
+        );
     }
 
     #[test]
     fn reset_keeps_ids_retired() {
         let mut r = Registry::default();
         let options = Options::default();
-        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options, false, vec![]).unwrap();
+        r.session("a")
+            .write(
+                &input(json!({"todos": [{"content": "x", "status": "pending"}]})),
+                &options,
+                false,
+                vec![],
+            )
+            .unwrap();
         r.reset("a");
         assert!(r.get("a").unwrap().items.is_empty());
-        let out = r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options, false, vec![]).unwrap();
+        let out = r
+            .session("a")
+            .write(
+                &input(json!({"todos": [{"content": "x", "status": "pending"}]})),
+                &options,
+                false,
+                vec![],
+            )
+            .unwrap();
         assert!(out.text.contains("t2 [pending] x"));
         assert_eq!(r.names(), ["a"]);
     }
@@ -1008,8 +1334,22 @@ mod tests {
     fn sessions_are_independent() {
         let mut r = Registry::default();
         let options = Options::default();
-        r.session("a").write(&input(json!({"todos": [{"content": "x", "status": "pending"}]})), &options, false, vec![]).unwrap();
-        r.session("b").write(&input(json!({"todos": [{"content": "y", "status": "pending"}]})), &options, false, vec![]).unwrap();
+        r.session("a")
+            .write(
+                &input(json!({"todos": [{"content": "x", "status": "pending"}]})),
+                &options,
+                false,
+                vec![],
+            )
+            .unwrap();
+        r.session("b")
+            .write(
+                &input(json!({"todos": [{"content": "y", "status": "pending"}]})),
+                &options,
+                false,
+                vec![],
+            )
+            .unwrap();
         assert_eq!(r.get("b").unwrap().items[0].id, "t1");
         assert_eq!(r.names(), ["a", "b"]);
     }
@@ -1034,9 +1374,18 @@ mod tests {
     #[test]
     fn add_respects_the_item_limit() {
         let mut s = Session::started_now();
-        let options = Options { limits: Limits { max_items: 1, max_content_chars: 10 }, ..Options::default() };
+        let options = Options {
+            limits: Limits {
+                max_items: 1,
+                max_content_chars: 10,
+            },
+            ..Options::default()
+        };
         s.add("one".into(), None, &options).unwrap();
-        assert_eq!(s.add("two".into(), None, &options).unwrap_err().path, "todos");
+        assert_eq!(
+            s.add("two".into(), None, &options).unwrap_err().path,
+            "todos"
+        );
     }
 
     fn edit_session() -> Session {
@@ -1045,7 +1394,8 @@ mod tests {
             {"content": "a", "status": "in_progress"},
             {"content": "b", "status": "pending"},
             {"content": "c", "status": "completed"}]});
-        s.write(&input(todos), &Options::default(), false, vec![]).unwrap();
+        s.write(&input(todos), &Options::default(), false, vec![])
+            .unwrap();
         s
     }
 
@@ -1053,27 +1403,84 @@ mod tests {
     fn user_edits_are_noted_for_the_model_until_it_writes_again() {
         let mut s = edit_session();
         let options = Options::default();
-        let note = s.user_edit(UserEdit::SetStatus { id: "t2".into(), status: Status::InProgress }, &options).unwrap();
+        let note = s
+            .user_edit(
+                UserEdit::SetStatus {
+                    id: "t2".into(),
+                    status: Status::InProgress,
+                },
+                &options,
+            )
+            .unwrap();
         assert_eq!(note, "the user marked t2 in_progress");
         assert_eq!(s.current().map(|i| i.id.as_str()), Some("t2"));
         assert_eq!(s.find("t1").unwrap().status, Status::Pending);
-        s.user_edit(UserEdit::EditContent { id: "t1".into(), content: "A better".into() }, &options).unwrap();
+        s.user_edit(
+            UserEdit::EditContent {
+                id: "t1".into(),
+                content: "A better".into(),
+            },
+            &options,
+        )
+        .unwrap();
         assert_eq!(s.find("t1").unwrap().active_form, "A better");
-        s.user_edit(UserEdit::Move { id: "t3".into(), offset: -10 }, &options).unwrap();
+        s.user_edit(
+            UserEdit::Move {
+                id: "t3".into(),
+                offset: -10,
+            },
+            &options,
+        )
+        .unwrap();
         assert_eq!(s.items[0].id, "t3");
-        s.user_edit(UserEdit::Add { content: "d".into() }, &options).unwrap();
+        s.user_edit(
+            UserEdit::Add {
+                content: "d".into(),
+            },
+            &options,
+        )
+        .unwrap();
         assert_eq!(s.items.last().unwrap().id, "t4");
-        assert!(s.user_edit(UserEdit::ClearFinished, &options).unwrap().contains("t3"));
+        assert!(s
+            .user_edit(UserEdit::ClearFinished, &options)
+            .unwrap()
+            .contains("t3"));
         assert_eq!(s.items.len(), 3);
         assert_eq!(s.user_notes.len(), 5);
         let todos = json!({"todos": [{"id": "t1", "content": "A better", "status": "pending"}]});
         s.write(&input(todos), &options, false, vec![]).unwrap();
-        assert_eq!(s.user_notes.len(), 5, "a write alone does not tell the model");
-        let told = s.after_tool("todo_write", Input::Null, Some("ok".into()), false, None, &LoopOptions::default());
+        assert_eq!(
+            s.user_notes.len(),
+            5,
+            "a write alone does not tell the model"
+        );
+        let told = s.after_tool(
+            "todo_write",
+            Input::Null,
+            Some("ok".into()),
+            false,
+            None,
+            &LoopOptions::default(),
+        );
         let told = told.unwrap_or_default();
-        assert!(told.starts_with("ok\n\n[efrit-todo] The user changed the list: the user marked t2 in_progress; "), "{told}");
+        assert!(
+            told.starts_with(
+                "ok\n\n[efrit-todo] The user changed the list: the user marked t2 in_progress; "
+            ),
+            "{told}"
+        );
         assert!(s.user_notes.is_empty());
-        assert_eq!(s.after_tool("eval_sexp", Input::Null, Some("1".into()), false, None, &LoopOptions::default()), None);
+        assert_eq!(
+            s.after_tool(
+                "eval_sexp",
+                Input::Null,
+                Some("1".into()),
+                false,
+                None,
+                &LoopOptions::default()
+            ),
+            None
+        );
     }
 
     fn plan(n: usize) -> Session {
@@ -1081,12 +1488,24 @@ mod tests {
         let todos: Vec<serde_json::Value> = (0..n)
             .map(|k| json!({"content": format!("Step {k}"), "status": if k == 0 { "in_progress" } else { "pending" }}))
             .collect();
-        s.write(&input(json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();
+        s.write(
+            &input(json!({ "todos": todos })),
+            &Options::default(),
+            false,
+            vec![],
+        )
+        .unwrap();
         s
     }
 
     fn merge(s: &mut Session, todos: serde_json::Value) -> Result<String, InvalidInput> {
-        s.write(&input(json!({"merge": true, "todos": todos})), &Options::default(), false, vec![]).map(|o| o.text)
+        s.write(
+            &input(json!({"merge": true, "todos": todos})),
+            &Options::default(),
+            false,
+            vec![],
+        )
+        .map(|o| o.text)
     }
 
     fn statuses(s: &Session) -> Vec<(&str, Status)> {
@@ -1096,15 +1515,42 @@ mod tests {
     #[test]
     fn a_merge_changes_only_what_it_names() {
         let mut s = plan(4);
-        let text = merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        let text = merge(
+            &mut s,
+            json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}]),
+        )
+        .unwrap();
         use Status::*;
-        assert_eq!(statuses(&s), vec![("t1", Completed), ("t2", InProgress), ("t3", Pending), ("t4", Pending)]);
-        assert!(text.ends_with("\nt1 completed: Step 0\nt2 in_progress: Step 1"), "{text}");
-        assert!(!text.contains("t3"), "unchanged items are not repeated: {text}");
-        merge(&mut s, json!([{"id": "t3", "content": "Step three, reworded"}, {"content": "Step 5"}])).unwrap();
+        assert_eq!(
+            statuses(&s),
+            vec![
+                ("t1", Completed),
+                ("t2", InProgress),
+                ("t3", Pending),
+                ("t4", Pending)
+            ]
+        );
+        assert!(
+            text.ends_with("\nt1 completed: Step 0\nt2 in_progress: Step 1"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("t3"),
+            "unchanged items are not repeated: {text}"
+        );
+        merge(
+            &mut s,
+            json!([{"id": "t3", "content": "Step three, reworded"}, {"content": "Step 5"}]),
+        )
+        .unwrap();
         assert_eq!(s.find("t3").unwrap().content, "Step three, reworded");
         assert_eq!(s.find("t3").unwrap().status, Pending);
-        assert_eq!(s.items.last().map(|i| (i.id.as_str(), i.status, i.content.as_str())), Some(("t5", Pending, "Step 5")));
+        assert_eq!(
+            s.items
+                .last()
+                .map(|i| (i.id.as_str(), i.status, i.content.as_str())),
+            Some(("t5", Pending, "Step 5"))
+        );
         assert_eq!(s.items.len(), 5);
     }
 
@@ -1114,29 +1560,65 @@ mod tests {
         let text = merge(&mut s, json!([{"id": "t3", "status": "in_progress"}])).unwrap();
         assert_eq!(s.current().map(|i| i.id.as_str()), Some("t3"));
         assert_eq!(s.find("t1").unwrap().status, Status::Pending);
-        assert!(text.contains("t3 stays in progress, t1 set back to pending"), "{text}");
+        assert!(
+            text.contains("t3 stays in progress, t1 set back to pending"),
+            "{text}"
+        );
         // Two started in one merge: the first one named runs.
-        merge(&mut s, json!([{"id": "t2", "status": "in_progress"}, {"id": "t1", "status": "in_progress"}])).unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t2", "status": "in_progress"}, {"id": "t1", "status": "in_progress"}]),
+        )
+        .unwrap();
         assert_eq!(s.current().map(|i| i.id.as_str()), Some("t2"));
-        assert_eq!(s.items.iter().filter(|i| i.status == Status::InProgress).count(), 1);
+        assert_eq!(
+            s.items
+                .iter()
+                .filter(|i| i.status == Status::InProgress)
+                .count(),
+            1
+        );
     }
 
     #[test]
     fn a_bad_merge_changes_nothing() {
         let mut s = plan(3);
         let before = (s.items.clone(), s.ids.clone(), s.history.len(), s.writes);
-        let unknown = merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t9", "status": "completed"}]));
+        let unknown = merge(
+            &mut s,
+            json!([{"id": "t1", "status": "completed"}, {"id": "t9", "status": "completed"}]),
+        );
         assert_eq!(unknown.unwrap_err().to_string(), "todos[1].id: unknown id \"t9\": use an id from an earlier todo_write result, or omit id to add an item");
-        let limits = Options { limits: Limits { max_items: 3, max_content_chars: 100 }, ..Options::default() };
-        let full = s.write(&input(json!({"merge": true, "todos": [{"content": "one more"}]})), &limits, false, vec![]);
+        let limits = Options {
+            limits: Limits {
+                max_items: 3,
+                max_content_chars: 100,
+            },
+            ..Options::default()
+        };
+        let full = s.write(
+            &input(json!({"merge": true, "todos": [{"content": "one more"}]})),
+            &limits,
+            false,
+            vec![],
+        );
         assert_eq!(full.err().map(|e| e.path), Some("todos".to_string()));
-        assert_eq!((s.items.clone(), s.ids.clone(), s.history.len(), s.writes), before);
+        assert_eq!(
+            (s.items.clone(), s.ids.clone(), s.history.len(), s.writes),
+            before
+        );
     }
 
     #[test]
     fn a_merge_can_bring_back_a_retired_item_and_be_undone() {
         let mut s = plan(2);
-        s.write(&input(json!({"todos": [{"id": "t1", "content": "Step 0", "status": "in_progress"}]})), &Options::default(), false, vec![]).unwrap();
+        s.write(
+            &input(json!({"todos": [{"id": "t1", "content": "Step 0", "status": "in_progress"}]})),
+            &Options::default(),
+            false,
+            vec![],
+        )
+        .unwrap();
         assert!(s.find("t2").is_none());
         merge(&mut s, json!([{"id": "t2", "status": "pending"}])).unwrap();
         assert_eq!(s.find("t2").map(|i| i.content.as_str()), Some("Step 1"));
@@ -1145,7 +1627,10 @@ mod tests {
         assert!(s.undo().is_some());
         assert_eq!(s.find("t1").unwrap().status, Status::InProgress);
         assert!(s.undo().is_some());
-        assert!(s.find("t2").is_none(), "undoing the restore retires t2 again");
+        assert!(
+            s.find("t2").is_none(),
+            "undoing the restore retires t2 again"
+        );
     }
 
     #[test]
@@ -1163,7 +1648,11 @@ mod tests {
         let mut s = plan(2);
         let first = s.prompt_guidance(30).to_string();
         assert!(first.contains("t1 [in_progress] Step 0"), "{first}");
-        merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}]),
+        )
+        .unwrap();
         assert_eq!(s.prompt_guidance(30), first);
     }
 
@@ -1171,7 +1660,13 @@ mod tests {
     fn an_edit_that_changes_nothing_tells_nobody() {
         let mut s = edit_session();
         let history = s.history.len();
-        let note = s.user_edit(UserEdit::SetStatus { id: "t3".into(), status: Status::Completed }, &Options::default());
+        let note = s.user_edit(
+            UserEdit::SetStatus {
+                id: "t3".into(),
+                status: Status::Completed,
+            },
+            &Options::default(),
+        );
         assert_eq!(note.unwrap(), "");
         assert!(s.user_notes.is_empty());
         assert_eq!(s.history.len(), history);
@@ -1180,7 +1675,11 @@ mod tests {
     #[test]
     fn a_new_active_form_alone_is_a_change() {
         let mut s = plan(2);
-        let text = merge(&mut s, json!([{"id": "t1", "activeForm": "Doing step zero"}])).unwrap();
+        let text = merge(
+            &mut s,
+            json!([{"id": "t1", "activeForm": "Doing step zero"}]),
+        )
+        .unwrap();
         assert!(text.contains("t1 in_progress: Doing step zero"), "{text}");
         assert!(s.undo().is_some());
         assert_eq!(s.find("t1").unwrap().active_form, "Step 0");
@@ -1189,16 +1688,35 @@ mod tests {
     #[test]
     fn a_stop_with_items_open_is_kept_until_a_resume() {
         let mut s = plan(3);
-        merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}]),
+        )
+        .unwrap();
         let prompt_before = s.prompt_guidance(30).to_string();
         assert!(s.stop("interrupted by the user").unwrap());
         let stop = s.stopped.clone().unwrap();
-        assert_eq!((stop.reason.as_str(), stop.running.as_deref()), ("interrupted by the user", Some("t2")));
+        assert_eq!(
+            (stop.reason.as_str(), stop.running.as_deref()),
+            ("interrupted by the user", Some("t2"))
+        );
         let last = s.history.changes().last().unwrap();
-        assert_eq!((last.kind, last.summary.as_str()), (ChangeKind::Stop, "stopped while t2 was in progress: interrupted by the user"));
+        assert_eq!(
+            (last.kind, last.summary.as_str()),
+            (
+                ChangeKind::Stop,
+                "stopped while t2 was in progress: interrupted by the user"
+            )
+        );
         let entry = s.entries().last().unwrap();
         assert_eq!(entry.tool, "session_stopped");
-        assert!(entry.result.contains("Left open: t2 [in_progress] Step 1; t3 [pending] Step 2"), "{}", entry.result);
+        assert!(
+            entry
+                .result
+                .contains("Left open: t2 [in_progress] Step 1; t3 [pending] Step 2"),
+            "{}",
+            entry.result
+        );
         // The mark is no change of the list: the write before it can be undone.
         assert!(s.undo().unwrap().contains("write by the model"));
         assert!(s.stopped.is_some());
@@ -1206,8 +1724,17 @@ mod tests {
         assert!(s.stopped.is_none());
         let prompt = s.prompt_guidance(30).to_string();
         assert_ne!(prompt, prompt_before);
-        assert!(prompt.starts_with("THE PREVIOUS COMMAND STOPPED while t2 was in progress (interrupted by the user)"), "{prompt}");
-        assert_eq!(s.prompt_guidance(30), prompt, "fixed again for the new command");
+        assert!(
+            prompt.starts_with(
+                "THE PREVIOUS COMMAND STOPPED while t2 was in progress (interrupted by the user)"
+            ),
+            "{prompt}"
+        );
+        assert_eq!(
+            s.prompt_guidance(30),
+            prompt,
+            "fixed again for the new command"
+        );
         assert_eq!(s.entries().len(), 1, "the ledger is kept");
     }
 
@@ -1231,7 +1758,12 @@ mod tests {
         registry.session("done").stop("interrupted").unwrap();
         assert_eq!(registry.unfinished().map(|(name, _)| name), Some("new"));
         assert!(registry.session("new").forget_stop());
-        assert_eq!(registry.unfinished().map(|(name, stop)| (name, stop.reason.as_str())), Some(("old", "api-error")));
+        assert_eq!(
+            registry
+                .unfinished()
+                .map(|(name, stop)| (name, stop.reason.as_str())),
+            Some(("old", "api-error"))
+        );
     }
 
     #[test]
@@ -1239,24 +1771,68 @@ mod tests {
         let mut s = edit_session();
         let before = (s.items.clone(), s.user_notes.clone(), s.ids.clone());
         let options = Options::default();
-        let unknown = s.user_edit(UserEdit::SetStatus { id: "t9".into(), status: Status::Completed }, &options);
+        let unknown = s.user_edit(
+            UserEdit::SetStatus {
+                id: "t9".into(),
+                status: Status::Completed,
+            },
+            &options,
+        );
         assert_eq!(unknown.unwrap_err().path, "id");
-        let blank = s.user_edit(UserEdit::EditContent { id: "t1".into(), content: "  ".into() }, &options);
+        let blank = s.user_edit(
+            UserEdit::EditContent {
+                id: "t1".into(),
+                content: "  ".into(),
+            },
+            &options,
+        );
         assert_eq!(blank.unwrap_err().path, "content");
-        assert_eq!(s.user_edit(UserEdit::Add { content: String::new() }, &options).unwrap_err().path, "content");
-        assert_eq!((s.items.clone(), s.user_notes.clone(), s.ids.clone()), before);
+        assert_eq!(
+            s.user_edit(
+                UserEdit::Add {
+                    content: String::new()
+                },
+                &options
+            )
+            .unwrap_err()
+            .path,
+            "content"
+        );
+        assert_eq!(
+            (s.items.clone(), s.user_notes.clone(), s.ids.clone()),
+            before
+        );
     }
 
     #[test]
     fn after_tool_returns_text_only_when_it_is_not_the_result_as_given() {
         let mut s = edit_session();
-        let options = LoopOptions { guide: GuideOptions { reminders: false, ..GuideOptions::default() }, ..LoopOptions::default() };
+        let options = LoopOptions {
+            guide: GuideOptions {
+                reminders: false,
+                ..GuideOptions::default()
+            },
+            ..LoopOptions::default()
+        };
         let mut call = |n: i64, result: Option<&str>| {
-            s.after_tool("eval_sexp", Input::Int(n), result.map(String::from), false, None, &options)
+            s.after_tool(
+                "eval_sexp",
+                Input::Int(n),
+                result.map(String::from),
+                false,
+                None,
+                &options,
+            )
         };
         assert_eq!(call(1, Some("42")), None);
-        assert_eq!(call(2, None).as_deref(), Some("eval_sexp returned no output"));
-        assert_eq!(call(3, Some(" \n")).as_deref(), Some("eval_sexp returned no output"));
+        assert_eq!(
+            call(2, None).as_deref(),
+            Some("eval_sexp returned no output")
+        );
+        assert_eq!(
+            call(3, Some(" \n")).as_deref(),
+            Some("eval_sexp returned no output")
+        );
         assert_eq!(call(3, Some("42")), None);
         // A third identical call in a row brings the breaker's warning.
         let reply = call(3, Some("42")).unwrap_or_default();
@@ -1268,11 +1844,21 @@ mod tests {
     fn a_new_turn_keeps_the_list_and_forgets_the_calls() {
         let mut s = edit_session();
         let options = LoopOptions::default();
-        s.after_tool("eval_sexp", Input::Str("(+ 1 1)".into()), Some("42".into()), false, None, &options);
+        s.after_tool(
+            "eval_sexp",
+            Input::Str("(+ 1 1)".into()),
+            Some("42".into()),
+            false,
+            None,
+            &options,
+        );
         s.begin_turn();
         assert!(s.entries().is_empty());
         assert_eq!(s.items.len(), 3);
-        assert_eq!(s.add("next".into(), None, &Options::default()).unwrap().id, "t4");
+        assert_eq!(
+            s.add("next".into(), None, &Options::default()).unwrap().id,
+            "t4"
+        );
     }
 }
 
@@ -1282,50 +1868,99 @@ mod subtask_tests {
     use serde_json::{json, Value as Json};
 
     fn write(s: &mut Session, todos: Json) -> Result<String, InvalidInput> {
-        s.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).map(|o| o.text)
+        s.write(
+            &Input::from_json(&json!({ "todos": todos })),
+            &Options::default(),
+            false,
+            vec![],
+        )
+        .map(|o| o.text)
     }
 
     fn merge(s: &mut Session, todos: Json) -> Result<String, InvalidInput> {
-        s.write(&Input::from_json(&json!({"merge": true, "todos": todos})), &Options::default(), false, vec![]).map(|o| o.text)
+        s.write(
+            &Input::from_json(&json!({"merge": true, "todos": todos})),
+            &Options::default(),
+            false,
+            vec![],
+        )
+        .map(|o| o.text)
     }
 
     /// t1 "Ship it" in progress with subtasks t4 "Build" and t5 "Test",
     /// then t2 "Write docs" and t3 "Tag" pending.
     fn shipping() -> Session {
         let mut s = Session::started_now();
-        write(&mut s, json!([
+        write(
+            &mut s,
+            json!([
             {"content": "Ship it", "status": "in_progress"},
             {"content": "Write docs", "status": "pending"},
-            {"content": "Tag", "status": "pending"}])).unwrap();
-        merge(&mut s, json!([{"content": "Build", "parent": "t1"}, {"content": "Test", "parent": "t1"}])).unwrap();
+            {"content": "Tag", "status": "pending"}]),
+        )
+        .unwrap();
+        merge(
+            &mut s,
+            json!([{"content": "Build", "parent": "t1"}, {"content": "Test", "parent": "t1"}]),
+        )
+        .unwrap();
         s
     }
 
     fn parents(s: &Session) -> Vec<(&str, Option<&str>)> {
-        s.items.iter().map(|i| (i.id.as_str(), i.parent.as_deref())).collect()
+        s.items
+            .iter()
+            .map(|i| (i.id.as_str(), i.parent.as_deref()))
+            .collect()
     }
 
     /// Everything a refused write must leave as it was.
     fn state(s: &Session) -> (Vec<Item>, u64, usize, u64, usize) {
-        (s.items.clone(), s.ids.issued(), s.history.len(), s.writes, s.retired.len())
+        (
+            s.items.clone(),
+            s.ids.issued(),
+            s.history.len(),
+            s.writes,
+            s.retired.len(),
+        )
     }
 
     #[test]
     fn merged_subtasks_go_under_their_parent_and_show_as_a_tree() {
         let mut s = Session::started_now();
-        write(&mut s, json!([
+        write(
+            &mut s,
+            json!([
             {"content": "Ship it", "status": "in_progress"},
             {"content": "Write docs", "status": "pending"},
-            {"content": "Tag", "status": "pending"}])).unwrap();
-        let text = merge(&mut s, json!([{"content": "Build", "parent": "t1"}, {"content": "Test", "parent": "t1"}])).unwrap();
+            {"content": "Tag", "status": "pending"}]),
+        )
+        .unwrap();
+        let text = merge(
+            &mut s,
+            json!([{"content": "Build", "parent": "t1"}, {"content": "Test", "parent": "t1"}]),
+        )
+        .unwrap();
         assert_eq!(
             text,
             "[TODO list updated: 0/5 done]\nt4 pending: Build (under t1)\nt5 pending: Test (under t1)\nNext: work on t1; mark it completed when it is done."
         );
-        assert_eq!(parents(&s), [("t1", None), ("t4", Some("t1")), ("t5", Some("t1")), ("t2", None), ("t3", None)]);
+        assert_eq!(
+            parents(&s),
+            [
+                ("t1", None),
+                ("t4", Some("t1")),
+                ("t5", Some("t1")),
+                ("t2", None),
+                ("t3", None)
+            ]
+        );
         // A subtask of a subtask goes after its parent's own subtasks.
         merge(&mut s, json!([{"content": "Lint", "parent": "t4"}])).unwrap();
-        assert_eq!(s.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["t1", "t4", "t6", "t5", "t2", "t3"]);
+        assert_eq!(
+            s.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+            ["t1", "t4", "t6", "t5", "t2", "t3"]
+        );
         assert_eq!(
             s.prompt_guidance(30),
             format!(
@@ -1339,25 +1974,33 @@ mod subtask_tests {
     fn a_whole_list_gives_every_parent_and_shows_a_child_away_from_its_parent() {
         let mut s = shipping();
         // Sent in another order, t5 no longer stands under t1.
-        let text = write(&mut s, json!([
+        let text = write(
+            &mut s,
+            json!([
             {"id": "t1", "content": "Ship it", "status": "in_progress"},
             {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
             {"id": "t2", "content": "Write docs", "status": "pending"},
             {"id": "t5", "content": "Test", "status": "pending", "parent": "t1"},
             {"id": "t3", "content": "Tag", "status": "pending", "parent": ""},
-            {"content": "Announce", "status": "pending", "parent": "t2"}])).unwrap();
+            {"content": "Announce", "status": "pending", "parent": "t2"}]),
+        )
+        .unwrap();
         assert_eq!(
             text,
             "[TODO list updated: 0/6 done]\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n  t2 [pending] Write docs\n    t5 [pending] Test (under t1)\n  t3 [pending] Tag\n    t6 [pending] Announce (under t2)\nNext: work on t1."
         );
         // Without parents, a whole list is a flat list again.
-        let text = write(&mut s, json!([
+        let text = write(
+            &mut s,
+            json!([
             {"id": "t1", "content": "Ship it", "status": "in_progress"},
             {"id": "t4", "content": "Build", "status": "pending"},
             {"id": "t2", "content": "Write docs", "status": "pending"},
             {"id": "t5", "content": "Test", "status": "pending"},
             {"id": "t3", "content": "Tag", "status": "pending"},
-            {"id": "t6", "content": "Announce", "status": "pending"}])).unwrap();
+            {"id": "t6", "content": "Announce", "status": "pending"}]),
+        )
+        .unwrap();
         assert_eq!(
             text,
             "[TODO list updated: 0/6 done]\nt4 pending: Build (now top-level)\nt5 pending: Test (now top-level)\nt6 pending: Announce (now top-level)\nNext: work on t1; mark it completed when it is done."
@@ -1369,18 +2012,24 @@ mod subtask_tests {
     fn a_parent_cannot_be_completed_before_its_subtasks() {
         let mut s = shipping();
         let before = state(&s);
-        let refused = merge(&mut s, json!([{"id": "t4", "status": "completed"}, {"id": "t1", "status": "completed"}]));
+        let refused = merge(
+            &mut s,
+            json!([{"id": "t4", "status": "completed"}, {"id": "t1", "status": "completed"}]),
+        );
         assert_eq!(
             refused.unwrap_err().to_string(),
             "todos[1].status: t1 cannot be completed while its subtask t5 is unfinished; complete or cancel it first"
         );
         assert_eq!(state(&s), before);
-        let whole = write(&mut s, json!([
+        let whole = write(
+            &mut s,
+            json!([
             {"id": "t1", "content": "Ship it", "status": "completed"},
             {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
             {"id": "t5", "content": "Test", "status": "in_progress", "parent": "t1"},
             {"id": "t2", "content": "Write docs", "status": "pending"},
-            {"id": "t3", "content": "Tag", "status": "pending"}]));
+            {"id": "t3", "content": "Tag", "status": "pending"}]),
+        );
         assert_eq!(
             whole.unwrap_err().to_string(),
             "todos[0].status: t1 cannot be completed while its subtasks t4, t5 are unfinished; complete or cancel them first"
@@ -1394,8 +2043,15 @@ mod subtask_tests {
             text,
             "[TODO list updated: 1/5 done, 1 cancelled]\nt5 cancelled: Test (under t1)\nt1 (Ship it) has no unfinished subtasks left: mark it completed when it is done.\nNext: work on t1; mark it completed when it is done."
         );
-        let text = merge(&mut s, json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}])).unwrap();
-        assert!(text.starts_with("[TODO list updated: 2/5 done, 1 cancelled]\nt1 completed: Ship it\n"), "{text}");
+        let text = merge(
+            &mut s,
+            json!([{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}]),
+        )
+        .unwrap();
+        assert!(
+            text.starts_with("[TODO list updated: 2/5 done, 1 cancelled]\nt1 completed: Ship it\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1412,10 +2068,17 @@ mod subtask_tests {
     #[test]
     fn no_unfinished_subtask_goes_under_a_completed_item() {
         let mut s = shipping();
-        merge(&mut s, json!([{"id": "t4", "status": "completed"}, {"id": "t5", "status": "completed"}])).unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t4", "status": "completed"}, {"id": "t5", "status": "completed"}]),
+        )
+        .unwrap();
         merge(&mut s, json!([{"id": "t1", "status": "completed"}])).unwrap();
         let before = state(&s);
-        let added = merge(&mut s, json!([{"content": "Fix the build", "parent": "t1"}]));
+        let added = merge(
+            &mut s,
+            json!([{"content": "Fix the build", "parent": "t1"}]),
+        );
         assert_eq!(
             added.unwrap_err().to_string(),
             "todos[0].parent: t1 is completed and cannot have unfinished subtasks (the new item); reopen t1 (in_progress or pending) in the same write, or choose another parent"
@@ -1426,7 +2089,9 @@ mod subtask_tests {
             "todos[0].status: t4 is a subtask of t1, which is completed; reopen t1 (in_progress or pending) in the same write, or leave t4 finished"
         );
         let moved = merge(&mut s, json!([{"id": "t3", "parent": "t1"}]));
-        assert!(moved.unwrap_err().to_string().starts_with("todos[0].parent: t1 is completed and cannot have unfinished subtasks (t3)"));
+        assert!(moved.unwrap_err().to_string().starts_with(
+            "todos[0].parent: t1 is completed and cannot have unfinished subtasks (t3)"
+        ));
         assert_eq!(state(&s), before);
         // Reopening the parent in the same write is the way.
         merge(&mut s, json!([{"id": "t1", "status": "in_progress"}, {"content": "Fix the build", "parent": "t1"}])).unwrap();
@@ -1439,12 +2104,16 @@ mod subtask_tests {
         let mut s = shipping();
         merge(&mut s, json!([{"content": "Lint", "parent": "t4"}])).unwrap();
         // t2 leaves the list for good.
-        write(&mut s, json!([
+        write(
+            &mut s,
+            json!([
             {"id": "t1", "content": "Ship it", "status": "in_progress"},
             {"id": "t4", "content": "Build", "status": "pending", "parent": "t1"},
             {"id": "t6", "content": "Lint", "status": "pending", "parent": "t4"},
             {"id": "t5", "content": "Test", "status": "pending", "parent": "t1"},
-            {"id": "t3", "content": "Tag", "status": "cancelled"}])).unwrap();
+            {"id": "t3", "content": "Tag", "status": "cancelled"}]),
+        )
+        .unwrap();
         let before = state(&s);
         let cases: [(Json, bool, &str); 10] = [
             (json!([{"id": "t3", "parent": "t9"}]), true, "todos[0].parent: unknown id \"t9\": a parent must be the id of an item in the list"),
@@ -1469,7 +2138,11 @@ mod subtask_tests {
              "todos[0].parent: \"t1\" is not in the list; a parent must be an item of the list"),
         ];
         for (todos, merged, expected) in cases {
-            let got = if merged { merge(&mut s, todos) } else { write(&mut s, todos) };
+            let got = if merged {
+                merge(&mut s, todos)
+            } else {
+                write(&mut s, todos)
+            };
             assert_eq!(got.unwrap_err().to_string(), expected);
             assert_eq!(state(&s), before, "after {expected}");
         }
@@ -1482,12 +2155,26 @@ mod subtask_tests {
         assert_eq!(text, "[TODO list updated: 0/5 done]\nt3 pending: Tag (under t2)\nNext: work on t1; mark it completed when it is done.");
         assert_eq!(s.find("t3").unwrap().parent.as_deref(), Some("t2"));
         let change = s.history.changes().last().unwrap();
-        assert_eq!((change.ids.reparented.clone(), change.summary.clone()), (vec!["t3".to_string()], "reparented t3".to_string()));
+        assert_eq!(
+            (change.ids.reparented.clone(), change.summary.clone()),
+            (vec!["t3".to_string()], "reparented t3".to_string())
+        );
         // The same parent again changes nothing.
-        assert!(merge(&mut s, json!([{"id": "t3", "parent": "t2"}])).unwrap().contains("No change"));
+        assert!(merge(&mut s, json!([{"id": "t3", "parent": "t2"}]))
+            .unwrap()
+            .contains("No change"));
         let text = merge(&mut s, json!([{"id": "t4", "parent": ""}])).unwrap();
         assert_eq!(text, "[TODO list updated: 0/5 done]\nt4 pending: Build (now top-level)\nNext: work on t1; mark it completed when it is done.");
-        assert_eq!(parents(&s), [("t1", None), ("t4", None), ("t5", Some("t1")), ("t2", None), ("t3", Some("t2"))]);
+        assert_eq!(
+            parents(&s),
+            [
+                ("t1", None),
+                ("t4", None),
+                ("t5", Some("t1")),
+                ("t2", None),
+                ("t3", Some("t2"))
+            ]
+        );
         assert!(s.undo().is_some());
         assert_eq!(s.find("t4").unwrap().parent.as_deref(), Some("t1"));
         assert!(s.undo().is_some());
@@ -1499,11 +2186,19 @@ mod subtask_tests {
     #[test]
     fn a_retired_subtask_comes_back_under_its_parent_when_it_can() {
         let mut s = shipping();
-        write(&mut s, json!([
+        write(
+            &mut s,
+            json!([
             {"id": "t1", "content": "Ship it", "status": "in_progress"},
             {"id": "t5", "content": "Test", "status": "pending", "parent": "t1"},
-            {"id": "t3", "content": "Tag", "status": "pending"}])).unwrap();
-        merge(&mut s, json!([{"id": "t4", "status": "pending"}, {"id": "t2", "status": "pending"}])).unwrap();
+            {"id": "t3", "content": "Tag", "status": "pending"}]),
+        )
+        .unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t4", "status": "pending"}, {"id": "t2", "status": "pending"}]),
+        )
+        .unwrap();
         assert_eq!(s.find("t4").unwrap().parent.as_deref(), Some("t1"));
         assert_eq!(s.find("t2").unwrap().parent, None);
     }
@@ -1512,28 +2207,78 @@ mod subtask_tests {
     fn user_edits_keep_the_rules_and_removing_a_parent_moves_its_subtasks_up() {
         let mut s = shipping();
         let options = Options::default();
-        let refused = s.user_edit(UserEdit::SetStatus { id: "t1".into(), status: Status::Completed }, &options);
+        let refused = s.user_edit(
+            UserEdit::SetStatus {
+                id: "t1".into(),
+                status: Status::Completed,
+            },
+            &options,
+        );
         assert_eq!(
             refused.unwrap_err().to_string(),
             "status: t1 cannot be completed while its subtasks t4, t5 are unfinished; complete or cancel them first"
         );
         merge(&mut s, json!([{"content": "Lint", "parent": "t4"}])).unwrap();
-        s.user_edit(UserEdit::SetStatus { id: "t4".into(), status: Status::Cancelled }, &options).unwrap();
+        s.user_edit(
+            UserEdit::SetStatus {
+                id: "t4".into(),
+                status: Status::Cancelled,
+            },
+            &options,
+        )
+        .unwrap();
         let note = s.user_edit(UserEdit::ClearFinished, &options).unwrap();
         assert_eq!(note, "the user removed the finished items t4 from the list (their unfinished subtasks t6 moved up a level)");
-        assert_eq!(parents(&s), [("t1", None), ("t6", Some("t1")), ("t5", Some("t1")), ("t2", None), ("t3", None)]);
-        merge(&mut s, json!([{"id": "t6", "status": "completed"}, {"id": "t5", "status": "completed"}])).unwrap();
-        s.user_edit(UserEdit::SetStatus { id: "t1".into(), status: Status::Completed }, &options).unwrap();
-        let reopen = s.user_edit(UserEdit::SetStatus { id: "t5".into(), status: Status::Pending }, &options);
-        assert_eq!(reopen.unwrap_err().to_string(), "status: t5 is a subtask of t1, which is completed; reopen t1 first");
+        assert_eq!(
+            parents(&s),
+            [
+                ("t1", None),
+                ("t6", Some("t1")),
+                ("t5", Some("t1")),
+                ("t2", None),
+                ("t3", None)
+            ]
+        );
+        merge(
+            &mut s,
+            json!([{"id": "t6", "status": "completed"}, {"id": "t5", "status": "completed"}]),
+        )
+        .unwrap();
+        s.user_edit(
+            UserEdit::SetStatus {
+                id: "t1".into(),
+                status: Status::Completed,
+            },
+            &options,
+        )
+        .unwrap();
+        let reopen = s.user_edit(
+            UserEdit::SetStatus {
+                id: "t5".into(),
+                status: Status::Pending,
+            },
+            &options,
+        );
+        assert_eq!(
+            reopen.unwrap_err().to_string(),
+            "status: t5 is a subtask of t1, which is completed; reopen t1 first"
+        );
     }
 
     #[test]
     fn auto_completion_waits_for_the_subtasks() {
         let mut s = shipping();
-        merge(&mut s, json!([{"id": "t1", "content": "Ship it with deploy_site"}])).unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t1", "content": "Ship it with deploy_site"}]),
+        )
+        .unwrap();
         assert_eq!(s.auto_complete("deploy_site"), None);
-        merge(&mut s, json!([{"id": "t4", "status": "completed"}, {"id": "t5", "status": "completed"}])).unwrap();
+        merge(
+            &mut s,
+            json!([{"id": "t4", "status": "completed"}, {"id": "t5", "status": "completed"}]),
+        )
+        .unwrap();
         assert!(s.auto_complete("deploy_site").is_some());
         assert_eq!(s.find("t1").unwrap().status, Status::Completed);
     }
@@ -1554,9 +2299,19 @@ mod subtask_tests {
             })
             .collect();
         s.set_all(external.clone(), &Options::default()).unwrap();
-        assert_eq!(parents(&s), [("t1", None), ("t4", Some("t1")), ("t5", Some("t1")), ("t2", None), ("t3", None)]);
+        assert_eq!(
+            parents(&s),
+            [
+                ("t1", None),
+                ("t4", Some("t1")),
+                ("t5", Some("t1")),
+                ("t2", None),
+                ("t3", None)
+            ]
+        );
         // Without t1, its subtasks are top-level.
-        s.set_all(external[1..].to_vec(), &Options::default()).unwrap();
+        s.set_all(external[1..].to_vec(), &Options::default())
+            .unwrap();
         assert!(!tree::any_parent(&s.items));
     }
 }

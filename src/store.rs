@@ -23,7 +23,9 @@ use serde_json::value::RawValue;
 #[cfg(test)]
 use serde_json::Value as Json;
 
-use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS};
+use crate::history::{
+    Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS,
+};
 use crate::ledger::Entry;
 use crate::model::{now, Item, Status, Timestamp, MAX_ID_NUMBER};
 use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
@@ -65,7 +67,9 @@ fn corrupt(message: impl Into<String>) -> LoadError {
 
 /// 64-bit FNV-1a: stable across Rust versions, unlike `DefaultHasher`.
 fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Encoded names longer than this are cut and end in a hash of the whole
@@ -176,9 +180,16 @@ impl StoredStop {
     /// The stop, or None with a reason that a todo_write would refuse: it
     /// is only a mark, so a bad one is dropped rather than the file.
     fn into_stop(self) -> Option<Stop> {
-        let reason = checked_text(&Input::Str(self.reason), "reason", MAX_STOP_REASON_CHARS).ok()?;
-        let running = self.running.filter(|id| checked_text(&Input::Str(id.clone()), "running", 200).is_ok());
-        (!reason.trim().is_empty() && self.at.is_finite()).then_some(Stop { reason, at: self.at, running })
+        let reason =
+            checked_text(&Input::Str(self.reason), "reason", MAX_STOP_REASON_CHARS).ok()?;
+        let running = self
+            .running
+            .filter(|id| checked_text(&Input::Str(id.clone()), "running", 200).is_ok());
+        (!reason.trim().is_empty() && self.at.is_finite()).then_some(Stop {
+            reason,
+            at: self.at,
+            running,
+        })
     }
 }
 
@@ -224,7 +235,9 @@ impl LedgerSummary {
     fn catch_up(&mut self, entries: &[Entry]) {
         let seen = self.calls;
         let same_ledger = seen <= entries.len()
-            && (seen == 0 || (entries[0].time == self.first.unwrap_or(f64::NAN) && entries[seen - 1].time == self.last.unwrap_or(f64::NAN)));
+            && (seen == 0
+                || (entries[0].time == self.first.unwrap_or(f64::NAN)
+                    && entries[seen - 1].time == self.last.unwrap_or(f64::NAN)));
         if same_ledger {
             self.count(&entries[seen..]);
         } else {
@@ -266,8 +279,10 @@ struct StoredChange {
 impl StoredChange {
     /// The change, or what is wrong with it (a path and a reason).
     fn into_change(self, path: &str, limits: &Limits) -> Result<Change, String> {
-        let actor = Actor::parse(&self.actor).ok_or_else(|| format!("{path}.actor: unknown actor {:?}", self.actor))?;
-        let kind = ChangeKind::parse(&self.kind).ok_or_else(|| format!("{path}.kind: unknown kind {:?}", self.kind))?;
+        let actor = Actor::parse(&self.actor)
+            .ok_or_else(|| format!("{path}.actor: unknown actor {:?}", self.actor))?;
+        let kind = ChangeKind::parse(&self.kind)
+            .ok_or_else(|| format!("{path}.kind: unknown kind {:?}", self.kind))?;
         let items = |stored: Vec<StoredItem>, field: &str| {
             let path = format!("{path}.undo.{field}");
             let items = items_of(stored, &path).map_err(|e| match e {
@@ -303,7 +318,11 @@ impl StoredChange {
 }
 
 fn items_of(stored: Vec<StoredItem>, path: &str) -> Result<Vec<Item>, LoadError> {
-    stored.into_iter().enumerate().map(|(i, item)| item.into_item(&format!("{path}[{i}]"))).collect()
+    stored
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| item.into_item(&format!("{path}[{i}]")))
+        .collect()
 }
 
 /// The whole file as read.  What the list needs is typed, and a mistake
@@ -384,7 +403,10 @@ fn check_item(item: &Item, path: &str, limits: &Limits) -> Result<(), String> {
         }
     }
     match id_number(&item.id) {
-        Some(n) if n > MAX_ID_NUMBER => Err(format!("{path}.id: {} is beyond the largest id, t{MAX_ID_NUMBER}", item.id)),
+        Some(n) if n > MAX_ID_NUMBER => Err(format!(
+            "{path}.id: {} is beyond the largest id, t{MAX_ID_NUMBER}",
+            item.id
+        )),
         _ => Ok(()),
     }
 }
@@ -455,7 +477,11 @@ fn path_at(text: &str, end: usize, prefix: &str, missing: bool) -> String {
 
 /// ERROR, from reading TEXT as the part PREFIX, as "path: what is wrong".
 fn located(text: &str, prefix: &str, error: &serde_json::Error) -> String {
-    let line_start: usize = text.split_inclusive('\n').take(error.line().saturating_sub(1)).map(str::len).sum();
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(error.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
     let end = (line_start + error.column()).saturating_sub(1);
     let message = error.to_string();
     let position = format!(" at line {} column {}", error.line(), error.column());
@@ -476,7 +502,11 @@ struct Records {
 impl Records {
     /// Part NAME read as T; None, with a warning naming the field, when it
     /// does not read (or is absent).
-    fn part<T: serde::de::DeserializeOwned>(&mut self, raw: Option<&RawValue>, name: &str) -> Option<T> {
+    fn part<T: serde::de::DeserializeOwned>(
+        &mut self,
+        raw: Option<&RawValue>,
+        name: &str,
+    ) -> Option<T> {
         let raw = raw?;
         match serde_json::from_str(raw.get()) {
             Ok(value) => Some(value),
@@ -489,17 +519,29 @@ impl Records {
 
     /// Part NAME, a JSON object, read as T, like `part`.  (Serde would take
     /// a list for a struct, field by field.)
-    fn object<T: serde::de::DeserializeOwned>(&mut self, raw: Option<&RawValue>, name: &str) -> Option<T> {
+    fn object<T: serde::de::DeserializeOwned>(
+        &mut self,
+        raw: Option<&RawValue>,
+        name: &str,
+    ) -> Option<T> {
         let raw = raw?;
         if !raw.get().starts_with('{') {
-            self.drop_part(name, format!("{name}: expected an object, got {}", raw.get().chars().take(40).collect::<String>()));
+            self.drop_part(
+                name,
+                format!(
+                    "{name}: expected an object, got {}",
+                    raw.get().chars().take(40).collect::<String>()
+                ),
+            );
             return None;
         }
         self.part(Some(raw), name)
     }
 
     fn drop_part(&mut self, name: &str, why: String) {
-        self.warnings.push(format!("{why}; the {name} part was dropped and the list kept"));
+        self.warnings.push(format!(
+            "{why}; the {name} part was dropped and the list kept"
+        ));
     }
 
     fn note(&mut self, text: String) {
@@ -510,14 +552,20 @@ impl Records {
 /// Reads a list of items from RAW, keeping at most CAP: the rest are
 /// only counted, without building them.  Returns the items and how many
 /// there were.
-fn read_capped_items(raw: &RawValue, cap: usize) -> Result<(Vec<StoredItem>, usize), serde_json::Error> {
+fn read_capped_items(
+    raw: &RawValue,
+    cap: usize,
+) -> Result<(Vec<StoredItem>, usize), serde_json::Error> {
     struct Capped(usize);
     impl<'de> serde::de::Visitor<'de> for Capped {
         type Value = (Vec<StoredItem>, usize);
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a list of items")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
             let mut items = Vec::new();
             while items.len() < self.0 {
                 match seq.next_element()? {
@@ -562,8 +610,8 @@ impl StoredState<'_> {
                 self.id_counter
             )));
         }
-        let (stored, count) =
-            read_capped_items(self.items, limits.max_items).map_err(|e| corrupt(located(self.items.get(), "items", &e)))?;
+        let (stored, count) = read_capped_items(self.items, limits.max_items)
+            .map_err(|e| corrupt(located(self.items.get(), "items", &e)))?;
         if count > limits.max_items {
             return Err(LoadError::Refused(format!(
                 "items: has {count} items; the limit is {} (efrit-todo-max-items)",
@@ -577,8 +625,12 @@ impl StoredState<'_> {
         // Ids are not checked for uniqueness: Efrit's compatibility calls can
         // put any ids in a list, and such a list must come back as it was.
 
-        let mut records = Records { warnings: Vec::new() };
-        let generation: u64 = records.part(self.generation, "generation").unwrap_or_default();
+        let mut records = Records {
+            warnings: Vec::new(),
+        };
+        let generation: u64 = records
+            .part(self.generation, "generation")
+            .unwrap_or_default();
         let _: Option<Timestamp> = records.part(self.saved_at, "saved_at");
         let created: Timestamp = records.part(self.created, "created").unwrap_or_default();
         let writes: u64 = records.part(self.writes, "writes").unwrap_or_default();
@@ -605,7 +657,9 @@ impl StoredState<'_> {
                 checked.map_err(|why| records.drop_part("retired", why.trim_start_matches("not a valid state file: ").to_string())).ok()
             })
             .unwrap_or_default();
-        let mut user_notes: Vec<String> = records.part(self.user_notes, "user_notes").unwrap_or_default();
+        let mut user_notes: Vec<String> = records
+            .part(self.user_notes, "user_notes")
+            .unwrap_or_default();
         if user_notes.len() > MAX_STORED_NOTES {
             records.note(format!(
                 "user_notes: {} notes, more than the {MAX_STORED_NOTES} kept; the newest were kept",
@@ -613,7 +667,9 @@ impl StoredState<'_> {
             ));
             user_notes.drain(..user_notes.len() - MAX_STORED_NOTES);
         }
-        let history_seq: u64 = records.part(self.history_seq, "history_seq").unwrap_or_default();
+        let history_seq: u64 = records
+            .part(self.history_seq, "history_seq")
+            .unwrap_or_default();
         let history = records
             .part::<Vec<StoredChange>>(self.history, "history")
             .and_then(|mut stored| {
@@ -633,7 +689,9 @@ impl StoredState<'_> {
                 changes.map_err(|why| records.drop_part("history", why)).ok()
             })
             .unwrap_or_default();
-        let stopped = records.object::<StoredStop>(self.stopped, "stopped").and_then(StoredStop::into_stop);
+        let stopped = records
+            .object::<StoredStop>(self.stopped, "stopped")
+            .and_then(StoredStop::into_stop);
 
         let mut session = Session::default();
         session.ids.raise_to(self.id_counter);
@@ -644,13 +702,21 @@ impl StoredState<'_> {
         // A parent the list does not hold, a cycle or a fourth level (a
         // damaged or hand-edited file) is dropped; the items stay.
         crate::tree::repair(&mut session.items, &[]);
-        session.retired = retired.into_iter().map(|item| (item.id.clone(), item)).collect();
+        session.retired = retired
+            .into_iter()
+            .map(|item| (item.id.clone(), item))
+            .collect();
         session.created = created;
         session.writes = writes;
         session.user_notes = user_notes;
         session.history = History::from_parts(history, history_seq);
         session.stopped = stopped;
-        Ok(Decoded { name: self.session, session, generation, warnings: records.warnings })
+        Ok(Decoded {
+            name: self.session,
+            session,
+            generation,
+            warnings: records.warnings,
+        })
     }
 }
 
@@ -770,7 +836,9 @@ impl<'a> RetiredOut<'a> {
         let mut retired: Vec<&Item> = session.retired.values().collect();
         if retired.len() > MAX_STORED_RETIRED {
             retired.select_nth_unstable_by(MAX_STORED_RETIRED, |a, b| {
-                b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id))
+                b.created
+                    .total_cmp(&a.created)
+                    .then_with(|| a.id.cmp(&b.id))
             });
             retired.truncate(MAX_STORED_RETIRED);
         }
@@ -814,7 +882,12 @@ struct StateOut<'a> {
 }
 
 impl<'a> StateOut<'a> {
-    fn of(name: &'a str, session: &'a Session, ledger: &'a LedgerSummary, generation: u64) -> StateOut<'a> {
+    fn of(
+        name: &'a str,
+        session: &'a Session,
+        ledger: &'a LedgerSummary,
+        generation: u64,
+    ) -> StateOut<'a> {
         let breaker = session.breaker.state();
         StateOut {
             schema_version: SCHEMA_VERSION,
@@ -853,15 +926,30 @@ impl<'a> StateOut<'a> {
 /// The bytes of SESSION's file, as a first save (generation 0).
 pub fn encode(name: &str, session: &Session) -> Vec<u8> {
     let mut bytes = Vec::new();
-    encode_into(&mut bytes, name, session, &LedgerSummary::of(session.entries()), 0);
+    encode_into(
+        &mut bytes,
+        name,
+        session,
+        &LedgerSummary::of(session.entries()),
+        0,
+    );
     bytes
 }
 
 /// Appends SESSION's file to BYTES: compact JSON written straight from the
 /// session's own data, nothing copied on the way.
-fn encode_into(bytes: &mut Vec<u8>, name: &str, session: &Session, ledger: &LedgerSummary, generation: u64) {
+fn encode_into(
+    bytes: &mut Vec<u8>,
+    name: &str,
+    session: &Session,
+    ledger: &LedgerSummary,
+    generation: u64,
+) {
     // Serializing strings, numbers and sequences into memory cannot fail.
-    let _ = serde_json::to_writer(&mut *bytes, &StateOut::of(name, session, ledger, generation));
+    let _ = serde_json::to_writer(
+        &mut *bytes,
+        &StateOut::of(name, session, ledger, generation),
+    );
 }
 
 /// Reads a state file within the default limits: the session's name and
@@ -939,7 +1027,13 @@ fn not_a_directory(dir: &Path) -> io::Error {
     let dir: PathBuf = dir.components().collect();
     let culprit = dir.ancestors().find_map(|path| {
         let meta = fs::metadata(path).ok()?;
-        let kind = if meta.is_dir() { return None } else if meta.is_file() { "a file" } else { special_kind(meta.file_type())? };
+        let kind = if meta.is_dir() {
+            return None;
+        } else if meta.is_file() {
+            "a file"
+        } else {
+            special_kind(meta.file_type())?
+        };
         Some((path.to_path_buf(), kind))
     });
     match culprit {
@@ -1040,12 +1134,17 @@ fn open_regular(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOFOLLOW,
+    );
     let file = match options.open(path) {
         Ok(file) => file,
         // O_NOFOLLOW fails on a symlink with ELOOP.
         #[cfg(unix)]
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular(path, "a symbolic link")),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(not_regular(path, "a symbolic link"))
+        }
         Err(e) => return Err(e),
     };
     match special_kind(file.metadata()?.file_type()) {
@@ -1074,10 +1173,17 @@ fn lock_dir(dir: &Path) -> io::Result<DirLock> {
         use std::os::unix::io::AsRawFd;
         let path = dir.join(LOCK_FILE);
         let mut options = OpenOptions::new();
-        options.read(true).write(true).create(true).mode(0o600).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        options
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
         let file = match options.open(&path) {
             Ok(file) => file,
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular(&path, "a symbolic link")),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(not_regular(&path, "a symbolic link"))
+            }
             Err(e) => return Err(e),
         };
         if let Some(kind) = special_kind(file.metadata()?.file_type()) {
@@ -1092,7 +1198,9 @@ fn lock_dir(dir: &Path) -> io::Result<DirLock> {
             let error = io::Error::last_os_error();
             match error.raw_os_error() {
                 Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
-                Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => return Ok(DirLock(None)),
+                Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
+                    return Ok(DirLock(None))
+                }
                 _ => return Err(error),
             }
             if Instant::now() >= deadline {
@@ -1119,7 +1227,10 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
         let mut options = OpenOptions::new();
         options.read(true);
         // Whatever DIR has become since, opening it never blocks.
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK | libc::O_DIRECTORY);
+        std::os::unix::fs::OpenOptionsExt::custom_flags(
+            &mut options,
+            libc::O_NONBLOCK | libc::O_DIRECTORY,
+        );
         options.open(dir)?.sync_all()?;
     }
     let _ = dir;
@@ -1132,7 +1243,10 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// EFRIT_TODO_TEST_WRITE_PAUSE_MS: the crash test kills a child Emacs while
 /// a file is half written, which a real write is too quick to allow.
 static TEST_WRITE_PAUSE: Lazy<Option<Duration>> = Lazy::new(|| {
-    std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS").ok().and_then(|ms| ms.parse().ok()).map(Duration::from_millis)
+    std::env::var("EFRIT_TODO_TEST_WRITE_PAUSE_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
 });
 
 /// What tells one version of a file from another without reading it:
@@ -1154,7 +1268,12 @@ fn file_id(meta: &fs::Metadata) -> FileId {
     };
     #[cfg(not(unix))]
     let (device, inode) = (0, 0);
-    FileId { device, inode, len: meta.len(), modified: meta.modified().ok() }
+    FileId {
+        device,
+        inode,
+        len: meta.len(),
+        modified: meta.modified().ok(),
+    }
 }
 
 /// A file put in place by `replace_file`, before its directory is synced.
@@ -1188,7 +1307,11 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let temp = dir.join(format!(".{file}.{}-{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let temp = dir.join(format!(
+        ".{file}.{}-{}.tmp",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
     let written = (|| {
         let mut out = create_private(&temp)?;
         match *TEST_WRITE_PAUSE {
@@ -1220,7 +1343,11 @@ pub fn replace_file(dir: &Path, file: &str, bytes: &[u8]) -> io::Result<Replaced
         Ok((replaced, id))
     })();
     match written {
-        Ok((replaced, id)) => Ok(Replaced { path: target, id, replaced }),
+        Ok((replaced, id)) => Ok(Replaced {
+            path: target,
+            id,
+            replaced,
+        }),
         Err(e) => {
             let _ = fs::remove_file(&temp);
             Err(e)
@@ -1272,7 +1399,10 @@ pub struct Seen {
 
 /// The first free name among FILE.WHY, FILE.1.WHY, FILE.2.WHY...
 fn aside_name(file: &Path, why: &str) -> PathBuf {
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut candidate = file.with_file_name(format!("{name}.{why}"));
     let mut n = 1;
     while fs::symlink_metadata(&candidate).is_ok() {
@@ -1305,7 +1435,9 @@ fn move_aside_unchanged(file: &Path, id: Option<FileId>) -> io::Result<PathBuf> 
     let _lock = lock_dir(dir)?;
     let now = fs::symlink_metadata(file).map(|meta| file_id(&meta)).ok();
     if id.is_none() || now != id {
-        return Err(io::Error::other("it changed while it was read, so it is left for the next restore"));
+        return Err(io::Error::other(
+            "it changed while it was read, so it is left for the next restore",
+        ));
     }
     move_aside(file)
 }
@@ -1316,10 +1448,20 @@ fn move_aside_unchanged(file: &Path, id: Option<FileId>) -> io::Result<PathBuf> 
 /// refused before it is read, so that reading one costs bounded time.
 pub fn max_file_bytes(limits: &Limits) -> u64 {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-    let item = wide(limits.max_content_chars).saturating_mul(8).saturating_add(512);
-    let items = wide(limits.max_items).saturating_mul(2).saturating_add(wide(MAX_STORED_RETIRED + MAX_UNDO_ITEMS));
-    let history = wide(MAX_CHANGES).saturating_mul(wide(limits.max_items).saturating_mul(16).saturating_add(4096));
-    (1u64 << 20).saturating_add(items.saturating_mul(item)).saturating_add(history)
+    let item = wide(limits.max_content_chars)
+        .saturating_mul(8)
+        .saturating_add(512);
+    let items = wide(limits.max_items)
+        .saturating_mul(2)
+        .saturating_add(wide(MAX_STORED_RETIRED + MAX_UNDO_ITEMS));
+    let history = wide(MAX_CHANGES).saturating_mul(
+        wide(limits.max_items)
+            .saturating_mul(16)
+            .saturating_add(4096),
+    );
+    (1u64 << 20)
+        .saturating_add(items.saturating_mul(item))
+        .saturating_add(history)
 }
 
 /// Reads one state file within the default limits.
@@ -1335,7 +1477,11 @@ pub fn load_file_within(file: &Path, limits: &Limits) -> Result<Decoded, LoadErr
 }
 
 /// `load_file_within`, and the identity of the file read in ID.
-fn read_state_file(file: &Path, limits: &Limits, id: &mut Option<FileId>) -> Result<Decoded, LoadError> {
+fn read_state_file(
+    file: &Path,
+    limits: &Limits,
+    id: &mut Option<FileId>,
+) -> Result<Decoded, LoadError> {
     let opened = open_regular(file)?;
     let meta = opened.metadata()?;
     *id = Some(file_id(&meta));
@@ -1354,7 +1500,10 @@ fn read_state_file(file: &Path, limits: &Limits, id: &mut Option<FileId>) -> Res
 }
 
 fn is_stale_temp(path: &Path) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     name.starts_with('.')
         && name.ends_with(".tmp")
         && fs::symlink_metadata(path)
@@ -1388,7 +1537,10 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
             let _ = fs::remove_file(&file);
             continue;
         }
-        let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.starts_with('.') || file.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
             continue;
         }
@@ -1396,7 +1548,9 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
         match fs::symlink_metadata(&file).map(|meta| special_kind(meta.file_type())) {
             Ok(None) => {}
             Ok(Some(kind)) => {
-                report.skipped.push((file.clone(), not_regular(&file, kind).to_string()));
+                report
+                    .skipped
+                    .push((file.clone(), not_regular(&file, kind).to_string()));
                 continue;
             }
             Err(_) => continue,
@@ -1410,7 +1564,9 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
             }
             Err(LoadError::Corrupt(why)) => match move_aside_unchanged(&file, id) {
                 Ok(to) => report.moved_aside.push((file, to, why)),
-                Err(e) => report.skipped.push((file, format!("{why}; not moved aside: {e}"))),
+                Err(e) => report
+                    .skipped
+                    .push((file, format!("{why}; not moved aside: {e}"))),
             },
             Err(other) => report.skipped.push((file, other.to_string())),
         }
@@ -1427,15 +1583,26 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
         by_name.entry(found.1.name.clone()).or_default().push(found);
     }
     for name in order {
-        let Some(mut copies) = by_name.remove(&name) else { continue };
+        let Some(mut copies) = by_name.remove(&name) else {
+            continue;
+        };
         let own = file_name(&name);
         let rank = |(file, decoded, _): &(PathBuf, Decoded, FileId)| {
-            (decoded.generation, file.file_name().is_some_and(|f| f.to_string_lossy() == own))
+            (
+                decoded.generation,
+                file.file_name().is_some_and(|f| f.to_string_lossy() == own),
+            )
         };
-        let newest = (0..copies.len()).max_by_key(|&i| rank(&copies[i])).unwrap_or(0);
+        let newest = (0..copies.len())
+            .max_by_key(|&i| rank(&copies[i]))
+            .unwrap_or(0);
         let (file, decoded, id) = copies.swap_remove(newest);
         for (copy, older, _) in copies {
-            let age = if older.generation < decoded.generation { "an older copy" } else { "a copy" };
+            let age = if older.generation < decoded.generation {
+                "an older copy"
+            } else {
+                "a copy"
+            };
             report.skipped.push((
                 copy,
                 format!(
@@ -1446,10 +1613,21 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
                 ),
             ));
         }
-        report.seen.push(Seen { name: name.clone(), file: file.clone(), generation: decoded.generation, id });
+        report.seen.push(Seen {
+            name: name.clone(),
+            file: file.clone(),
+            generation: decoded.generation,
+            id,
+        });
         if !only_open || decoded.session.counts().open() > 0 {
-            report.warnings.extend(decoded.warnings.into_iter().map(|w| (file.clone(), w)));
-            report.loaded.push(Loaded { name, session: decoded.session, file });
+            report
+                .warnings
+                .extend(decoded.warnings.into_iter().map(|w| (file.clone(), w)));
+            report.loaded.push(Loaded {
+                name,
+                session: decoded.session,
+                file,
+            });
         }
     }
     Ok(report)
@@ -1472,7 +1650,13 @@ static KNOWN: Lazy<Mutex<HashMap<PathBuf, Known>>> = Lazy::new(Mutex::default);
 pub fn adopt(dir: &Path, seen: &Seen) {
     let target = file_path(dir, &seen.name);
     let id = (seen.file == target).then_some(seen.id);
-    lock(&KNOWN).insert(target, Known { generation: seen.generation, id });
+    lock(&KNOWN).insert(
+        target,
+        Known {
+            generation: seen.generation,
+            id,
+        },
+    );
 }
 
 /// What a save finds at its state file's path.
@@ -1481,7 +1665,10 @@ enum OnDisk {
     /// This process's newest save of it, unchanged.
     Known,
     /// A save of SESSION of GENERATION, not the known one.
-    Other { session: String, generation: u64 },
+    Other {
+        session: String,
+        generation: u64,
+    },
     /// Something that does not read as a state file.
     Damaged(String),
 }
@@ -1514,16 +1701,27 @@ fn examine(target: &Path, known: Option<Known>) -> io::Result<OnDisk> {
     let mut bytes = Vec::new();
     io::Read::read_to_end(&mut io::Read::take(opened, MAX_EXAMINED_BYTES), &mut bytes)?;
     match serde_json::from_slice::<Header>(&bytes) {
-        Ok(header) if header.schema_version > SCHEMA_VERSION => Err(newer_file(header.schema_version)),
+        Ok(header) if header.schema_version > SCHEMA_VERSION => {
+            Err(newer_file(header.schema_version))
+        }
         Ok(header) => {
-            let generation = header.generation.and_then(|g| serde_json::from_str(g.get()).ok()).unwrap_or(0);
-            Ok(OnDisk::Other { session: header.session, generation })
+            let generation = header
+                .generation
+                .and_then(|g| serde_json::from_str(g.get()).ok())
+                .unwrap_or(0);
+            Ok(OnDisk::Other {
+                session: header.session,
+                generation,
+            })
         }
         Err(e) => match serde_json::from_slice::<VersionOnly>(&bytes) {
-            Ok(VersionOnly { schema_version }) if schema_version > SCHEMA_VERSION => Err(newer_file(schema_version)),
-            _ if bytes.len() as u64 >= MAX_EXAMINED_BYTES => {
-                Ok(OnDisk::Other { session: String::new(), generation: 0 })
+            Ok(VersionOnly { schema_version }) if schema_version > SCHEMA_VERSION => {
+                Err(newer_file(schema_version))
             }
+            _ if bytes.len() as u64 >= MAX_EXAMINED_BYTES => Ok(OnDisk::Other {
+                session: String::new(),
+                generation: 0,
+            }),
             _ => Ok(OnDisk::Damaged(e.to_string())),
         },
     }
@@ -1580,8 +1778,13 @@ impl Queue {
 
     /// The sessions whose saves have not landed, sorted.
     fn unsaved(&self) -> Vec<&str> {
-        let mut names: Vec<&str> =
-            self.pending.keys().chain(self.failed.keys()).chain(&self.in_hand).map(String::as_str).collect();
+        let mut names: Vec<&str> = self
+            .pending
+            .keys()
+            .chain(self.failed.keys())
+            .chain(&self.in_hand)
+            .map(String::as_str)
+            .collect();
         names.sort_unstable();
         names.dedup();
         names
@@ -1606,7 +1809,9 @@ impl Queue {
         let now = Instant::now();
         for (session, failed) in &self.failed {
             if every_failed || failed.retry_at <= now {
-                batch.entry(session.clone()).or_insert_with(|| failed.dir.clone());
+                batch
+                    .entry(session.clone())
+                    .or_insert_with(|| failed.dir.clone());
             }
         }
         batch
@@ -1621,16 +1826,35 @@ impl Queue {
         if outcomes.iter().any(|o| o.failure.is_some()) && ensure_thread(self) {
             WRITER.wake.notify_one();
         }
-        for Outcome { session, dir, failure } in outcomes {
+        for Outcome {
+            session,
+            dir,
+            failure,
+        } in outcomes
+        {
             let Some(message) = failure else {
                 self.failed.remove(&session);
                 continue;
             };
             let attempts = self.failed.get(&session).map_or(0, |f| f.attempts) + 1;
             // Said once in the background; the same failure again is not news.
-            let reported = self.failed.get(&session).is_some_and(|f| f.reported && f.message == message);
-            let backoff = RETRY_FIRST.saturating_mul(1 << (attempts - 1).min(16)).min(RETRY_MAX);
-            self.failed.insert(session, Failed { dir, message, attempts, retry_at: now + backoff, reported });
+            let reported = self
+                .failed
+                .get(&session)
+                .is_some_and(|f| f.reported && f.message == message);
+            let backoff = RETRY_FIRST
+                .saturating_mul(1 << (attempts - 1).min(16))
+                .min(RETRY_MAX);
+            self.failed.insert(
+                session,
+                Failed {
+                    dir,
+                    message,
+                    attempts,
+                    retry_at: now + backoff,
+                    reported,
+                },
+            );
         }
     }
 
@@ -1669,8 +1893,15 @@ struct Failed {
 
 impl Failed {
     fn describe(&self) -> String {
-        let tries = if self.attempts == 1 { "once".to_string() } else { format!("{} times", self.attempts) };
-        format!("{}; the save stays pending and is retried (tried {tries})", self.message)
+        let tries = if self.attempts == 1 {
+            "once".to_string()
+        } else {
+            format!("{} times", self.attempts)
+        };
+        format!(
+            "{}; the save stays pending and is retried (tried {tries})",
+            self.message
+        )
     }
 }
 
@@ -1725,7 +1956,9 @@ static WRITER: Lazy<Writer> = Lazy::new(|| Writer {
 });
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Saves SESSION into DIR now; the caller holds `writing`, which SCRATCH
@@ -1749,10 +1982,14 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
         OnDisk::Damaged(why) => (seen, Some(("corrupt", why))),
         // The same session, no newer than what this process has: an older
         // copy put back, or a touch.  Nothing to keep.
-        OnDisk::Other { session: name, generation } if name == session && known.is_some_and(|k| generation <= k.generation) => {
-            (seen, None)
-        }
-        OnDisk::Other { generation, .. } => (seen.max(generation), Some(("conflict", generation.to_string()))),
+        OnDisk::Other {
+            session: name,
+            generation,
+        } if name == session && known.is_some_and(|k| generation <= k.generation) => (seen, None),
+        OnDisk::Other { generation, .. } => (
+            seen.max(generation),
+            Some(("conflict", generation.to_string())),
+        ),
     };
     let generation = generation.saturating_add(1);
     scratch.buffer.clear();
@@ -1792,7 +2029,13 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
         scratch.buffer = Vec::new();
     }
     let replaced = replaced?;
-    lock(&KNOWN).insert(target, Known { generation, id: Some(replaced.id) });
+    lock(&KNOWN).insert(
+        target,
+        Known {
+            generation,
+            id: Some(replaced.id),
+        },
+    );
     Ok(Some(replaced))
 }
 
@@ -1803,7 +2046,10 @@ pub fn take_warnings() -> Vec<String> {
 }
 
 fn describe_failure(session: &str, dir: &Path, error: &io::Error) -> String {
-    format!("could not save session {session:?} in {}: {error}", dir.display())
+    format!(
+        "could not save session {session:?} in {}: {error}",
+        dir.display()
+    )
 }
 
 /// Saves every session of BATCH and leaves the syncing of their
@@ -1820,7 +2066,11 @@ fn write_batch(scratch: &mut Scratch, batch: HashMap<String, PathBuf>) -> Vec<Ou
             Ok(None) => None,
             Err(e) => Some(describe_failure(&session, &dir, &e)),
         };
-        outcomes.push(Outcome { session, dir, failure });
+        outcomes.push(Outcome {
+            session,
+            dir,
+            failure,
+        });
     }
     if !done.is_empty() {
         let mut queue = lock(&WRITER.queue);
@@ -1841,16 +2091,20 @@ fn settle() {
     let _settling = lock(&WRITER.settling);
     let (dirs, replaced) = {
         let mut queue = lock(&WRITER.queue);
-        (std::mem::take(&mut queue.unsynced), std::mem::take(&mut queue.replaced))
+        (
+            std::mem::take(&mut queue.unsynced),
+            std::mem::take(&mut queue.replaced),
+        )
     };
     drop(replaced);
     let failures: Vec<String> = dirs
         .into_iter()
         .filter_map(|dir| match sync_dir(&dir) {
             // A directory removed since holds no rename to keep.
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Some(format!("could not sync {}, so the last save may not survive a power cut: {e}", dir.display()))
-            }
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Some(format!(
+                "could not sync {}, so the last save may not survive a power cut: {e}",
+                dir.display()
+            )),
             _ => None,
         })
         .collect();
@@ -1879,7 +2133,11 @@ fn wait_for_work() {
                 if due <= now {
                     return;
                 }
-                queue = WRITER.wake.wait_timeout(queue, due - now).unwrap_or_else(|p| p.into_inner()).0;
+                queue = WRITER
+                    .wake
+                    .wait_timeout(queue, due - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
         }
     }
@@ -1891,7 +2149,11 @@ fn writer_loop() {
         {
             // Changes gather for a moment, unless a flush waits.
             let queue = lock(&WRITER.queue);
-            drop(WRITER.wake.wait_timeout_while(queue, COALESCE, |q| q.flushes_asked == q.flushes_done));
+            drop(
+                WRITER
+                    .wake
+                    .wait_timeout_while(queue, COALESCE, |q| q.flushes_asked == q.flushes_done),
+            );
         }
         let serving = {
             let mut scratch = lock(&WRITER.writing);
@@ -1921,7 +2183,10 @@ fn writer_loop() {
 /// Starts the writer thread unless it runs; false when it cannot be started.
 fn ensure_thread(queue: &mut Queue) -> bool {
     if !queue.thread_started {
-        queue.thread_started = std::thread::Builder::new().name("efrit-todo-store".into()).spawn(writer_loop).is_ok();
+        queue.thread_started = std::thread::Builder::new()
+            .name("efrit-todo-store".into())
+            .spawn(writer_loop)
+            .is_ok();
     }
     queue.thread_started
 }
@@ -1935,7 +2200,11 @@ pub fn schedule(session: &str, dir: &Path) -> Vec<String> {
     // save, and the thread is woken (a system call) only from idle: until
     // it is idle again it takes whatever is pending without waiting.
     let was_idle = queue.idle();
-    if queue.pending.get(session).is_none_or(|pending| pending != dir) {
+    if queue
+        .pending
+        .get(session)
+        .is_none_or(|pending| pending != dir)
+    {
         queue.pending.insert(session.to_string(), dir.to_path_buf());
     }
     if !ensure_thread(&mut queue) {
@@ -1975,8 +2244,10 @@ pub fn flush_begin() -> u64 {
 /// Waits up to LIMIT for the flush TICKET; true once it is done.
 pub fn flush_wait(ticket: u64, limit: Duration) -> bool {
     let queue = lock(&WRITER.queue);
-    let (queue, _) =
-        WRITER.flushed.wait_timeout_while(queue, limit, |q| q.flushes_done < ticket).unwrap_or_else(|p| p.into_inner());
+    let (queue, _) = WRITER
+        .flushed
+        .wait_timeout_while(queue, limit, |q| q.flushes_done < ticket)
+        .unwrap_or_else(|p| p.into_inner());
     queue.flushes_done >= ticket
 }
 
@@ -1987,7 +2258,16 @@ pub fn flush_wait(ticket: u64, limit: Duration) -> bool {
 pub fn flush_end(ticket: u64, waited: Duration) -> Vec<String> {
     let mut queue = lock(&WRITER.queue);
     let done = queue.flushes_done >= ticket;
-    let unsaved = if done { String::new() } else { queue.unsaved().iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(", ") };
+    let unsaved = if done {
+        String::new()
+    } else {
+        queue
+            .unsaved()
+            .iter()
+            .map(|name| format!("{name:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut truth = queue.truth();
     if !done {
         truth.push(format!(
@@ -2021,16 +2301,25 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
         let saved = save_locked(&mut scratch, session, dir);
         // A failed save stays pending like a scheduled one; it is the
         // caller's error, so it counts as reported.
-        let failure = saved.as_ref().err().map(|e| describe_failure(session, dir, e));
+        let failure = saved
+            .as_ref()
+            .err()
+            .map(|e| describe_failure(session, dir, e));
         let reported = failure.is_some();
         let mut queue = lock(&WRITER.queue);
-        queue.record_outcomes(vec![Outcome { session: session.to_string(), dir: dir.to_path_buf(), failure }]);
+        queue.record_outcomes(vec![Outcome {
+            session: session.to_string(),
+            dir: dir.to_path_buf(),
+            failure,
+        }]);
         if let Some(failed) = queue.failed.get_mut(session).filter(|_| reported) {
             failed.reported = true;
         }
         saved?
     };
-    let Some(Replaced { path, replaced, .. }) = saved else { return Ok(None) };
+    let Some(Replaced { path, replaced, .. }) = saved else {
+        return Ok(None);
+    };
     let mut queue = lock(&WRITER.queue);
     queue.unsynced.insert(dir.to_path_buf());
     queue.replaced.extend(replaced);
@@ -2042,8 +2331,6 @@ pub fn save_now(session: &str, dir: &Path) -> io::Result<Option<PathBuf>> {
     }
     Ok(Some(path))
 }
-
-
 
 #[cfg(test)]
 mod tests {
@@ -2065,15 +2352,41 @@ mod tests {
     }
 
     fn write(session: &mut Session, todos: Json) {
-        session.write(&Input::from_json(&json!({ "todos": todos })), &Options::default(), false, vec![]).unwrap();
+        session
+            .write(
+                &Input::from_json(&json!({ "todos": todos })),
+                &Options::default(),
+                false,
+                vec![],
+            )
+            .unwrap();
     }
 
     fn busy_session() -> Session {
         let mut s = Session::default();
-        write(&mut s, json!([{"content": "Read", "status": "in_progress"}, {"content": "Fix", "status": "pending"}]));
-        write(&mut s, json!([{"id": "t1", "content": "Read", "status": "completed"}, {"content": "Test", "status": "in_progress"}]));
-        s.user_edit(UserEdit::Add { content: "Ship it".into() }, &Options::default()).unwrap();
-        s.after_tool("eval", Input::Str("(+ 1 2)".into()), Some("3".into()), false, None, &Default::default());
+        write(
+            &mut s,
+            json!([{"content": "Read", "status": "in_progress"}, {"content": "Fix", "status": "pending"}]),
+        );
+        write(
+            &mut s,
+            json!([{"id": "t1", "content": "Read", "status": "completed"}, {"content": "Test", "status": "in_progress"}]),
+        );
+        s.user_edit(
+            UserEdit::Add {
+                content: "Ship it".into(),
+            },
+            &Options::default(),
+        )
+        .unwrap();
+        s.after_tool(
+            "eval",
+            Input::Str("(+ 1 2)".into()),
+            Some("3".into()),
+            false,
+            None,
+            &Default::default(),
+        );
         s
     }
 
@@ -2122,7 +2435,12 @@ mod tests {
         let (_, mut back) = decode(&encode("work", &s)).unwrap();
         assert!(back.undo().unwrap().contains("add by the user"));
         assert_eq!(back.items.len(), 2);
-        assert_eq!(back.add("Next".into(), None, &Options::default()).unwrap().id, "t5");
+        assert_eq!(
+            back.add("Next".into(), None, &Options::default())
+                .unwrap()
+                .id,
+            "t5"
+        );
     }
 
     #[test]
@@ -2136,7 +2454,11 @@ mod tests {
             created: None,
             completed: None,
         };
-        s.set_all(vec![ext("todo-1", "a"), ext("todo-1", "b")], &Options::default()).unwrap();
+        s.set_all(
+            vec![ext("todo-1", "a"), ext("todo-1", "b")],
+            &Options::default(),
+        )
+        .unwrap();
         let (_, back) = decode(&encode("dup", &s)).unwrap();
         assert_eq!(back.items, s.items);
     }
@@ -2158,7 +2480,10 @@ mod tests {
     fn damaged_files_are_refused_with_a_reason() {
         let good = encode("work", &busy_session());
         for cut in [0, 1, good.len() / 2, good.len() - 1] {
-            assert!(matches!(decode(&good[..cut]), Err(LoadError::Corrupt(_))), "cut at {cut}");
+            assert!(
+                matches!(decode(&good[..cut]), Err(LoadError::Corrupt(_))),
+                "cut at {cut}"
+            );
         }
         let cases = [
             json!([1, 2]),
@@ -2170,10 +2495,19 @@ mod tests {
             json!({"schema_version": 2, "session": "x", "items": {}}),
         ];
         for case in cases {
-            assert!(matches!(decode(case.to_string().as_bytes()), Err(LoadError::Corrupt(_))), "{case}");
+            assert!(
+                matches!(
+                    decode(case.to_string().as_bytes()),
+                    Err(LoadError::Corrupt(_))
+                ),
+                "{case}"
+            );
         }
         let newer = json!({"schema_version": 99, "session": "x", "items": []});
-        assert!(matches!(decode(newer.to_string().as_bytes()), Err(LoadError::Newer(99))));
+        assert!(matches!(
+            decode(newer.to_string().as_bytes()),
+            Err(LoadError::Newer(99))
+        ));
     }
 
     /// A file of `busy_session` stopped, as JSON to damage.
@@ -2193,15 +2527,30 @@ mod tests {
         let cases: [(Damage, &str); 14] = [
             (|j| j["breaker"]["calls"] = json!(-1), "breaker.calls:"),
             (|j| j["breaker"] = json!([1, 2]), "breaker:"),
-            (|j| j["ledger"]["tools"]["eval"] = json!("many"), "ledger.tools.eval:"),
-            (|j| j["ledger"]["first"] = json!("yesterday"), "ledger.first:"),
-            (|j| j["history"][1]["kind"] = json!("explode"), "history[1].kind:"),
+            (
+                |j| j["ledger"]["tools"]["eval"] = json!("many"),
+                "ledger.tools.eval:",
+            ),
+            (
+                |j| j["ledger"]["first"] = json!("yesterday"),
+                "ledger.first:",
+            ),
+            (
+                |j| j["history"][1]["kind"] = json!("explode"),
+                "history[1].kind:",
+            ),
             (|j| j["history"][2]["seq"] = json!(-5), "history[2].seq:"),
-            (|j| j["history"][0]["undo"]["added"] = json!([7]), "history[0].undo.added[0]:"),
+            (
+                |j| j["history"][0]["undo"]["added"] = json!([7]),
+                "history[0].undo.added[0]:",
+            ),
             (|j| j["history_seq"] = json!("many"), "history_seq:"),
             (|j| j["stopped"]["at"] = json!("just now"), "stopped.at:"),
             (|j| j["user_notes"] = json!(["fine", 5]), "user_notes[1]:"),
-            (|j| j["retired"][0]["status"] = json!("gone"), "retired[0].status:"),
+            (
+                |j| j["retired"][0]["status"] = json!("gone"),
+                "retired[0].status:",
+            ),
             (|j| j["saved_at"] = json!("now"), "saved_at:"),
             (|j| j["created"] = json!({}), "created:"),
             (|j| j["writes"] = json!(-3), "writes:"),
@@ -2214,8 +2563,16 @@ mod tests {
             assert_eq!(decoded.session.items, s.items, "{path}");
             assert_eq!(decoded.session.ids.issued(), s.ids.issued(), "{path}");
             assert_eq!(decoded.warnings.len(), 1, "{path}: {:?}", decoded.warnings);
-            assert!(decoded.warnings[0].starts_with(path), "{path}: {:?}", decoded.warnings);
-            assert!(decoded.warnings[0].contains("dropped"), "{:?}", decoded.warnings);
+            assert!(
+                decoded.warnings[0].starts_with(path),
+                "{path}: {:?}",
+                decoded.warnings
+            );
+            assert!(
+                decoded.warnings[0].contains("dropped"),
+                "{:?}",
+                decoded.warnings
+            );
             // The part goes, the rest stays.
             let part = path.split(['.', '[', ':']).next().unwrap();
             match part {
@@ -2244,22 +2601,42 @@ mod tests {
 
     #[test]
     fn a_file_is_read_within_the_limits_todo_write_keeps() {
-        let limits = Limits { max_items: 5, max_content_chars: 20 };
+        let limits = Limits {
+            max_items: 5,
+            max_content_chars: 20,
+        };
         let item = |n: usize| json!({"id": format!("t{n}"), "content": format!("Item {n}"), "status": "pending", "created": 1.0});
         let file = |items: Vec<Json>| json!({"schema_version": 2, "session": "big", "id_counter": 9, "items": items});
-        let refused = |json: &Json, what: &str| match decode_within(json.to_string().as_bytes(), &limits) {
-            Err(e) => {
-                let why = e.to_string();
-                assert!(matches!(e, LoadError::Refused(_)), "{what}: {why}");
-                assert!(why.contains(what), "{what}: {why}");
-            }
-            Ok(d) => panic!("{what}: read {} items", d.session.items.len()),
-        };
-        assert_eq!(decode_within(file((1..=5).map(item).collect()).to_string().as_bytes(), &limits).unwrap().session.items.len(), 5);
-        refused(&file((1..=6).map(item).collect()), "6 items; the limit is 5");
+        let refused =
+            |json: &Json, what: &str| match decode_within(json.to_string().as_bytes(), &limits) {
+                Err(e) => {
+                    let why = e.to_string();
+                    assert!(matches!(e, LoadError::Refused(_)), "{what}: {why}");
+                    assert!(why.contains(what), "{what}: {why}");
+                }
+                Ok(d) => panic!("{what}: read {} items", d.session.items.len()),
+            };
+        assert_eq!(
+            decode_within(
+                file((1..=5).map(item).collect()).to_string().as_bytes(),
+                &limits
+            )
+            .unwrap()
+            .session
+            .items
+            .len(),
+            5
+        );
+        refused(
+            &file((1..=6).map(item).collect()),
+            "6 items; the limit is 5",
+        );
         let mut long = file(vec![item(1), item(2), item(3)]);
         long["items"][2]["content"] = json!("x".repeat(21));
-        refused(&long, "items[2].content: is 21 characters long; the limit is 20");
+        refused(
+            &long,
+            "items[2].content: is 21 characters long; the limit is 20",
+        );
         let mut long = file(vec![item(1)]);
         long["items"][0]["activeForm"] = json!("é".repeat(21));
         refused(&long, "items[0].activeForm:");
@@ -2273,37 +2650,68 @@ mod tests {
         // first retired items; the list stays.
         let mut s = Session::default();
         for n in 0..(MAX_CHANGES + 30) {
-            write(&mut s, json!([{"content": format!("step {n}"), "status": "pending"}]));
+            write(
+                &mut s,
+                json!([{"content": format!("step {n}"), "status": "pending"}]),
+            );
         }
         let mut json: Json = serde_json::from_slice(&encode("long", &s)).unwrap();
         let mut history = json["history"].as_array().unwrap().clone();
         let extra: Vec<Json> = history.iter().take(60).cloned().collect();
-        history.splice(0..0, extra.into_iter().map(|mut c| {
-            c["seq"] = json!(c["seq"].as_u64().unwrap() - 100);
-            c
-        }));
+        history.splice(
+            0..0,
+            extra.into_iter().map(|mut c| {
+                c["seq"] = json!(c["seq"].as_u64().unwrap() - 100);
+                c
+            }),
+        );
         json["history"] = Json::Array(history);
-        let decoded = decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default()).unwrap();
+        let decoded =
+            decode_within(&serde_json::to_vec(&json).unwrap(), &Limits::default()).unwrap();
         assert_eq!(decoded.session.history.len(), MAX_CHANGES);
-        assert_eq!(decoded.session.history.changes().last(), s.history.changes().last());
-        assert!(decoded.warnings.iter().any(|w| w.starts_with("history:") && w.contains("260")), "{:?}", decoded.warnings);
+        assert_eq!(
+            decoded.session.history.changes().last(),
+            s.history.changes().last()
+        );
+        assert!(
+            decoded
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("history:") && w.contains("260")),
+            "{:?}",
+            decoded.warnings
+        );
         let retired: Vec<Json> = (0..MAX_STORED_RETIRED + 5).map(|n| item(n + 10)).collect();
         let mut json = file(vec![item(1)]);
         json["retired"] = Json::Array(retired);
         let decoded = decode_within(json.to_string().as_bytes(), &Limits::default()).unwrap();
         assert_eq!(decoded.session.retired.len(), MAX_STORED_RETIRED);
-        assert!(decoded.warnings.iter().any(|w| w.starts_with("retired:")), "{:?}", decoded.warnings);
+        assert!(
+            decoded.warnings.iter().any(|w| w.starts_with("retired:")),
+            "{:?}",
+            decoded.warnings
+        );
         // A retired item over the content limit is dropped with its part.
         let mut json = file(vec![item(1)]);
         json["retired"] = json!([{"id": "t2", "content": "y".repeat(30), "status": "completed"}]);
         let decoded = decode_within(json.to_string().as_bytes(), &limits).unwrap();
         assert!(decoded.session.retired.is_empty());
-        assert!(decoded.warnings.iter().any(|w| w.starts_with("retired[0].content:")), "{:?}", decoded.warnings);
+        assert!(
+            decoded
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("retired[0].content:")),
+            "{:?}",
+            decoded.warnings
+        );
     }
 
     #[test]
     fn a_file_over_the_size_bound_is_refused_before_it_is_read() {
-        let limits = Limits { max_items: 5, max_content_chars: 20 };
+        let limits = Limits {
+            max_items: 5,
+            max_content_chars: 20,
+        };
         let dir = temp_dir("huge");
         ensure_dir(&dir).unwrap();
         let path = dir.join("huge.json");
@@ -2315,7 +2723,10 @@ mod tests {
         }
         // Left where it is, not moved aside: it may be fine under other limits.
         let report = load_dir(&dir, false, &limits).unwrap();
-        assert!(report.moved_aside.is_empty() && report.skipped.len() == 1, "{report:?}");
+        assert!(
+            report.moved_aside.is_empty() && report.skipped.len() == 1,
+            "{report:?}"
+        );
         assert!(path.exists());
         let _ = fs::remove_dir_all(&dir);
     }
@@ -2324,7 +2735,9 @@ mod tests {
     fn only_the_newest_retired_items_are_kept_on_disk() {
         let mut s = Session::default();
         for n in 0..3 {
-            let todos: Vec<Json> = (0..600).map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"})).collect();
+            let todos: Vec<Json> = (0..600)
+                .map(|i| json!({"content": format!("write {n} item {i}"), "status": "pending"}))
+                .collect();
             write(&mut s, Json::Array(todos));
         }
         assert_eq!(s.retired.len(), 1200);
@@ -2345,7 +2758,10 @@ mod tests {
         assert_ne!(name, file_name(&"é".repeat(199)));
         for name in ["a b", ".", "..", "con", "x/y\\z", "日本", "%41"] {
             let encoded = file_name(name);
-            assert!(!encoded.starts_with('.') && !encoded.contains('/') && !encoded.contains('\\'), "{encoded}");
+            assert!(
+                !encoded.starts_with('.') && !encoded.contains('/') && !encoded.contains('\\'),
+                "{encoded}"
+            );
         }
         assert_ne!(file_name("%41"), file_name("A"));
     }
@@ -2359,10 +2775,19 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
-            assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+            assert_eq!(
+                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+            assert_eq!(
+                fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+                0o700
+            );
         }
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, ["s.json"]);
         let _ = fs::remove_dir_all(dir.parent().unwrap());
     }
@@ -2372,23 +2797,51 @@ mod tests {
         let dir = temp_dir("load");
         let s = busy_session();
         write_atomic(&dir, &file_name("good"), &encode("good", &s)).unwrap();
-        write_atomic(&dir, &file_name("done"), &encode("done", &Session::default())).unwrap();
+        write_atomic(
+            &dir,
+            &file_name("done"),
+            &encode("done", &Session::default()),
+        )
+        .unwrap();
         write_atomic(&dir, "bad.json", b"{\"schema_version\": 2, \"sess").unwrap();
         fs::write(dir.join("bad.json.corrupt"), b"older damage").unwrap();
-        write_atomic(&dir, "newer.json", br#"{"schema_version": 9, "session": "n", "items": []}"#).unwrap();
+        write_atomic(
+            &dir,
+            "newer.json",
+            br#"{"schema_version": 9, "session": "n", "items": []}"#,
+        )
+        .unwrap();
         fs::write(dir.join("notes.txt"), b"not mine").unwrap();
         let report = load_dir(&dir, true, &Limits::default()).unwrap();
         let names: Vec<_> = report.loaded.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["good"]);
         assert_eq!(report.moved_aside.len(), 1);
         assert_eq!(report.moved_aside[0].1, dir.join("bad.json.1.corrupt"));
-        assert_eq!(fs::read(dir.join("bad.json.corrupt")).unwrap(), b"older damage");
+        assert_eq!(
+            fs::read(dir.join("bad.json.corrupt")).unwrap(),
+            b"older damage"
+        );
         assert_eq!(report.skipped.len(), 1);
         assert!(dir.join("newer.json").exists());
-        registry().session("newer").add("x".into(), None, &Options::default()).unwrap();
-        assert!(save_now("newer", &dir).unwrap_err().to_string().contains("newer efrit-todo"));
-        assert_eq!(load_dir(&dir, false, &Limits::default()).unwrap().loaded.len(), 2);
-        assert!(load_dir(&dir.join("missing"), false, &Limits::default()).unwrap().loaded.is_empty());
+        registry()
+            .session("newer")
+            .add("x".into(), None, &Options::default())
+            .unwrap();
+        assert!(save_now("newer", &dir)
+            .unwrap_err()
+            .to_string()
+            .contains("newer efrit-todo"));
+        assert_eq!(
+            load_dir(&dir, false, &Limits::default())
+                .unwrap()
+                .loaded
+                .len(),
+            2
+        );
+        assert!(load_dir(&dir.join("missing"), false, &Limits::default())
+            .unwrap()
+            .loaded
+            .is_empty());
         // The refused save stays pending: let it land before the directory goes.
         fs::remove_file(dir.join("newer.json")).unwrap();
         assert!(failures_of("\"newer\"", flush()).is_empty());
@@ -2400,7 +2853,9 @@ mod tests {
         let dir = temp_dir("writer");
         let name = format!("writer test {}", std::process::id());
         for n in 0..20 {
-            let todos: Vec<Json> = (0..=n).map(|i| json!({"content": format!("step {i}"), "status": "pending"})).collect();
+            let todos: Vec<Json> = (0..=n)
+                .map(|i| json!({"content": format!("step {i}"), "status": "pending"}))
+                .collect();
             write(registry().session(&name), Json::Array(todos));
             assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
         }
@@ -2422,14 +2877,23 @@ mod tests {
         // Only a schedule made while the writer is idle wakes it; those made
         // while it is busy must still be written without anyone waiting.
         let dir = temp_dir("busy");
-        let names: Vec<String> = (0..3).map(|n| format!("busy test {} {n}", std::process::id())).collect();
+        let names: Vec<String> = (0..3)
+            .map(|n| format!("busy test {} {n}", std::process::id()))
+            .collect();
         let landed = |name: &String, round: usize| {
-            load_file(&file_path(&dir, name)).is_ok_and(|(_, s)| s.items.iter().any(|i| i.content == format!("round {round}")))
+            load_file(&file_path(&dir, name)).is_ok_and(|(_, s)| {
+                s.items
+                    .iter()
+                    .any(|i| i.content == format!("round {round}"))
+            })
         };
         let wait_for = |round: usize, names: &[String]| {
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while !names.iter().all(|name| landed(name, round)) {
-                assert!(std::time::Instant::now() < deadline, "saves of round {round} never landed");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "saves of round {round} never landed"
+                );
                 std::thread::sleep(Duration::from_millis(5));
             }
         };
@@ -2445,7 +2909,9 @@ mod tests {
             std::thread::sleep(COALESCE * 5);
         }
         let errors = flush();
-        assert!(names.iter().all(|name| failures_of(name, errors.clone()).is_empty()));
+        assert!(names
+            .iter()
+            .all(|name| failures_of(name, errors.clone()).is_empty()));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -2454,7 +2920,14 @@ mod tests {
         let dir = temp_dir("ledger");
         let name = format!("ledger test {}", std::process::id());
         let call = |tool: &str, result: Option<&str>, error: bool| {
-            registry().session(&name).after_tool(tool, Input::Str("x".into()), result.map(String::from), error, None, &Default::default());
+            registry().session(&name).after_tool(
+                tool,
+                Input::Str("x".into()),
+                result.map(String::from),
+                error,
+                None,
+                &Default::default(),
+            );
         };
         call("eval", Some("1"), false);
         call("shell", None, true);
@@ -2463,7 +2936,10 @@ mod tests {
             call(if n % 2 == 0 { "eval" } else { "grep" }, Some("ok"), n == 3);
         }
         save_now(&name, &dir).unwrap();
-        let expected = |name: &str| serde_json::to_value(LedgerSummary::of(registry().get(name).unwrap().entries())).unwrap();
+        let expected = |name: &str| {
+            serde_json::to_value(LedgerSummary::of(registry().get(name).unwrap().entries()))
+                .unwrap()
+        };
         let ledger = saved_ledger(&dir, &name);
         assert_eq!(ledger, expected(&name));
         assert_eq!(ledger["calls"], 7);
@@ -2492,15 +2968,25 @@ mod tests {
     fn a_save_replaces_the_file_and_a_flush_finishes_it() {
         let dir = temp_dir("replace");
         let name = format!("replace test {}", std::process::id());
-        registry().session(&name).add("first".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("first".into(), None, &Options::default())
+            .unwrap();
         let path = save_now(&name, &dir).unwrap().unwrap();
-        registry().session(&name).add("second".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("second".into(), None, &Options::default())
+            .unwrap();
         assert_eq!(save_now(&name, &dir).unwrap(), Some(path.clone()));
         assert!(!flush().iter().any(|e| e.contains(&name)));
         let (_, back) = load_file(&path).unwrap();
         assert_eq!(back.items.len(), 2);
         // No temporary file left: the state file and the directory's lock.
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != LOCK_FILE).collect();
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != LOCK_FILE)
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
         let _ = fs::remove_dir_all(&dir);
     }
@@ -2510,7 +2996,12 @@ mod tests {
     }
 
     fn contents(json: &Json) -> Vec<&str> {
-        json["items"].as_array().unwrap().iter().map(|i| i["content"].as_str().unwrap()).collect()
+        json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"].as_str().unwrap())
+            .collect()
     }
 
     /// Sets the modification time of PATH SECONDS from now.
@@ -2521,25 +3012,43 @@ mod tests {
         } else {
             now - Duration::from_secs(seconds.unsigned_abs())
         };
-        OpenOptions::new().write(true).open(path).unwrap().set_modified(when).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
     }
 
     #[test]
     fn the_newest_write_of_a_session_wins_over_its_copies_whatever_their_names_and_times() {
         let dir = temp_dir("copies");
         let name = format!("copies test {}", std::process::id());
-        registry().session(&name).add("first".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("first".into(), None, &Options::default())
+            .unwrap();
         let file = save_now(&name, &dir).unwrap().unwrap();
         let first = fs::read(&file).unwrap();
         assert_eq!(json_of(&file)["generation"], 1);
-        registry().session(&name).add("second".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("second".into(), None, &Options::default())
+            .unwrap();
         save_now(&name, &dir).unwrap();
         let second = fs::read(&file).unwrap();
-        assert_eq!(json_of(&file)["generation"], 2, "every save counts one generation up");
+        assert_eq!(
+            json_of(&file)["generation"],
+            2,
+            "every save counts one generation up"
+        );
         // A user's backups of the older save: one sorted before the file,
         // one after, both with a newer time.
         let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let backups = [dir.join(format!("{stem}-backup.json")), dir.join("zz copy.json")];
+        let backups = [
+            dir.join(format!("{stem}-backup.json")),
+            dir.join("zz copy.json"),
+        ];
         for backup in &backups {
             fs::write(backup, &first).unwrap();
             touch(backup, 3600);
@@ -2550,8 +3059,16 @@ mod tests {
         assert_eq!(mine[0].file, file);
         assert_eq!(mine[0].session.items.len(), 2);
         for backup in &backups {
-            let why = report.skipped.iter().find(|(f, _)| f == backup).map(|(_, why)| why.as_str()).unwrap_or("");
-            assert!(why.contains("older copy") && why.contains(&file.display().to_string()), "{backup:?}: {why}");
+            let why = report
+                .skipped
+                .iter()
+                .find(|(f, _)| f == backup)
+                .map(|(_, why)| why.as_str())
+                .unwrap_or("");
+            assert!(
+                why.contains("older copy") && why.contains(&file.display().to_string()),
+                "{backup:?}: {why}"
+            );
         }
         // The session's own file put back to the older save: the newest
         // write, wherever it is, still wins.
@@ -2563,7 +3080,14 @@ mod tests {
         assert_eq!(mine.len(), 1);
         assert_eq!(mine[0].file, backups[1]);
         assert_eq!(mine[0].session.items.len(), 2);
-        assert!(report.skipped.iter().any(|(f, why)| *f == file && why.contains("older copy")), "{:?}", report.skipped);
+        assert!(
+            report
+                .skipped
+                .iter()
+                .any(|(f, why)| *f == file && why.contains("older copy")),
+            "{:?}",
+            report.skipped
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -2571,7 +3095,10 @@ mod tests {
     fn a_save_never_overwrites_a_save_it_has_not_seen_without_keeping_it() {
         let dir = temp_dir("conflict");
         let name = format!("conflict test {}", std::process::id());
-        registry().session(&name).add("mine".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("mine".into(), None, &Options::default())
+            .unwrap();
         let file = save_now(&name, &dir).unwrap().unwrap();
         // Saving again over its own save is no conflict.
         save_now(&name, &dir).unwrap();
@@ -2584,30 +3111,43 @@ mod tests {
         theirs["items"][0]["content"] = json!("theirs");
         let theirs = serde_json::to_vec(&theirs).unwrap();
         write_atomic(&dir, &file_name(&name), &theirs).unwrap();
-        registry().session(&name).add("mine too".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("mine too".into(), None, &Options::default())
+            .unwrap();
         save_now(&name, &dir).unwrap();
         // Theirs is kept beside, byte for byte; ours is the session's file,
         // newer than theirs; and the user is told.
         let kept = dir.join(format!("{}.conflict", file_name(&name)));
         let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
-        assert_eq!(text(fs::read(&kept).unwrap_or_default()), text(theirs), "the other save was not kept");
+        assert_eq!(
+            text(fs::read(&kept).unwrap_or_default()),
+            text(theirs),
+            "the other save was not kept"
+        );
         assert_eq!(contents(&json_of(&file)), ["mine", "mine too"]);
         assert_eq!(json_of(&file)["generation"], 5);
         let warnings = take_warnings();
         assert!(
-            warnings.iter().any(|w| w.contains(&name) && w.contains(&kept.display().to_string())),
+            warnings
+                .iter()
+                .any(|w| w.contains(&name) && w.contains(&kept.display().to_string())),
             "{warnings:?}"
         );
         // Since then ours is the newest: no conflict.
         save_now(&name, &dir).unwrap();
-        assert!(!dir.join(format!("{}.1.conflict", file_name(&name))).exists());
+        assert!(!dir
+            .join(format!("{}.1.conflict", file_name(&name)))
+            .exists());
         // An older save of the same session put back by hand is no
         // newer save: it is replaced.
         let older = fs::read(&file).unwrap();
         save_now(&name, &dir).unwrap();
         write_atomic(&dir, &file_name(&name), &older).unwrap();
         save_now(&name, &dir).unwrap();
-        assert!(!dir.join(format!("{}.1.conflict", file_name(&name))).exists());
+        assert!(!dir
+            .join(format!("{}.1.conflict", file_name(&name)))
+            .exists());
         assert!(take_warnings().iter().all(|w| !w.contains(&name)));
         let _ = fs::remove_dir_all(&dir);
     }
@@ -2619,15 +3159,25 @@ mod tests {
         let dir = temp_dir("collision");
         let name = format!("efrit-do-20250101120000 {}", std::process::id());
         let mut other = Session::default();
-        write(&mut other, json!([{"content": "The other command", "status": "in_progress"}]));
+        write(
+            &mut other,
+            json!([{"content": "The other command", "status": "in_progress"}]),
+        );
         let mut theirs: Json = serde_json::from_slice(&encode(&name, &other)).unwrap();
         theirs["generation"] = json!(1);
         let theirs = serde_json::to_vec(&theirs).unwrap();
         write_atomic(&dir, &file_name(&name), &theirs).unwrap();
-        registry().session(&name).add("This command".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("This command".into(), None, &Options::default())
+            .unwrap();
         let file = save_now(&name, &dir).unwrap().unwrap();
         let kept = fs::read(dir.join(format!("{}.conflict", file_name(&name)))).unwrap_or_default();
-        assert_eq!(String::from_utf8(kept).unwrap(), String::from_utf8(theirs).unwrap(), "the other list was not kept");
+        assert_eq!(
+            String::from_utf8(kept).unwrap(),
+            String::from_utf8(theirs).unwrap(),
+            "the other list was not kept"
+        );
         assert_eq!(contents(&json_of(&file)), ["This command"]);
         assert!(take_warnings().iter().any(|w| w.contains(&name)));
         let _ = fs::remove_dir_all(&dir);
@@ -2640,12 +3190,21 @@ mod tests {
         let dir = temp_dir("shared");
         ensure_dir(&dir).unwrap();
         let name = format!("shared dir test {}", std::process::id());
-        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("x".into(), None, &Options::default())
+            .unwrap();
         let refused = |mode: u32, what: &str| {
             fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
             let error = save_now(&name, &dir).map(|_| ()).unwrap_err().to_string();
-            assert!(error.contains(what) && error.contains("efrit-todo-state-directory"), "{mode:o}: {error}");
-            let error = load_dir(&dir, false, &Limits::default()).map(|_| ()).unwrap_err().to_string();
+            assert!(
+                error.contains(what) && error.contains("efrit-todo-state-directory"),
+                "{mode:o}: {error}"
+            );
+            let error = load_dir(&dir, false, &Limits::default())
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(what), "{mode:o}: {error}");
             assert!(!file_path(&dir, &name).exists());
         };
@@ -2671,11 +3230,23 @@ mod tests {
         let file = temp_dir("a-file");
         fs::write(&file, b"not a directory").unwrap();
         let name = format!("file dir test {}", std::process::id());
-        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("x".into(), None, &Options::default())
+            .unwrap();
         let error = save_now(&name, &file).map(|_| ()).unwrap_err().to_string();
-        assert!(error.contains(&format!("{} is a file, not a directory", file.display())), "{error}");
-        let error = save_now(&name, &file.join("sub")).map(|_| ()).unwrap_err().to_string();
-        assert!(error.contains(&format!("{} is a file, not a directory", file.display())), "{error}");
+        assert!(
+            error.contains(&format!("{} is a file, not a directory", file.display())),
+            "{error}"
+        );
+        let error = save_now(&name, &file.join("sub"))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("{} is a file, not a directory", file.display())),
+            "{error}"
+        );
         // Let the pending save land, then clean up.
         fs::remove_file(&file).unwrap();
         assert!(failures_of(&name, flush()).is_empty());
@@ -2687,7 +3258,10 @@ mod tests {
         let blocker = temp_dir("blocked");
         fs::write(&blocker, b"a file where the directory should be").unwrap();
         let name = format!("failing {}", std::process::id());
-        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("x".into(), None, &Options::default())
+            .unwrap();
         schedule(&name, &blocker.join("sub"));
         let errors = flush();
         assert!(errors.iter().any(|e| e.contains(&name)), "{errors:?}");
@@ -2707,7 +3281,10 @@ mod tests {
     fn a_failed_save_stays_pending_is_retried_and_every_flush_says_so() {
         let dir = temp_dir("retry");
         let name = format!("retry test {}", std::process::id());
-        registry().session(&name).add("Must not be lost".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("Must not be lost".into(), None, &Options::default())
+            .unwrap();
         // A directory where the state file goes: the rename fails.
         let target = file_path(&dir, &name);
         ensure_dir(&dir).unwrap();
@@ -2716,17 +3293,27 @@ mod tests {
         assert_eq!(failures_of(&name, flush()).len(), 1);
         // Reported once in the background, but not forgotten: a flush
         // tries again and tells the truth every time.
-        assert_eq!(failures_of(&name, flush()).len(), 1, "a second flush forgot the failed save");
+        assert_eq!(
+            failures_of(&name, flush()).len(),
+            1,
+            "a second flush forgot the failed save"
+        );
         assert_eq!(failures_of(&name, flush()).len(), 1);
         // Once the obstacle is gone the writer retries on its own, no
         // flush and no new change needed.
         fs::remove_dir_all(&target).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while load_file(&target).is_err() {
-            assert!(std::time::Instant::now() < deadline, "the failed save was never retried");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the failed save was never retried"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(load_file(&target).unwrap().1.items[0].content, "Must not be lost");
+        assert_eq!(
+            load_file(&target).unwrap().1.items[0].content,
+            "Must not be lost"
+        );
         assert!(failures_of(&name, flush()).is_empty());
         let _ = fs::remove_dir_all(&dir);
     }
@@ -2735,12 +3322,19 @@ mod tests {
     fn a_failed_save_now_stays_pending_too() {
         let dir = temp_dir("retry-now");
         let name = format!("retry now test {}", std::process::id());
-        registry().session(&name).add("Keep".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("Keep".into(), None, &Options::default())
+            .unwrap();
         let target = file_path(&dir, &name);
         ensure_dir(&dir).unwrap();
         fs::create_dir_all(target.join("in the way")).unwrap();
         assert!(save_now(&name, &dir).is_err());
-        assert_eq!(failures_of(&name, flush()).len(), 1, "a failed save_now was forgotten");
+        assert_eq!(
+            failures_of(&name, flush()).len(),
+            1,
+            "a failed save_now was forgotten"
+        );
         fs::remove_dir_all(&target).unwrap();
         assert!(failures_of(&name, flush()).is_empty());
         assert_eq!(load_file(&target).unwrap().1.items[0].content, "Keep");
@@ -2751,12 +3345,20 @@ mod tests {
     fn make_fifo(path: &Path) {
         use std::os::unix::ffi::OsStrExt;
         let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+        assert_eq!(
+            unsafe { libc::mkfifo(name.as_ptr(), 0o600) },
+            0,
+            "mkfifo {}",
+            path.display()
+        );
     }
 
     /// Runs F on a thread of its own and returns its value, or None when it
     /// has not returned after SECONDS (it is left running).
-    fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    fn within<T: Send + 'static>(
+        seconds: u64,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(f());
@@ -2771,30 +3373,51 @@ mod tests {
         let dir = temp_dir("fifo");
         ensure_dir(&dir).unwrap();
         let name = format!("fifo test {}", std::process::id());
-        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("x".into(), None, &Options::default())
+            .unwrap();
         let target = file_path(&dir, &name);
         make_fifo(&target);
         let (n, d) = (name.clone(), dir.clone());
         let saved = within(5, move || save_now(&n, &d).map_err(|e| e.to_string()));
         let Some(saved) = saved else {
             // Let the stuck save go, so that the other tests can go on.
-            let _ = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&target);
+            let _ = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&target);
             panic!("a save blocked on the FIFO at {}", target.display());
         };
         let error = saved.unwrap_err();
-        assert!(error.contains("not a regular file") && error.contains("FIFO"), "{error}");
-        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+        assert!(
+            error.contains("not a regular file") && error.contains("FIFO"),
+            "{error}"
+        );
+        assert!(
+            fs::symlink_metadata(&target).unwrap().file_type().is_fifo(),
+            "the FIFO was replaced"
+        );
         // Scheduled and flushed, the same, and the flush comes back.
         assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
         let errors = within(5, flush).expect("a flush blocked on a FIFO");
-        assert!(failures_of(&name, errors).iter().any(|e| e.contains("FIFO")));
+        assert!(failures_of(&name, errors)
+            .iter()
+            .any(|e| e.contains("FIFO")));
         // Reading the directory skips it, and says so.
         let report = within(5, {
             let dir = dir.clone();
             move || load_dir(&dir, false, &Limits::default()).unwrap()
         })
         .expect("a restore blocked on a FIFO");
-        assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("FIFO")), "{:?}", report.skipped);
+        assert!(
+            report
+                .skipped
+                .iter()
+                .any(|(file, why)| *file == target && why.contains("FIFO")),
+            "{:?}",
+            report.skipped
+        );
         // A symlink is not followed: the file it points to stays as it was.
         fs::remove_file(&target).unwrap();
         let outside = temp_dir("fifo-outside");
@@ -2803,9 +3426,19 @@ mod tests {
         let error = save_now(&name, &dir).unwrap_err().to_string();
         assert!(error.contains("symbolic link"), "{error}");
         assert_eq!(fs::read(&outside).unwrap(), b"not yours");
-        assert!(fs::symlink_metadata(&target).unwrap().file_type().is_symlink());
+        assert!(fs::symlink_metadata(&target)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         let report = load_dir(&dir, false, &Limits::default()).unwrap();
-        assert!(report.skipped.iter().any(|(file, why)| *file == target && why.contains("symbolic link")), "{:?}", report.skipped);
+        assert!(
+            report
+                .skipped
+                .iter()
+                .any(|(file, why)| *file == target && why.contains("symbolic link")),
+            "{:?}",
+            report.skipped
+        );
         // Gone, the save lands.
         fs::remove_file(&target).unwrap();
         assert!(failures_of(&name, flush()).is_empty());
@@ -2818,7 +3451,10 @@ mod tests {
     fn a_flush_waits_a_bounded_time_for_a_stuck_writer_and_says_so() {
         let dir = temp_dir("stuck");
         let name = format!("stuck test {}", std::process::id());
-        registry().session(&name).add("x".into(), None, &Options::default()).unwrap();
+        registry()
+            .session(&name)
+            .add("x".into(), None, &Options::default())
+            .unwrap();
         // A writer stuck in a save: it holds `writing` for three seconds.
         let stuck = lock(&WRITER.writing);
         assert!(failures_of(&name, schedule(&name, &dir)).is_empty());
@@ -2831,7 +3467,12 @@ mod tests {
         drop(stuck);
         let errors = errors.expect("the flush waited for the stuck writer");
         assert!(started.elapsed() < Duration::from_secs(2));
-        assert!(errors.iter().any(|e| e.contains("gave up") && e.contains(&name)), "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("gave up") && e.contains(&name)),
+            "{errors:?}"
+        );
         // The save was not dropped: it lands once the writer is free.
         assert!(failures_of(&name, flush()).is_empty());
         assert!(load_file(&file_path(&dir, &name)).is_ok());
@@ -2887,19 +3528,43 @@ mod parent_tests {
     #[test]
     fn parents_are_saved_and_read_back() {
         let mut s = Session::default();
-        let write = |s: &mut Session, input: Json| s.write(&Input::from_json(&input), &Options::default(), false, vec![]).unwrap();
-        write(&mut s, json!({"todos": [{"content": "Ship", "status": "in_progress"}, {"content": "Tag", "status": "pending"}]}));
-        write(&mut s, json!({"merge": true, "todos": [{"content": "Build", "parent": "t1"}, {"id": "t2", "parent": "t1"}]}));
+        let write = |s: &mut Session, input: Json| {
+            s.write(
+                &Input::from_json(&input),
+                &Options::default(),
+                false,
+                vec![],
+            )
+            .unwrap()
+        };
+        write(
+            &mut s,
+            json!({"todos": [{"content": "Ship", "status": "in_progress"}, {"content": "Tag", "status": "pending"}]}),
+        );
+        write(
+            &mut s,
+            json!({"merge": true, "todos": [{"content": "Build", "parent": "t1"}, {"id": "t2", "parent": "t1"}]}),
+        );
         let bytes = encode("tree", &s);
         let json: Json = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(json["items"][0].get("parent"), None, "a top-level item has no parent key");
+        assert_eq!(
+            json["items"][0].get("parent"),
+            None,
+            "a top-level item has no parent key"
+        );
         assert_eq!(json["items"][1]["parent"], "t1");
         let (_, back) = decode(&bytes).unwrap();
         assert_eq!(back.items, s.items);
         assert_eq!(back.history, s.history);
         let mut back = back;
         assert!(back.undo().is_some());
-        assert_eq!(back.items.iter().map(|i| i.parent.as_deref()).collect::<Vec<_>>(), [None, None]);
+        assert_eq!(
+            back.items
+                .iter()
+                .map(|i| i.parent.as_deref())
+                .collect::<Vec<_>>(),
+            [None, None]
+        );
     }
 
     #[test]
@@ -2917,13 +3582,29 @@ mod parent_tests {
         let (_, s) = decode(file.to_string().as_bytes()).unwrap();
         // t2's parent is unknown, t3 closes a cycle, t7 would be a fourth
         // level: each loses its parent, and t7 keeps its own subtask t8.
-        let parents: Vec<(&str, Option<&str>)> = s.items.iter().map(|i| (i.id.as_str(), i.parent.as_deref())).collect();
+        let parents: Vec<(&str, Option<&str>)> = s
+            .items
+            .iter()
+            .map(|i| (i.id.as_str(), i.parent.as_deref()))
+            .collect();
         assert_eq!(
             parents,
-            [("t1", None), ("t2", None), ("t3", None), ("t4", Some("t3")), ("t5", Some("t1")), ("t6", Some("t5")), ("t7", None), ("t8", Some("t7"))]
+            [
+                ("t1", None),
+                ("t2", None),
+                ("t3", None),
+                ("t4", Some("t3")),
+                ("t5", Some("t1")),
+                ("t6", Some("t5")),
+                ("t7", None),
+                ("t8", Some("t7"))
+            ]
         );
         // A file of the layout before subtasks reads as top-level items.
         let old = json!({"schema_version": 2, "session": "old", "items": [item("t1", None)]});
-        assert_eq!(decode(old.to_string().as_bytes()).unwrap().1.items[0].parent, None);
+        assert_eq!(
+            decode(old.to_string().as_bytes()).unwrap().1.items[0].parent,
+            None
+        );
     }
 }

@@ -46,7 +46,10 @@ fn links<'a>(nodes: &[Node<'a>]) -> (FxHashMap<&'a str, usize>, Vec<Option<usize
             index.entry(id).or_insert(n);
         }
     }
-    let up = nodes.iter().map(|node| node.parent.and_then(|p| index.get(p).copied())).collect();
+    let up = nodes
+        .iter()
+        .map(|node| node.parent.and_then(|p| index.get(p).copied()))
+        .collect();
     (index, up)
 }
 
@@ -95,7 +98,11 @@ fn is_ancestor(up: &[Option<usize>], a: usize, n: usize) -> bool {
 
 /// "its subtask t4 is" or "its subtasks t4, t5 are".
 fn subtasks_phrase(ids: &[&str]) -> String {
-    let mut out = String::from(if ids.len() == 1 { "its subtask " } else { "its subtasks " });
+    let mut out = String::from(if ids.len() == 1 {
+        "its subtask "
+    } else {
+        "its subtasks "
+    });
     push_ids(&mut out, ids.iter().copied());
     out.push_str(if ids.len() == 1 { " is" } else { " are" });
     out
@@ -108,24 +115,41 @@ fn subtasks_phrase(ids: &[&str]) -> String {
 /// completed item.  BEFORE is the list before the write; KNOWN tells the
 /// ids the session issued from ids it never did, for the message.  Errors
 /// name the field of the write they are about.
-pub fn check(nodes: &[Node], before: &[Item], known: impl Fn(&str) -> bool) -> Result<(), InvalidInput> {
+pub fn check(
+    nodes: &[Node],
+    before: &[Item],
+    known: impl Fn(&str) -> bool,
+) -> Result<(), InvalidInput> {
     let (index, up) = links(nodes);
-    let mut named: Vec<usize> = (0..nodes.len()).filter(|&n| nodes[n].at.is_some()).collect();
+    let mut named: Vec<usize> = (0..nodes.len())
+        .filter(|&n| nodes[n].at.is_some())
+        .collect();
     named.sort_by_key(|&n| nodes[n].at);
     let field = |n: usize, name: &str| format!("todos[{}].{name}", nodes[n].at.unwrap_or_default());
     let id = |n: usize| nodes[n].id.unwrap_or("the new item");
     // Each parent given names an item of the list.
     for &n in &named {
         let node = &nodes[n];
-        let Some(parent) = node.parent.filter(|_| node.placed) else { continue };
+        let Some(parent) = node.parent.filter(|_| node.placed) else {
+            continue;
+        };
         if node.id == Some(parent) {
-            return Err(InvalidInput::new(field(n, "parent"), format!("{parent} cannot be a subtask of itself")));
+            return Err(InvalidInput::new(
+                field(n, "parent"),
+                format!("{parent} cannot be a subtask of itself"),
+            ));
         }
         if !index.contains_key(parent) {
             let message = if known(parent) {
-                format!("{} is not in the list; a parent must be an item of the list", quote(parent))
+                format!(
+                    "{} is not in the list; a parent must be an item of the list",
+                    quote(parent)
+                )
             } else {
-                format!("unknown id {}: a parent must be the id of an item in the list", quote(parent))
+                format!(
+                    "unknown id {}: a parent must be the id of an item in the list",
+                    quote(parent)
+                )
             };
             return Err(InvalidInput::new(field(n, "parent"), message));
         }
@@ -139,7 +163,10 @@ pub fn check(nodes: &[Node], before: &[Item], known: impl Fn(&str) -> bool) -> R
         let mut at = up[n];
         while let Some(m) = at {
             if m == n {
-                return Err(InvalidInput::new(field(n, "parent"), format!("would make a cycle ({})", cycle_text(nodes, &path))));
+                return Err(InvalidInput::new(
+                    field(n, "parent"),
+                    format!("would make a cycle ({})", cycle_text(nodes, &path)),
+                ));
             }
             if path.len() > nodes.len() {
                 // A cycle above N, not through it: found from one of its items.
@@ -156,7 +183,10 @@ pub fn check(nodes: &[Node], before: &[Item], known: impl Fn(&str) -> bool) -> R
             let parent = up[n].map_or("its parent", id);
             return Err(InvalidInput::new(
                 field(n, "parent"),
-                format!("{parent} is already {} levels deep; subtasks go at most {MAX_LEVELS} levels", level[n] - 1),
+                format!(
+                    "{parent} is already {} levels deep; subtasks go at most {MAX_LEVELS} levels",
+                    level[n] - 1
+                ),
             ));
         }
     }
@@ -206,7 +236,12 @@ fn cycle_text(nodes: &[Node], path: &[usize]) -> String {
 
 /// The completion rules of `check`.  NAMED are the nodes the write names,
 /// in its order.
-fn check_completion(nodes: &[Node], up: &[Option<usize>], named: &[usize], before: &[Item]) -> Result<(), InvalidInput> {
+fn check_completion(
+    nodes: &[Node],
+    up: &[Option<usize>],
+    named: &[usize],
+    before: &[Item],
+) -> Result<(), InvalidInput> {
     // For each item with unfinished items under it, those, in list order.
     let mut open_below: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
     for (n, node) in nodes.iter().enumerate() {
@@ -232,16 +267,22 @@ fn check_completion(nodes: &[Node], up: &[Option<usize>], named: &[usize], befor
     // An item this write completes has no unfinished subtasks.
     for &n in named {
         let node = &nodes[n];
-        let newly_completed = node.status == Status::Completed && node.was.map(|(status, _)| status) != Some(Status::Completed);
+        let newly_completed = node.status == Status::Completed
+            && node.was.map(|(status, _)| status) != Some(Status::Completed);
         if let Some(open) = open_below.get(&n).filter(|_| newly_completed) {
             let ids: Vec<&str> = open.iter().map(|&d| id(d)).collect();
-            return Err(InvalidInput::new(field(n, "status"), completion_refusal(id(n), &ids)));
+            return Err(InvalidInput::new(
+                field(n, "status"),
+                completion_refusal(id(n), &ids),
+            ));
         }
     }
     // No unfinished item comes under an item that stays completed, unless
     // it was there before (a list read from a file may hold such pairs).
-    let before_parent: FxHashMap<&str, Option<&str>> =
-        before.iter().map(|item| (item.id.as_str(), item.parent.as_deref())).collect();
+    let before_parent: FxHashMap<&str, Option<&str>> = before
+        .iter()
+        .map(|item| (item.id.as_str(), item.parent.as_deref()))
+        .collect();
     let was_below = |d: &str, a: &str| {
         let mut at = before_parent.get(d).copied().flatten();
         for _ in 0..=before.len() {
@@ -256,10 +297,14 @@ fn check_completion(nodes: &[Node], up: &[Option<usize>], named: &[usize], befor
     // The first refusal in the order of the write.
     let mut first: Option<(usize, InvalidInput)> = None;
     for (n, node) in nodes.iter().enumerate() {
-        if node.status != Status::Completed || node.was.map(|(status, _)| status) != Some(Status::Completed) {
+        if node.status != Status::Completed
+            || node.was.map(|(status, _)| status) != Some(Status::Completed)
+        {
             continue;
         }
-        let Some(open) = open_below.get(&n) else { continue };
+        let Some(open) = open_below.get(&n) else {
+            continue;
+        };
         for &d in open {
             let dnode = &nodes[d];
             let was_open_below = dnode.was.is_some_and(|(status, _)| status.is_open())
@@ -272,7 +317,9 @@ fn check_completion(nodes: &[Node], up: &[Option<usize>], named: &[usize], befor
             let mut blamed = None;
             let mut at = Some(d);
             while let Some(m) = at.filter(|&m| m != n) {
-                let moved = nodes[m].was.is_none_or(|(_, parent)| parent != nodes[m].parent);
+                let moved = nodes[m]
+                    .was
+                    .is_none_or(|(_, parent)| parent != nodes[m].parent);
                 if let Some(index) = nodes[m].at.filter(|_| moved) {
                     let message = format!(
                         "{a} is completed and cannot have unfinished subtasks ({d}); reopen {a} (in_progress or pending) in the same write, or choose another parent",
@@ -309,12 +356,17 @@ fn check_completion(nodes: &[Node], up: &[Option<usize>], named: &[usize], befor
 /// Why an item cannot be completed: OPEN, the ids of its unfinished subtasks.
 pub fn completion_refusal(id: &str, open: &[&str]) -> String {
     let them = if open.len() == 1 { "it" } else { "them" };
-    format!("{id} cannot be completed while {} unfinished; complete or cancel {them} first", subtasks_phrase(open))
+    format!(
+        "{id} cannot be completed while {} unfinished; complete or cancel {them} first",
+        subtasks_phrase(open)
+    )
 }
 
 /// The ids of the unfinished items under the item at N, in list order.
 pub fn open_subtasks(items: &[Item], n: usize) -> Vec<&str> {
-    let Some(layout) = Layout::of(items) else { return Vec::new() };
+    let Some(layout) = Layout::of(items) else {
+        return Vec::new();
+    };
     (0..items.len())
         .filter(|&d| items[d].status.is_open() && is_ancestor(&layout.up, n, d))
         .map(|d| items[d].id.as_str())
@@ -372,7 +424,14 @@ impl Layout {
 
 /// ITEM as a node of no write.
 fn node_of(item: &Item) -> Node<'_> {
-    Node { id: Some(&item.id), parent: item.parent.as_deref(), status: item.status, at: None, placed: false, was: None }
+    Node {
+        id: Some(&item.id),
+        parent: item.parent.as_deref(),
+        status: item.status,
+        at: None,
+        placed: false,
+        was: None,
+    }
 }
 
 /// Where a new subtask of the item at PARENT goes: after the parent and the
@@ -381,8 +440,10 @@ pub fn subtree_end(items: &[Item], parent: usize) -> usize {
     let Some(parent_id) = items.get(parent).map(|item| item.id.as_str()) else {
         return items.len();
     };
-    let parent_of: FxHashMap<&str, &str> =
-        items.iter().filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p))).collect();
+    let parent_of: FxHashMap<&str, &str> = items
+        .iter()
+        .filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p)))
+        .collect();
     let under = |item: &Item| {
         let mut at = item.parent.as_deref();
         for _ in 0..=items.len() {
@@ -411,10 +472,14 @@ pub fn repair(items: &mut [Item], removed: &[Item]) -> Vec<String> {
         return changed;
     }
     let present: FxHashSet<String> = items.iter().map(|item| item.id.clone()).collect();
-    let removed_parent: FxHashMap<&str, Option<&str>> =
-        removed.iter().map(|item| (item.id.as_str(), item.parent.as_deref())).collect();
+    let removed_parent: FxHashMap<&str, Option<&str>> = removed
+        .iter()
+        .map(|item| (item.id.as_str(), item.parent.as_deref()))
+        .collect();
     for item in items.iter_mut() {
-        let Some(parent) = item.parent.as_deref() else { continue };
+        let Some(parent) = item.parent.as_deref() else {
+            continue;
+        };
         if present.contains(parent) {
             continue;
         }
@@ -426,7 +491,9 @@ pub fn repair(items: &mut [Item], removed: &[Item]) -> Vec<String> {
                 None => break,
             }
         }
-        let found = at.filter(|p| present.contains(*p) && *p != item.id).map(str::to_string);
+        let found = at
+            .filter(|p| present.contains(*p) && *p != item.id)
+            .map(str::to_string);
         item.parent = found;
         changed.push(item.id.clone());
     }
@@ -438,7 +505,9 @@ pub fn repair(items: &mut [Item], removed: &[Item]) -> Vec<String> {
             .find(|&n| up[n].is_some() && is_ancestor(&up, n, n))
             .or_else(|| {
                 let level = levels(&up);
-                (0..items.len()).find(|&n| level[n] > MAX_LEVELS && up[n].is_some_and(|p| level[p] <= MAX_LEVELS))
+                (0..items.len()).find(|&n| {
+                    level[n] > MAX_LEVELS && up[n].is_some_and(|p| level[p] <= MAX_LEVELS)
+                })
             });
         let Some(n) = cut else { break };
         items[n].parent = None;
@@ -456,8 +525,15 @@ pub fn result_notes(out: &mut String, items: &[Item], completed: &[String], canc
     if completed.is_empty() && cancelled.is_empty() {
         return;
     }
-    let Some(layout) = Layout::of(items) else { return };
-    let index: FxHashMap<&str, usize> = items.iter().enumerate().rev().map(|(n, item)| (item.id.as_str(), n)).collect();
+    let Some(layout) = Layout::of(items) else {
+        return;
+    };
+    let index: FxHashMap<&str, usize> = items
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(n, item)| (item.id.as_str(), n))
+        .collect();
     let mut has_open = vec![false; items.len()];
     for (n, item) in items.iter().enumerate() {
         if item.status.is_open() {
@@ -471,7 +547,10 @@ pub fn result_notes(out: &mut String, items: &[Item], completed: &[String], canc
         }
     }
     let mut warned = 0usize;
-    for n in cancelled.iter().filter_map(|id| index.get(id.as_str()).copied()) {
+    for n in cancelled
+        .iter()
+        .filter_map(|id| index.get(id.as_str()).copied())
+    {
         if !has_open[n] {
             continue;
         }
@@ -479,9 +558,14 @@ pub fn result_notes(out: &mut String, items: &[Item], completed: &[String], canc
         if warned > MAX_NAMED {
             continue;
         }
-        let open = (0..items.len()).filter(|&d| items[d].status.is_open() && is_ancestor(&layout.up, n, d));
+        let open = (0..items.len())
+            .filter(|&d| items[d].status.is_open() && is_ancestor(&layout.up, n, d));
         let open: Vec<&str> = open.map(|d| items[d].id.as_str()).collect();
-        let (subtasks, them) = if open.len() == 1 { ("an unfinished subtask", "it") } else { ("unfinished subtasks", "them") };
+        let (subtasks, them) = if open.len() == 1 {
+            ("an unfinished subtask", "it")
+        } else {
+            ("unfinished subtasks", "them")
+        };
         out.push_str("Warning: ");
         out.push_str(&items[n].id);
         out.push_str(" was cancelled with ");
@@ -501,7 +585,11 @@ pub fn result_notes(out: &mut String, items: &[Item], completed: &[String], canc
     }
     let mut told: FxHashSet<usize> = FxHashSet::default();
     let mut closable = 0usize;
-    for n in completed.iter().chain(cancelled).filter_map(|id| index.get(id.as_str()).copied()) {
+    for n in completed
+        .iter()
+        .chain(cancelled)
+        .filter_map(|id| index.get(id.as_str()).copied())
+    {
         // The nearest unfinished item above: it may now be done.
         let mut at = layout.up[n];
         let mut steps = 0;
@@ -553,50 +641,87 @@ mod tests {
             .map(|(n, item)| Node {
                 at: Some(n),
                 placed: true,
-                was: before.iter().find(|b| b.id == item.id).map(|b| (b.status, b.parent.as_deref())),
+                was: before
+                    .iter()
+                    .find(|b| b.id == item.id)
+                    .map(|b| (b.status, b.parent.as_deref())),
                 ..node_of(item)
             })
             .collect()
     }
 
     fn error(items: &[Item], before: &[Item]) -> String {
-        check(&whole(items, before), before, |id| id == "t8").expect_err("should be refused").to_string()
+        check(&whole(items, before), before, |id| id == "t8")
+            .expect_err("should be refused")
+            .to_string()
     }
 
     #[test]
     fn sound_trees_pass() {
-        let items = tree(&[Pending, Pending, Pending, Pending], &[None, Some("t1"), Some("t2"), Some("t1")]);
+        let items = tree(
+            &[Pending, Pending, Pending, Pending],
+            &[None, Some("t1"), Some("t2"), Some("t1")],
+        );
         assert_eq!(check(&whole(&items, &[]), &[], |_| false), Ok(()));
     }
 
     #[test]
     fn unknown_and_absent_parents_are_named() {
         let items = tree(&[Pending, Pending, Pending], &[None, None, Some("t9")]);
-        assert_eq!(error(&items, &[]), "todos[2].parent: unknown id \"t9\": a parent must be the id of an item in the list");
+        assert_eq!(
+            error(&items, &[]),
+            "todos[2].parent: unknown id \"t9\": a parent must be the id of an item in the list"
+        );
         let items = tree(&[Pending, Pending], &[None, Some("t8")]);
-        assert_eq!(error(&items, &[]), "todos[1].parent: \"t8\" is not in the list; a parent must be an item of the list");
+        assert_eq!(
+            error(&items, &[]),
+            "todos[1].parent: \"t8\" is not in the list; a parent must be an item of the list"
+        );
         let items = tree(&[Pending, Pending], &[None, Some("t2")]);
-        assert_eq!(error(&items, &[]), "todos[1].parent: t2 cannot be a subtask of itself");
+        assert_eq!(
+            error(&items, &[]),
+            "todos[1].parent: t2 cannot be a subtask of itself"
+        );
     }
 
     #[test]
     fn cycles_are_named_with_their_path() {
-        let items = tree(&[Pending, Pending, Pending], &[None, Some("t3"), Some("t2")]);
-        assert_eq!(error(&items, &[]), "todos[1].parent: would make a cycle (t2 -> t3 -> t2)");
-        let parents: Vec<Option<String>> = (1..=9).map(|n| Some(format!("t{}", n % 9 + 1))).collect();
+        let items = tree(
+            &[Pending, Pending, Pending],
+            &[None, Some("t3"), Some("t2")],
+        );
+        assert_eq!(
+            error(&items, &[]),
+            "todos[1].parent: would make a cycle (t2 -> t3 -> t2)"
+        );
+        let parents: Vec<Option<String>> =
+            (1..=9).map(|n| Some(format!("t{}", n % 9 + 1))).collect();
         let parents: Vec<Option<&str>> = parents.iter().map(Option::as_deref).collect();
         let items = tree(&[Pending; 9], &parents);
-        assert_eq!(error(&items, &[]), "todos[0].parent: would make a cycle (t1 -> t2 -> t3 -> ... -> t8 -> t9 -> t1)");
+        assert_eq!(
+            error(&items, &[]),
+            "todos[0].parent: would make a cycle (t1 -> t2 -> t3 -> ... -> t8 -> t9 -> t1)"
+        );
     }
 
     #[test]
     fn a_fourth_level_is_refused() {
         let items = tree(&[Pending; 4], &[None, Some("t1"), Some("t2"), Some("t3")]);
-        assert_eq!(error(&items, &[]), "todos[3].parent: t3 is already 3 levels deep; subtasks go at most 3 levels");
+        assert_eq!(
+            error(&items, &[]),
+            "todos[3].parent: t3 is already 3 levels deep; subtasks go at most 3 levels"
+        );
         // A merge moves t4, whose subtask t5 would go to level 4.
-        let items = tree(&[Pending; 5], &[None, Some("t1"), None, Some("t2"), Some("t4")]);
+        let items = tree(
+            &[Pending; 5],
+            &[None, Some("t1"), None, Some("t2"), Some("t4")],
+        );
         let mut nodes: Vec<Node> = items.iter().map(node_of).collect();
-        nodes[3] = Node { at: Some(0), placed: true, ..nodes[3] };
+        nodes[3] = Node {
+            at: Some(0),
+            placed: true,
+            ..nodes[3]
+        };
         assert_eq!(
             check(&nodes, &[], |_| true).unwrap_err().to_string(),
             "todos[0].parent: under t2, t4's subtask t5 would be 4 levels deep; subtasks go at most 3 levels"
@@ -605,7 +730,10 @@ mod tests {
 
     #[test]
     fn a_parent_waits_for_its_subtasks() {
-        let before = tree(&[InProgress, Pending, Pending, Completed], &[None, Some("t1"), Some("t2"), Some("t1")]);
+        let before = tree(
+            &[InProgress, Pending, Pending, Completed],
+            &[None, Some("t1"), Some("t2"), Some("t1")],
+        );
         let mut items = before.clone();
         items[0].status = Completed;
         assert_eq!(
@@ -649,21 +777,37 @@ mod tests {
     #[test]
     fn repair_moves_orphans_up_and_cuts_cycles_and_depth() {
         let removed = tree(&[Completed, Completed], &[None, Some("t1")]);
-        let mut items = tree(&[Pending, Pending, Pending], &[None, Some("t1"), Some("t2")]);
+        let mut items = tree(
+            &[Pending, Pending, Pending],
+            &[None, Some("t1"), Some("t2")],
+        );
         items.remove(0);
         items.remove(0);
         // t3 was under t2, which was under t1: both gone, so t3 is top-level.
         assert_eq!(repair(&mut items, &removed), ["t3"]);
         assert_eq!(items[0].parent, None);
         let removed = tree(&[Pending, Completed], &[None, Some("t1")]);
-        let mut items = tree(&[Pending, Completed, Pending], &[None, Some("t1"), Some("t2")]);
+        let mut items = tree(
+            &[Pending, Completed, Pending],
+            &[None, Some("t1"), Some("t2")],
+        );
         items.remove(1);
         assert_eq!(repair(&mut items, &removed[1..]), ["t3"]);
-        assert_eq!(items[1].parent.as_deref(), Some("t1"), "up to the removed item's parent");
+        assert_eq!(
+            items[1].parent.as_deref(),
+            Some("t1"),
+            "up to the removed item's parent"
+        );
         let mut cycle = tree(&[Pending, Pending], &[Some("t2"), Some("t1")]);
         assert_eq!(repair(&mut cycle, &[]), ["t1"]);
-        assert_eq!((cycle[0].parent.as_deref(), cycle[1].parent.as_deref()), (None, Some("t1")));
-        let mut deep = tree(&[Pending; 5], &[None, Some("t1"), Some("t2"), Some("t3"), Some("t4")]);
+        assert_eq!(
+            (cycle[0].parent.as_deref(), cycle[1].parent.as_deref()),
+            (None, Some("t1"))
+        );
+        let mut deep = tree(
+            &[Pending; 5],
+            &[None, Some("t1"), Some("t2"), Some("t3"), Some("t4")],
+        );
         assert_eq!(repair(&mut deep, &[]), ["t4"]);
         assert_eq!(deep[3].parent, None);
         assert_eq!(deep[4].parent.as_deref(), Some("t4"));
@@ -673,9 +817,15 @@ mod tests {
 
     #[test]
     fn layout_gives_levels_and_whether_an_item_stands_under_its_parent() {
-        let items = tree(&[Pending; 5], &[None, Some("t1"), Some("t2"), Some("t1"), Some("t2")]);
+        let items = tree(
+            &[Pending; 5],
+            &[None, Some("t1"), Some("t2"), Some("t1"), Some("t2")],
+        );
         let layout = Layout::of(&items).unwrap();
-        assert_eq!((0..5).map(|n| layout.level(n)).collect::<Vec<_>>(), [1, 2, 3, 2, 3]);
+        assert_eq!(
+            (0..5).map(|n| layout.level(n)).collect::<Vec<_>>(),
+            [1, 2, 3, 2, 3]
+        );
         assert!(layout.in_place(1, Some(0)));
         assert!(layout.in_place(3, Some(2)), "after a subtask of its parent");
         assert!(!layout.in_place(4, Some(3)), "t5 is under t2, not t4");
@@ -686,7 +836,10 @@ mod tests {
 
     #[test]
     fn a_new_subtask_goes_after_its_parents_subtasks() {
-        let items = tree(&[Pending; 5], &[None, Some("t1"), Some("t2"), None, Some("t4")]);
+        let items = tree(
+            &[Pending; 5],
+            &[None, Some("t1"), Some("t2"), None, Some("t4")],
+        );
         assert_eq!(subtree_end(&items, 0), 3);
         assert_eq!(subtree_end(&items, 1), 3);
         assert_eq!(subtree_end(&items, 3), 5);
@@ -695,11 +848,20 @@ mod tests {
 
     #[test]
     fn results_say_when_a_parent_can_be_closed_or_was_cancelled_too_early() {
-        let items = tree(&[InProgress, Completed, Cancelled, Pending], &[None, Some("t1"), Some("t1"), None]);
+        let items = tree(
+            &[InProgress, Completed, Cancelled, Pending],
+            &[None, Some("t1"), Some("t1"), None],
+        );
         let mut out = String::new();
         result_notes(&mut out, &items, &["t2".into()], &["t3".into()]);
-        assert_eq!(out, "t1 (Step 0) has no unfinished subtasks left: mark it completed when it is done.\n");
-        let items = tree(&[Cancelled, Pending, Completed], &[None, Some("t1"), Some("t1")]);
+        assert_eq!(
+            out,
+            "t1 (Step 0) has no unfinished subtasks left: mark it completed when it is done.\n"
+        );
+        let items = tree(
+            &[Cancelled, Pending, Completed],
+            &[None, Some("t1"), Some("t1")],
+        );
         let mut out = String::new();
         result_notes(&mut out, &items, &["t3".into()], &["t1".into()]);
         assert_eq!(out, "Warning: t1 was cancelled with an unfinished subtask t2: cancel it too, or finish it.\n");

@@ -36,7 +36,9 @@ impl Input {
             Input::Bool(b) => format!("boolean {b}"),
             Input::Int(n) => format!("integer {n}"),
             // A huge float printed in full is 300 digits of error message.
-            Input::Float(x) if x.is_finite() && *x != 0.0 && !(1e-6..1e15).contains(&x.abs()) => format!("number {x:e}"),
+            Input::Float(x) if x.is_finite() && *x != 0.0 && !(1e-6..1e15).contains(&x.abs()) => {
+                format!("number {x:e}")
+            }
             Input::Float(x) => format!("number {x}"),
             Input::Str(s) => format!("string {}", quote(s)),
             Input::Array(items) => format!("an array of {} elements", items.len()),
@@ -70,9 +72,12 @@ impl Input {
                 .map(Input::Int)
                 .unwrap_or_else(|| Input::Float(n.as_f64().unwrap_or(f64::NAN))),
             Json::String(s) => Input::Str(s.clone()),
-            Json::Array(items) => {
-                Input::Array(items.iter().map(|v| Input::from_json_at(v, depth + 1)).collect())
-            }
+            Json::Array(items) => Input::Array(
+                items
+                    .iter()
+                    .map(|v| Input::from_json_at(v, depth + 1))
+                    .collect(),
+            ),
             Json::Object(map) => Input::Map(
                 map.iter()
                     .map(|(k, v)| (k.clone(), Input::from_json_at(v, depth + 1)))
@@ -106,7 +111,10 @@ pub struct InvalidInput {
 
 impl InvalidInput {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> InvalidInput {
-        InvalidInput { path: path.into(), message: message.into() }
+        InvalidInput {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -118,7 +126,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_items: 1000, max_content_chars: 2000 }
+        Limits {
+            max_items: 1000,
+            max_content_chars: 2000,
+        }
     }
 }
 
@@ -165,7 +176,8 @@ pub const ACTIVE_FORM: Field = Field {
     aliases: &["active_form"],
     kind: FieldKind::Text,
     required: false,
-    description: "The same step in the present continuous (\"Fixing the parser bug\"), shown while it runs.",
+    description:
+        "The same step in the present continuous (\"Fixing the parser bug\"), shown while it runs.",
 };
 
 pub const PARENT: Field = Field {
@@ -238,21 +250,37 @@ pub fn checked_text(value: &Input, path: &str, max_chars: usize) -> Result<Strin
 
 /// `checked_text` with the path built only for an error: a write of 1000
 /// items should not format 4000 paths it never shows.
-fn checked_text_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<String, InvalidInput> {
+fn checked_text_at(
+    value: &Input,
+    path: impl Fn() -> String,
+    max_chars: usize,
+) -> Result<String, InvalidInput> {
     checked_str_at(value, path, max_chars).map(str::to_string)
 }
 
-fn checked_str_at(value: &Input, path: impl Fn() -> String, max_chars: usize) -> Result<&str, InvalidInput> {
+fn checked_str_at(
+    value: &Input,
+    path: impl Fn() -> String,
+    max_chars: usize,
+) -> Result<&str, InvalidInput> {
     let text = match value {
         Input::Str(s) => s,
-        other => return Err(InvalidInput::new(path(), format!("expected a string, got {}", other.describe()))),
+        other => {
+            return Err(InvalidInput::new(
+                path(),
+                format!("expected a string, got {}", other.describe()),
+            ))
+        }
     };
     free_of_nul(text, &path)?;
     // Bytes bound characters from above, so short texts skip the count.
     if text.len() > max_chars {
         let chars = text.chars().count();
         if chars > max_chars {
-            return Err(InvalidInput::new(path(), format!("is {chars} characters long; the limit is {max_chars}")));
+            return Err(InvalidInput::new(
+                path(),
+                format!("is {chars} characters long; the limit is {max_chars}"),
+            ));
         }
     }
     Ok(text)
@@ -283,7 +311,12 @@ pub fn non_blank(text: String, path: &str) -> Result<String, InvalidInput> {
 
 pub fn status_choices() -> String {
     let names: Vec<&str> = Status::ALL.iter().map(|s| s.wire_name()).collect();
-    format!("{}, {} or {}", names[..names.len() - 2].join(", "), names[names.len() - 2], names[names.len() - 1])
+    format!(
+        "{}, {} or {}",
+        names[..names.len() - 2].join(", "),
+        names[names.len() - 2],
+        names[names.len() - 1]
+    )
 }
 
 pub fn parse_status(value: &Input, path: &str) -> Result<Status, InvalidInput> {
@@ -298,26 +331,37 @@ fn parse_status_at(value: &Input, path: impl Fn() -> String) -> Result<Status, I
         },
         other => other.describe(),
     };
-    Err(InvalidInput::new(path(), format!("expected {}, got {got}", status_choices())))
+    Err(InvalidInput::new(
+        path(),
+        format!("expected {}, got {got}", status_choices()),
+    ))
 }
 
-fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<ProposedItem<'a>, InvalidInput> {
+fn parse_item<'a>(
+    value: &'a Input,
+    index: usize,
+    limits: &Limits,
+) -> Result<ProposedItem<'a>, InvalidInput> {
     if !matches!(value, Input::Map(_)) {
         return Err(InvalidInput::new(
             format!("todos[{index}]"),
-            format!("expected an object with content and status, got {}", value.describe()),
+            format!(
+                "expected an object with content and status, got {}",
+                value.describe()
+            ),
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
     let [id_value, content_value, status_value, active_form_value, parent_value] =
         fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
-    let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
-        match found {
-            None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
-            None => Ok(None),
-            Some(v) => checked_str_at(v, || at(spec), limits.max_content_chars).map(Some),
-        }
-    };
+    let text_of =
+        |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
+            match found {
+                None if spec.required => Err(InvalidInput::new(at(spec), "is required")),
+                None => Ok(None),
+                Some(v) => checked_str_at(v, || at(spec), limits.max_content_chars).map(Some),
+            }
+        };
     // What trim() would leave empty, found without trimming.
     let blank = |text: &str| text.chars().all(char::is_whitespace);
     let id = match text_of(&ID, id_value)? {
@@ -330,27 +374,41 @@ fn parse_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<Pro
         return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
     }
     let status = match status_value {
-        None => return Err(InvalidInput::new(at(&STATUS), format!("is required: one of {}", status_choices()))),
+        None => {
+            return Err(InvalidInput::new(
+                at(&STATUS),
+                format!("is required: one of {}", status_choices()),
+            ))
+        }
         Some(v) => parse_status_at(v, || at(&STATUS))?,
     };
     let active_form = text_of(&ACTIVE_FORM, active_form_value)?.filter(|s| !blank(s));
     // In a whole list, "" and no parent both mean a top-level item.
     let parent = parent_id(text_of(&PARENT, parent_value)?);
-    Ok(ProposedItem { id, content, active_form, status, parent })
+    Ok(ProposedItem {
+        id,
+        content,
+        active_form,
+        status,
+        parent,
+    })
 }
 
 /// The items of a todo_write input, before any of them is checked.
 fn todo_values<'a>(input: &'a Input, limits: &Limits) -> Result<&'a [Input], InvalidInput> {
     let todos = match input {
-        Input::Map(_) => input.get("todos").ok_or_else(|| {
-            InvalidInput::new("todos", "is required: the list of items")
-        })?,
+        Input::Map(_) => input
+            .get("todos")
+            .ok_or_else(|| InvalidInput::new("todos", "is required: the list of items"))?,
         // A bare array is what a Lisp caller means by "the list".
         Input::Array(_) => input,
         other => {
             return Err(InvalidInput::new(
                 "input",
-                format!("expected an object with a todos array, got {}", other.describe()),
+                format!(
+                    "expected an object with a todos array, got {}",
+                    other.describe()
+                ),
             ))
         }
     };
@@ -368,7 +426,11 @@ fn todo_values<'a>(input: &'a Input, limits: &Limits) -> Result<&'a [Input], Inv
     if items.len() > limits.max_items {
         return Err(InvalidInput::new(
             "todos",
-            format!("has {} items; the limit is {}", items.len(), limits.max_items),
+            format!(
+                "has {} items; the limit is {}",
+                items.len(),
+                limits.max_items
+            ),
         ));
     }
     Ok(items)
@@ -376,7 +438,10 @@ fn todo_values<'a>(input: &'a Input, limits: &Limits) -> Result<&'a [Input], Inv
 
 /// Checks a whole todo_write input that replaces the list, before anything
 /// changes.
-pub fn parse_write<'a>(input: &'a Input, limits: &Limits) -> Result<Vec<ProposedItem<'a>>, InvalidInput> {
+pub fn parse_write<'a>(
+    input: &'a Input,
+    limits: &Limits,
+) -> Result<Vec<ProposedItem<'a>>, InvalidInput> {
     let items = todo_values(input, limits)?;
     let mut parsed = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -410,12 +475,18 @@ fn merge_flag(input: &Input) -> Result<bool, InvalidInput> {
     match input.get(MERGE) {
         None | Some(Input::Null) => Ok(false),
         Some(Input::Bool(merge)) => Ok(*merge),
-        Some(other) => Err(InvalidInput::new(MERGE, format!("expected true or false, got {}", other.describe()))),
+        Some(other) => Err(InvalidInput::new(
+            MERGE,
+            format!("expected true or false, got {}", other.describe()),
+        )),
     }
 }
 
 /// Checks a todo_write input of either kind before anything changes.
-pub fn parse_request<'a>(input: &'a Input, limits: &Limits) -> Result<WriteRequest<'a>, InvalidInput> {
+pub fn parse_request<'a>(
+    input: &'a Input,
+    limits: &Limits,
+) -> Result<WriteRequest<'a>, InvalidInput> {
     if !merge_flag(input)? {
         return parse_write(input, limits).map(WriteRequest::Replace);
     }
@@ -428,19 +499,30 @@ pub fn parse_request<'a>(input: &'a Input, limits: &Limits) -> Result<WriteReque
     Ok(WriteRequest::Merge(parsed))
 }
 
-fn parse_merge_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Result<MergeItem<'a>, InvalidInput> {
+fn parse_merge_item<'a>(
+    value: &'a Input,
+    index: usize,
+    limits: &Limits,
+) -> Result<MergeItem<'a>, InvalidInput> {
     if !matches!(value, Input::Map(_)) {
         return Err(InvalidInput::new(
             format!("todos[{index}]"),
-            format!("expected an object with an id and the fields to change, got {}", value.describe()),
+            format!(
+                "expected an object with an id and the fields to change, got {}",
+                value.describe()
+            ),
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let [id, content, status, active_form, parent] = fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
+    let [id, content, status, active_form, parent] =
+        fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
     let blank = |text: &str| text.chars().all(char::is_whitespace);
-    let text_of = |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
-        found.map(|v| checked_str_at(v, || at(spec), limits.max_content_chars)).transpose()
-    };
+    let text_of =
+        |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
+            found
+                .map(|v| checked_str_at(v, || at(spec), limits.max_content_chars))
+                .transpose()
+        };
     let id = match text_of(&ID, id)? {
         Some(id) if blank(id) => return Err(InvalidInput::new(at(&ID), "must not be empty")),
         id => id.map(str::trim),
@@ -449,16 +531,37 @@ fn parse_merge_item<'a>(value: &'a Input, index: usize, limits: &Limits) -> Resu
     if content.is_some_and(blank) {
         return Err(InvalidInput::new(at(&CONTENT), "must not be empty"));
     }
-    let status = status.map(|v| parse_status_at(v, || at(&STATUS))).transpose()?;
+    let status = status
+        .map(|v| parse_status_at(v, || at(&STATUS)))
+        .transpose()?;
     let active_form = text_of(&ACTIVE_FORM, active_form)?.filter(|s| !blank(s));
     let parent = text_of(&PARENT, parent)?.map(|text| parent_id(Some(text)));
     match id {
-        None if content.is_none() => Err(InvalidInput::new(at(&CONTENT), "is required for a new item (one without an id)")),
-        Some(id) if content.is_none() && status.is_none() && active_form.is_none() && parent.is_none() => Err(InvalidInput::new(
-            format!("todos[{index}]"),
-            format!("names {} but changes nothing; give status, content or activeForm", quote(id)),
+        None if content.is_none() => Err(InvalidInput::new(
+            at(&CONTENT),
+            "is required for a new item (one without an id)",
         )),
-        _ => Ok(MergeItem { id, content, active_form, status, parent }),
+        Some(id)
+            if content.is_none()
+                && status.is_none()
+                && active_form.is_none()
+                && parent.is_none() =>
+        {
+            Err(InvalidInput::new(
+                format!("todos[{index}]"),
+                format!(
+                    "names {} but changes nothing; give status, content or activeForm",
+                    quote(id)
+                ),
+            ))
+        }
+        _ => Ok(MergeItem {
+            id,
+            content,
+            active_form,
+            status,
+            parent,
+        }),
     }
 }
 
@@ -470,7 +573,10 @@ fn parent_id(text: Option<&str>) -> Option<&str> {
 
 /// Fails on the first of N items (ID_AT gives each one's id) whose id an
 /// earlier item has, naming both.
-fn check_unique_ids<'a>(n: usize, id_at: impl Fn(usize) -> Option<&'a str>) -> Result<(), InvalidInput> {
+fn check_unique_ids<'a>(
+    n: usize,
+    id_at: impl Fn(usize) -> Option<&'a str>,
+) -> Result<(), InvalidInput> {
     match duplicate_id(n, &id_at) {
         None => Ok(()),
         Some((i, first)) => Err(InvalidInput::new(
@@ -492,7 +598,9 @@ fn duplicate_id<'a>(n: usize, id_at: impl Fn(usize) -> Option<&'a str>) -> Optio
     if n <= 8 {
         return (0..n).find_map(|i| {
             let id = id_at(i)?;
-            (0..i).find(|&j| id_at(j) == Some(id)).map(|first| (i, first))
+            (0..i)
+                .find(|&j| id_at(j) == Some(id))
+                .map(|first| (i, first))
         });
     }
     let mut first_with: FxHashMap<&str, usize> = FxHashMap::default();
@@ -525,7 +633,11 @@ fn object_schema(fields: &[Field]) -> Json {
     for spec in fields {
         properties.insert(spec.name.to_string(), field_schema(spec));
     }
-    let required: Vec<&str> = fields.iter().filter(|f| f.required).map(|f| f.name).collect();
+    let required: Vec<&str> = fields
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name)
+        .collect();
     json!({"type": "object", "properties": properties, "required": required})
 }
 
@@ -585,7 +697,10 @@ mod tests {
     fn parse(json: &str) -> Result<Vec<ProposedItem<'static>>, InvalidInput> {
         let value: Json = serde_json::from_str(json).expect("test JSON");
         // Leaked so the parsed items can borrow it; a few bytes per test.
-        parse_write(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
+        parse_write(
+            Box::leak(Box::new(Input::from_json(&value))),
+            &Limits::default(),
+        )
     }
 
     fn error_of(json: &str) -> String {
@@ -608,24 +723,41 @@ mod tests {
     #[test]
     fn errors_name_the_field_path() {
         assert_eq!(
-            error_of(r#"{"todos":[{"content":"a","status":"pending"},{"content":"b","status":"pending"},{"content":"c","status":"done"}]}"#),
+            error_of(
+                r#"{"todos":[{"content":"a","status":"pending"},{"content":"b","status":"pending"},{"content":"c","status":"done"}]}"#
+            ),
             "todos[2].status: expected pending, in_progress, completed or cancelled, got \"done\""
         );
-        assert!(error_of(r#"{"todos":[{"status":"pending"}]}"#).starts_with("todos[0].content: is required"));
-        assert!(error_of(r#"{"todos":[{"content":"  ","status":"pending"}]}"#).starts_with("todos[0].content: must not be empty"));
-        assert!(error_of(r#"{"todos":[{"content":7,"status":"pending"}]}"#).starts_with("todos[0].content: expected a string, got integer 7"));
-        assert!(error_of(r#"{"todos":[{"content":"a"}]}"#).starts_with("todos[0].status: is required"));
+        assert!(error_of(r#"{"todos":[{"status":"pending"}]}"#)
+            .starts_with("todos[0].content: is required"));
+        assert!(
+            error_of(r#"{"todos":[{"content":"  ","status":"pending"}]}"#)
+                .starts_with("todos[0].content: must not be empty")
+        );
+        assert!(error_of(r#"{"todos":[{"content":7,"status":"pending"}]}"#)
+            .starts_with("todos[0].content: expected a string, got integer 7"));
+        assert!(
+            error_of(r#"{"todos":[{"content":"a"}]}"#).starts_with("todos[0].status: is required")
+        );
         assert!(error_of(r#"{"todos":[3]}"#).starts_with("todos[0]: expected an object"));
         assert!(error_of(r#"{"todos":"x"}"#).starts_with("todos: expected an array"));
         assert!(error_of(r#"{"items":[]}"#).starts_with("todos: is required"));
         assert!(error_of(r#""x""#).starts_with("input: expected an object"));
-        assert!(error_of(r#"{"todos":[{"content":"a\u0000b","status":"pending"}]}"#).contains("NUL"));
-        assert!(error_of(r#"{"todos":[{"id":5,"content":"a","status":"pending"}]}"#).starts_with("todos[0].id: expected a string"));
+        assert!(
+            error_of(r#"{"todos":[{"content":"a\u0000b","status":"pending"}]}"#).contains("NUL")
+        );
+        assert!(
+            error_of(r#"{"todos":[{"id":5,"content":"a","status":"pending"}]}"#)
+                .starts_with("todos[0].id: expected a string")
+        );
     }
 
     fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
         let value: Json = serde_json::from_str(json).expect("test JSON");
-        parse_request(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
+        parse_request(
+            Box::leak(Box::new(Input::from_json(&value))),
+            &Limits::default(),
+        )
     }
 
     #[test]
@@ -635,18 +767,48 @@ mod tests {
         ) else {
             panic!("a merge request");
         };
-        assert_eq!(items[0], MergeItem { id: Some("t3"), content: None, active_form: None, status: Some(Status::Completed), parent: None });
-        assert_eq!(items[1], MergeItem { id: None, content: Some("New one"), active_form: None, status: None, parent: None });
+        assert_eq!(
+            items[0],
+            MergeItem {
+                id: Some("t3"),
+                content: None,
+                active_form: None,
+                status: Some(Status::Completed),
+                parent: None
+            }
+        );
+        assert_eq!(
+            items[1],
+            MergeItem {
+                id: None,
+                content: Some("New one"),
+                active_form: None,
+                status: None,
+                parent: None
+            }
+        );
         assert_eq!(items[2].active_form, Some("Rewording"));
-        assert!(matches!(request(r#"{"merge":false,"todos":[{"content":"a","status":"pending"}]}"#), Ok(WriteRequest::Replace(_))));
-        assert!(matches!(request(r#"{"merge":null,"todos":[]}"#), Ok(WriteRequest::Replace(_))));
+        assert!(matches!(
+            request(r#"{"merge":false,"todos":[{"content":"a","status":"pending"}]}"#),
+            Ok(WriteRequest::Replace(_))
+        ));
+        assert!(matches!(
+            request(r#"{"merge":null,"todos":[]}"#),
+            Ok(WriteRequest::Replace(_))
+        ));
     }
 
     #[test]
     fn merge_mistakes_name_the_field() {
         let error = |json: &str| request(json).expect_err("should be rejected").to_string();
-        assert_eq!(error(r#"{"merge":"yes","todos":[]}"#), "merge: expected true or false, got string \"yes\"");
-        assert_eq!(error(r#"{"merge":1,"todos":[]}"#), "merge: expected true or false, got integer 1");
+        assert_eq!(
+            error(r#"{"merge":"yes","todos":[]}"#),
+            "merge: expected true or false, got string \"yes\""
+        );
+        assert_eq!(
+            error(r#"{"merge":1,"todos":[]}"#),
+            "merge: expected true or false, got integer 1"
+        );
         assert_eq!(
             error(r#"{"merge":true,"todos":[{"id":"t1","status":"completed"},{"id":"t2"}]}"#),
             "todos[1]: names \"t2\" but changes nothing; give status, content or activeForm"
@@ -655,8 +817,14 @@ mod tests {
             error(r#"{"merge":true,"todos":[{"status":"pending"}]}"#),
             "todos[0].content: is required for a new item (one without an id)"
         );
-        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","status":"done"}]}"#).starts_with("todos[0].status: expected pending"));
-        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","content":" "}]}"#).starts_with("todos[0].content: must not be empty"));
+        assert!(
+            error(r#"{"merge":true,"todos":[{"id":"t1","status":"done"}]}"#)
+                .starts_with("todos[0].status: expected pending")
+        );
+        assert!(
+            error(r#"{"merge":true,"todos":[{"id":"t1","content":" "}]}"#)
+                .starts_with("todos[0].content: must not be empty")
+        );
         assert!(error(r#"{"merge":true,"todos":[{"id":"t1","status":"pending"},{"id":"t1","status":"completed"}]}"#)
             .starts_with("todos[1].id: \"t1\" is also the id of todos[0]"));
         assert!(error(r#"{"merge":true,"todos":[7]}"#).starts_with("todos[0]: expected an object"));
@@ -665,13 +833,18 @@ mod tests {
 
     #[test]
     fn null_todos_is_not_an_empty_list() {
-        assert_eq!(error_of(r#"{"todos":null}"#), "todos: expected an array of items, got nil");
+        assert_eq!(
+            error_of(r#"{"todos":null}"#),
+            "todos: expected an array of items, got nil"
+        );
     }
 
     #[test]
     fn duplicate_ids_are_rejected() {
         assert_eq!(
-            error_of(r#"{"todos":[{"id":"t1","content":"a","status":"pending"},{"id":"t1","content":"b","status":"pending"}]}"#),
+            error_of(
+                r#"{"todos":[{"id":"t1","content":"a","status":"pending"},{"id":"t1","content":"b","status":"pending"}]}"#
+            ),
             "todos[1].id: \"t1\" is also the id of todos[0]; every item needs its own id"
         );
     }
@@ -680,19 +853,37 @@ mod tests {
     fn a_repeated_id_names_the_first_item_that_had_it_in_long_lists_too() {
         for ids in [
             vec!["t1", "t2", "t3", "t2", "t1"],
-            vec!["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10", "t11", "t4", "t1"],
-            vec!["x", "t9", "t3", "t4", "t5", "t6", "t7", "t8", "t2", "t10", "t11", "t12", "t8", "x"],
+            vec![
+                "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10", "t11", "t4", "t1",
+            ],
+            vec![
+                "x", "t9", "t3", "t4", "t5", "t6", "t7", "t8", "t2", "t10", "t11", "t12", "t8", "x",
+            ],
         ] {
-            let todos: Vec<Json> = ids.iter().map(|id| json!({"id": id, "content": "c", "status": "pending"})).collect();
-            let repeat = ids.iter().enumerate().position(|(i, id)| ids[..i].contains(id)).unwrap();
+            let todos: Vec<Json> = ids
+                .iter()
+                .map(|id| json!({"id": id, "content": "c", "status": "pending"}))
+                .collect();
+            let repeat = ids
+                .iter()
+                .enumerate()
+                .position(|(i, id)| ids[..i].contains(id))
+                .unwrap();
             let first = ids.iter().position(|id| *id == ids[repeat]).unwrap();
             assert_eq!(
                 error_of(&json!({ "todos": todos }).to_string()),
                 format!("todos[{repeat}].id: {:?} is also the id of todos[{first}]; every item needs its own id", ids[repeat])
             );
         }
-        let rising: Vec<Json> = (1..30).map(|n| json!({"id": format!("t{n}"), "content": "c", "status": "pending"})).collect();
-        assert_eq!(parse(&json!({ "todos": rising }).to_string()).unwrap().len(), 29);
+        let rising: Vec<Json> = (1..30)
+            .map(|n| json!({"id": format!("t{n}"), "content": "c", "status": "pending"}))
+            .collect();
+        assert_eq!(
+            parse(&json!({ "todos": rising }).to_string())
+                .unwrap()
+                .len(),
+            29
+        );
     }
 
     #[test]
@@ -704,24 +895,70 @@ mod tests {
         };
         let text = |s: &str| Input::Str(s.into());
         let base = || vec![("content", text("first")), ("status", text("pending"))];
-        let with = |extra: Vec<(&'static str, Input)>| base().into_iter().chain(extra).collect::<Vec<_>>();
-        assert_eq!(item(with(vec![("content", text("second"))])).unwrap().content, "first");
-        assert_eq!(item(with(vec![("active_form", text("Alias"))])).unwrap().active_form, Some("Alias"));
-        assert_eq!(item(with(vec![("activeForm", Input::Null), ("active_form", text("Alias"))])).unwrap().active_form, None);
-        assert_eq!(item(with(vec![("active_form", text("Alias")), ("activeForm", text("Name"))])).unwrap().active_form, Some("Name"));
+        let with =
+            |extra: Vec<(&'static str, Input)>| base().into_iter().chain(extra).collect::<Vec<_>>();
+        assert_eq!(
+            item(with(vec![("content", text("second"))]))
+                .unwrap()
+                .content,
+            "first"
+        );
+        assert_eq!(
+            item(with(vec![("active_form", text("Alias"))]))
+                .unwrap()
+                .active_form,
+            Some("Alias")
+        );
+        assert_eq!(
+            item(with(vec![
+                ("activeForm", Input::Null),
+                ("active_form", text("Alias"))
+            ]))
+            .unwrap()
+            .active_form,
+            None
+        );
+        assert_eq!(
+            item(with(vec![
+                ("active_form", text("Alias")),
+                ("activeForm", text("Name"))
+            ]))
+            .unwrap()
+            .active_form,
+            Some("Name")
+        );
         assert_eq!(item(with(vec![("id", Input::Null)])).unwrap().id, None);
-        assert_eq!(item(with(vec![("id", text(" t3 "))])).unwrap().id, Some("t3"));
-        assert_eq!(item(vec![("status", text("pending")), ("content", Input::Null)]).unwrap_err().to_string(), "todos[0].content: is required");
+        assert_eq!(
+            item(with(vec![("id", text(" t3 "))])).unwrap().id,
+            Some("t3")
+        );
+        assert_eq!(
+            item(vec![("status", text("pending")), ("content", Input::Null)])
+                .unwrap_err()
+                .to_string(),
+            "todos[0].content: is required"
+        );
     }
 
     #[test]
     fn limits_are_enforced_at_the_boundary() {
-        let limits = Limits { max_items: 2, max_content_chars: 5 };
-        let item = |c: &str| Input::Map(vec![("content".into(), Input::Str(c.into())), ("status".into(), Input::Str("pending".into()))]);
+        let limits = Limits {
+            max_items: 2,
+            max_content_chars: 5,
+        };
+        let item = |c: &str| {
+            Input::Map(vec![
+                ("content".into(), Input::Str(c.into())),
+                ("status".into(), Input::Str("pending".into())),
+            ])
+        };
         let list = |items: Vec<Input>| Input::Map(vec![("todos".into(), Input::Array(items))]);
         assert!(parse_write(&list(vec![item("12345"), item("é2345")]), &limits).is_ok());
         let err = parse_write(&list(vec![item("123456")]), &limits).unwrap_err();
-        assert_eq!(err.to_string(), "todos[0].content: is 6 characters long; the limit is 5");
+        assert_eq!(
+            err.to_string(),
+            "todos[0].content: is 6 characters long; the limit is 5"
+        );
         let err = parse_write(&list(vec![item("a"), item("b"), item("c")]), &limits).unwrap_err();
         assert_eq!(err.to_string(), "todos: has 3 items; the limit is 2");
     }
@@ -729,8 +966,10 @@ mod tests {
     #[test]
     fn deep_nesting_becomes_an_error_not_a_crash() {
         let deep = "[".repeat(100) + &"]".repeat(100);
-        let value: Json = serde_json::from_str(&format!(r#"{{"todos":[{{"content":{deep},"status":"pending"}}]}}"#))
-            .unwrap_or(Json::Null);
+        let value: Json = serde_json::from_str(&format!(
+            r#"{{"todos":[{{"content":{deep},"status":"pending"}}]}}"#
+        ))
+        .unwrap_or(Json::Null);
         assert!(parse_write(&Input::from_json(&value), &Limits::default()).is_err());
     }
 
@@ -741,9 +980,15 @@ mod tests {
         // A merged write may carry an id and one field, so the schema
         // requires no field of an item.
         assert!(item.get("required").is_none());
-        assert_eq!(item["properties"]["status"]["enum"], json!(["pending", "in_progress", "completed", "cancelled"]));
+        assert_eq!(
+            item["properties"]["status"]["enum"],
+            json!(["pending", "in_progress", "completed", "cancelled"])
+        );
         assert!(item["properties"]["id"].is_object());
-        assert_eq!(schema["input_schema"]["properties"]["merge"]["type"], "boolean");
+        assert_eq!(
+            schema["input_schema"]["properties"]["merge"]["type"],
+            "boolean"
+        );
         assert!(TODO_WRITE_DESCRIPTION.contains("\"merge\": true"));
         let pause = todo_pause_schema();
         assert_eq!(pause["input_schema"]["required"], json!(["reason"]));
@@ -757,7 +1002,17 @@ mod tests {
         use proptest::prelude::*;
         use std::collections::HashSet;
 
-        const KEYS: [&str; 9] = ["todos", "content", "status", "activeForm", "active_form", "id", "priority", "", "x"];
+        const KEYS: [&str; 9] = [
+            "todos",
+            "content",
+            "status",
+            "activeForm",
+            "active_form",
+            "id",
+            "priority",
+            "",
+            "x",
+        ];
 
         fn arb_text() -> impl Strategy<Value = String> {
             prop_oneof![
@@ -788,17 +1043,31 @@ mod tests {
             leaf.prop_recursive(5, 64, 6, |inner| {
                 prop_oneof![
                     prop::collection::vec(inner.clone(), 0..6).prop_map(Input::Array),
-                    prop::collection::vec((prop::sample::select(KEYS.to_vec()).prop_map(String::from), inner), 0..6)
-                        .prop_map(Input::Map),
+                    prop::collection::vec(
+                        (
+                            prop::sample::select(KEYS.to_vec()).prop_map(String::from),
+                            inner
+                        ),
+                        0..6
+                    )
+                    .prop_map(Input::Map),
                 ]
             })
         }
 
         /// Mostly well-formed writes, so that reconcile sees many lists.
         fn arb_write() -> impl Strategy<Value = Input> {
-            let item = (arb_text(), arb_text(), prop::option::of(arb_text()), prop::option::of(arb_input())).prop_map(
-                |(content, status, id, extra)| {
-                    let mut pairs = vec![("content".to_string(), Input::Str(content)), ("status".to_string(), Input::Str(status))];
+            let item = (
+                arb_text(),
+                arb_text(),
+                prop::option::of(arb_text()),
+                prop::option::of(arb_input()),
+            )
+                .prop_map(|(content, status, id, extra)| {
+                    let mut pairs = vec![
+                        ("content".to_string(), Input::Str(content)),
+                        ("status".to_string(), Input::Str(status)),
+                    ];
                     if let Some(id) = id {
                         pairs.push(("id".to_string(), Input::Str(id)));
                     }
@@ -806,8 +1075,7 @@ mod tests {
                         pairs.push(("activeForm".to_string(), extra));
                     }
                     Input::Map(pairs)
-                },
-            );
+                });
             prop_oneof![
                 3 => prop::collection::vec(item, 0..8).prop_map(|items| Input::Map(vec![("todos".into(), Input::Array(items))])),
                 1 => arb_input(),
@@ -888,7 +1156,10 @@ mod parent_tests {
 
     fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
         let value: Json = serde_json::from_str(json).expect("test JSON");
-        parse_request(Box::leak(Box::new(Input::from_json(&value))), &Limits::default())
+        parse_request(
+            Box::leak(Box::new(Input::from_json(&value))),
+            &Limits::default(),
+        )
     }
 
     #[test]
@@ -898,7 +1169,10 @@ mod parent_tests {
         ) else {
             panic!("a whole list");
         };
-        assert_eq!(items.iter().map(|i| i.parent).collect::<Vec<_>>(), [Some("t3"), None, None]);
+        assert_eq!(
+            items.iter().map(|i| i.parent).collect::<Vec<_>>(),
+            [Some("t3"), None, None]
+        );
     }
 
     #[test]
@@ -908,7 +1182,16 @@ mod parent_tests {
         ) else {
             panic!("a merge");
         };
-        assert_eq!(items[0], MergeItem { id: Some("t4"), content: None, active_form: None, status: None, parent: Some(Some("t3")) });
+        assert_eq!(
+            items[0],
+            MergeItem {
+                id: Some("t4"),
+                content: None,
+                active_form: None,
+                status: None,
+                parent: Some(Some("t3"))
+            }
+        );
         assert_eq!(items[1].parent, Some(None));
         assert_eq!(items[2].parent, None);
         assert_eq!(items[3].parent, Some(Some("t3")));
@@ -930,14 +1213,21 @@ mod parent_tests {
             "todos[0].parent: contains a NUL character"
         );
         // Null is no parent given, so this merge item changes nothing.
-        assert!(error(r#"{"merge":true,"todos":[{"id":"t1","parent":null}]}"#).starts_with("todos[0]: names \"t1\" but changes nothing"));
+        assert!(
+            error(r#"{"merge":true,"todos":[{"id":"t1","parent":null}]}"#)
+                .starts_with("todos[0]: names \"t1\" but changes nothing")
+        );
     }
 
     #[test]
     fn the_schema_offers_parent() {
         let schema = todo_write_schema();
-        let parent = &schema["input_schema"]["properties"]["todos"]["items"]["properties"]["parent"];
+        let parent =
+            &schema["input_schema"]["properties"]["todos"]["items"]["properties"]["parent"];
         assert_eq!(parent["type"], "string");
-        assert!(parent["description"].as_str().unwrap_or_default().contains("up to 3 levels"));
+        assert!(parent["description"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("up to 3 levels"));
     }
 }

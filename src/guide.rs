@@ -51,8 +51,8 @@ fn list_fingerprint(items: &[Item]) -> u64 {
     hasher.finish()
 }
 
-/// The open items, at most MAX_NAMED of them named.
-fn open_items(items: &[Item]) -> String {
+/// The open items, at most MAX_NAMED of them named, on one line.
+pub fn open_items(items: &[Item]) -> String {
     let mut out = String::new();
     name_items(
         &mut out,

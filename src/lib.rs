@@ -1075,16 +1075,9 @@ fn find<'e>(env: &'e Env, session: Value<'e>, id: String) -> Result<Value<'e>> {
 #[defun]
 fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    let any_tripped = {
-        let mut registry = registry();
-        registry.reset(&session);
-        registry.any_tripped()
-    };
-    // Clearing is left to the next `before_tool', which knows the limits:
-    // another session's breaker may stand at a count limit.
-    if any_tripped {
-        note_breakers(env, true)?;
-    }
+    // `efrit-todo--breaker-tripped' is left as it is: undoing a trip never
+    // arms a breaker, and the next `before_tool' clears what is stale.
+    registry().reset(&session);
     Ok(())
 }
 
@@ -1685,16 +1678,9 @@ fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 #[defun]
 fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    let any_tripped = {
-        let mut registry = registry();
-        registry.session(&session).breaker.reset();
-        registry.any_tripped()
-    };
-    // Clearing is left to the next `before_tool', which knows the limits:
-    // another session's breaker may stand at a count limit.
-    if any_tripped {
-        note_breakers(env, true)?;
-    }
+    // `efrit-todo--breaker-tripped' is left as it is: undoing a trip never
+    // arms a breaker, and the next `before_tool' clears what is stale.
+    registry().session(&session).breaker.reset();
     Ok(())
 }
 
@@ -1702,16 +1688,9 @@ fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
 #[defun]
 fn begin_turn<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    let any_tripped = {
-        let mut registry = registry();
-        registry.session(&session).begin_turn();
-        registry.any_tripped()
-    };
-    // Clearing is left to the next `before_tool', which knows the limits:
-    // another session's breaker may stand at a count limit.
-    if any_tripped {
-        note_breakers(env, true)?;
-    }
+    // `efrit-todo--breaker-tripped' is left as it is: undoing a trip never
+    // arms a breaker, and the next `before_tool' clears what is stale.
+    registry().session(&session).begin_turn();
     Ok(())
 }
 
@@ -1741,16 +1720,9 @@ fn stop<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value
 #[defun]
 fn resume<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     let session = session_name(env, session)?;
-    let any_tripped = {
-        let mut registry = registry();
-        registry.session(&session).resume();
-        registry.any_tripped()
-    };
-    // Clearing is left to the next `before_tool', which knows the limits:
-    // another session's breaker may stand at a count limit.
-    if any_tripped {
-        note_breakers(env, true)?;
-    }
+    // `efrit-todo--breaker-tripped' is left as it is: undoing a trip never
+    // arms a breaker, and the next `before_tool' clears what is stale.
+    registry().session(&session).resume();
     Ok(())
 }
 
@@ -1789,8 +1761,8 @@ fn unfinished(env: &Env) -> Result<Value<'_>> {
 /// limit): while it is nil, `efrit-todo-before-tool' lets a call run
 /// without asking the module.  Breakers arm only in `after_tool'; the
 /// variable is cleared by `before_tool', which knows the limits.
-fn note_breakers(env: &Env, any_tripped: bool) -> Result<()> {
-    env.call(fn_set, (var_breaker_tripped.bind(env), any_tripped))?;
+fn note_breakers(env: &Env, any_armed: bool) -> Result<()> {
+    env.call(fn_set, (var_breaker_tripped.bind(env), any_armed))?;
     Ok(())
 }
 

@@ -156,10 +156,7 @@ impl IdCounter {
     /// Makes sure an id adopted from outside (Efrit's compatibility API) is
     /// never handed out again.
     pub fn observe(&mut self, id: &str) {
-        if let Some(n) = id
-            .strip_prefix('t')
-            .and_then(|digits| digits.parse::<u64>().ok())
-        {
+        if let Some(n) = id_number(id) {
             self.raise_to(n);
         }
     }
@@ -179,15 +176,18 @@ impl IdCounter {
 /// which this shows without a table.
 pub fn ids_rise<'a>(ids: impl IntoIterator<Item = &'a str>) -> bool {
     let mut last = None;
-    ids.into_iter().all(
-        |id| match id.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
-            Some(n) if last.is_none_or(|last| n > last) => {
-                last = Some(n);
-                true
-            }
-            _ => false,
-        },
-    )
+    ids.into_iter().all(|id| match id_number(id) {
+        Some(n) if last.is_none_or(|last| n > last) => {
+            last = Some(n);
+            true
+        }
+        _ => false,
+    })
+}
+
+/// The number of an id of the form the backend issues, `t12` -> 12.
+pub fn id_number(id: &str) -> Option<u64> {
+    id.strip_prefix('t')?.parse().ok()
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

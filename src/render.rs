@@ -6,7 +6,7 @@ use rustc_hash::FxHashSet;
 
 use crate::guide::named_tool;
 use crate::model::{
-    name_items, push_cut, push_ids, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS,
+    id_number, name_items, push_cut, push_ids, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS,
 };
 use crate::reconcile::Diff;
 use crate::tree::{self, Layout};
@@ -49,20 +49,6 @@ fn write_progress(out: &mut String, counts: &Counts) {
             push_number(out, n);
             out.push_str(label);
         }
-    }
-}
-
-/// "2/5 done" and the cancelled count: a result names the running item
-/// itself, and what is open follows from these.
-fn write_brief_progress(out: &mut String, counts: &Counts) {
-    push_number(out, counts.completed);
-    out.push('/');
-    push_number(out, counts.total);
-    out.push_str(" done");
-    if counts.cancelled > 0 {
-        out.push_str(", ");
-        push_number(out, counts.cancelled);
-        out.push_str(" cancelled");
     }
 }
 
@@ -197,11 +183,6 @@ fn item_lines<'a>(
             "  ... and {hidden_pending} more pending items not shown"
         );
     }
-}
-
-/// The number of a backend id, `t12` -> 12.
-fn id_number(id: &str) -> Option<u64> {
-    id.strip_prefix('t')?.parse().ok()
 }
 
 /// When the added items took consecutive ids in the order they stand, one
@@ -361,7 +342,16 @@ pub fn write_result(
         .sum();
     let mut out = String::with_capacity(256 + lines);
     out.push_str("[TODO list updated: ");
-    write_brief_progress(&mut out, &counts);
+    // "2/5 done" and the cancelled count only: the result names the
+    // running item itself, and what is open follows from these.
+    write_progress(
+        &mut out,
+        &Counts {
+            in_progress: 0,
+            pending: 0,
+            ..counts
+        },
+    );
     out.push_str("]\n");
     if diff.is_empty() {
         out.push_str("No change: the list is as it was.\n");

@@ -8,10 +8,10 @@ use once_cell::sync::Lazy;
 use rustc_hash::FxHashMap;
 
 use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
-use crate::guide::{named_tool, Guide, GuideOptions};
+use crate::guide::{named_tool, open_items, Guide, GuideOptions};
 use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledger};
-use crate::model::{name_items, now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
+use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
 use crate::reconcile::{apply, match_items, update, Diff, Matching};
 use crate::render;
 use crate::tree::{self, Node};
@@ -364,7 +364,6 @@ impl Session {
                 }
             })
             .collect();
-        self.check_merge_tree(changes, &listed)?;
         // A retired item a merge brings back keeps its parent when that is
         // in the list by the end of the merge.
         let restoring: Vec<&str> = changes
@@ -373,6 +372,7 @@ impl Session {
             .filter(|(_, at)| at.is_none())
             .filter_map(|(change, _)| change.id)
             .collect();
+        self.check_merge_tree(changes, &listed, &restoring)?;
         // Checked: from here on the write commits.
         let before = self.items.clone();
         let will_be_listed =
@@ -522,11 +522,12 @@ impl Session {
 
     /// The subtask checks of a merged write: LISTED gives for each change
     /// the index of the listed item it changes; the others bring back a
-    /// retired item (with an id) or add one.
+    /// retired item (with an id, in RESTORING) or add one.
     fn check_merge_tree(
         &self,
         changes: &[MergeItem],
         listed: &[Option<usize>],
+        restoring: &[&str],
     ) -> Result<(), InvalidInput> {
         if changes.iter().all(|c| c.parent.is_none()) && !tree::any_parent(&self.items) {
             return Ok(());
@@ -537,12 +538,6 @@ impl Session {
                 named[*at] = Some(i);
             }
         }
-        let restoring: Vec<&str> = changes
-            .iter()
-            .zip(listed)
-            .filter(|(_, at)| at.is_none())
-            .filter_map(|(change, _)| change.id)
-            .collect();
         let will_be_listed =
             |id: &str| self.items.iter().any(|item| item.id == id) || restoring.contains(&id);
         let mut nodes: Vec<Node> = self
@@ -1064,14 +1059,10 @@ impl Session {
         }
         summary.push_str(": ");
         summary.push_str(&reason);
-        let mut text = format!("[efrit-todo] The session {summary}. Left open: ");
-        name_items(
-            &mut text,
-            self.items.iter().filter(|i| i.status.is_open()),
-            "",
-            "; ",
+        let text = format!(
+            "[efrit-todo] The session {summary}. Left open: {}",
+            open_items(&self.items)
         );
-        text.truncate(text.len().saturating_sub(2));
         self.ledger.record(
             "session_stopped",
             Input::Null,
@@ -1195,12 +1186,6 @@ impl Registry {
         self.sessions
             .iter()
             .any(|(_, session)| session.breaker.armed(limits))
-    }
-
-    pub fn any_tripped(&self) -> bool {
-        self.sessions
-            .iter()
-            .any(|(_, session)| session.breaker.tripped())
     }
 
     pub fn names(&self) -> Vec<String> {

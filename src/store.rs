@@ -27,7 +27,7 @@ use crate::history::{
     Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS,
 };
 use crate::ledger::Entry;
-use crate::model::{now, Item, Status, Timestamp, MAX_ID_NUMBER};
+use crate::model::{id_number, now, Item, Status, Timestamp, MAX_ID_NUMBER};
 use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
 use crate::validate::{checked_text, Input, Limits};
 
@@ -371,11 +371,6 @@ struct VersionOnly {
 /// User notes kept from a file; a session gathers them only between two
 /// writes of the model.
 const MAX_STORED_NOTES: usize = 1000;
-
-/// The number of `t<N>` ID, if it has that form.
-fn id_number(id: &str) -> Option<u64> {
-    id.strip_prefix('t').and_then(|digits| digits.parse().ok())
-}
 
 /// ITEM (read at PATH) within LIMITS, as todo_write keeps its texts: no
 /// NUL, at most `max_content_chars` characters in every text field.

@@ -128,6 +128,9 @@ same function (Efrit's own, a user's) keeps running around it.")
 (defvar efrit-todo-efrit--final-reports (make-hash-table :test 'equal)
   "The report of each session completed through session_complete, by id.")
 
+(defvar efrit-todo-efrit--completion-messages (make-hash-table :test 'equal)
+  "The model's message of each session completed through session_complete.")
+
 (defvar efrit-todo-efrit--building-prompt nil
   "Non-nil while Efrit builds a system prompt that gets our guidance.")
 
@@ -209,18 +212,12 @@ efrit-todo session ID now works on."
         ("elisp-error" (concat "an error in Emacs" detail))
         ((or "iteration-limit" "iteration-limit-exceeded") "the iteration limit was reached")
         ("end_turn"
-         (if-let* ((pause (efrit-todo-efrit--pause-reason name)))
+         (if-let* ((pause (efrit-todo-pause-reason name)))
              (concat "paused by the model: " pause)
            "the model ended its turn with items still open"))
         ((pred stringp) (concat stop-reason detail))
         (_ (format "%S" stop-reason))))
      280 nil nil "...")))
-
-(defun efrit-todo-efrit--pause-reason (name)
-  "Return the reason session NAME's model gave with todo_pause, or nil."
-  (let ((report (efrit-todo-report name)))
-    (and (string-match "^Paused by the model: \\(.*\\)$" report)
-         (match-string 1 report))))
 
 (defun efrit-todo-efrit--note-stop (name stop-reason &optional error-message)
   "Note that session NAME's command stopped for STOP-REASON, ERROR-MESSAGE.
@@ -351,9 +348,10 @@ goes back to the model; the whole report is kept for the places the
 user looks, where the end of the session puts it."
   (let* ((message (or (and (hash-table-p tool-input) (gethash "message" tool-input))
                       "Task completed"))
+         (message (if (stringp message) message (format "%s" message)))
          (session (efrit-todo--session nil))
          (answer (condition-case err
-                     (efrit-todo-complete (if (stringp message) message (format "%s" message)))
+                     (efrit-todo-complete message)
                    (efrit-todo-invalid-input
                     (list :allowed nil :text (format "Error in session_complete: %s"
                                                      (cadr err)))))))
@@ -362,6 +360,7 @@ user looks, where the end of the session puts it."
           (if (string-prefix-p "Error" text) text (concat "Error from efrit-todo: " text)))
       (let ((report (string-trim-right (plist-get answer :text))))
         (puthash session report efrit-todo-efrit--final-reports)
+        (puthash session message efrit-todo-efrit--completion-messages)
         (format "\n[SESSION-COMPLETE: %s]" (plist-get answer :model-text))))))
 
 (defun efrit-todo-efrit--tools-schema (schemas)
@@ -563,26 +562,14 @@ completion message, cut to this length."
 It names the open items with their ids, at most ten, and ends with
 the model's completion message; see `efrit-todo-efrit-context-max-chars'."
   (let* ((counts (efrit-todo-counts name))
-         (open (seq-filter (lambda (item) (memq (plist-get item :status) '(pending in-progress)))
-                           (efrit-todo-list name)))
-         (report (gethash name efrit-todo-efrit--final-reports))
-         (message (and report (string-match "^Completion message:\n" report)
-                       (substring report (match-end 0))))
+         (open (efrit-todo--open-items-text name))
+         (message (gethash name efrit-todo-efrit--completion-messages))
          (text (concat
                 (format "Session %s (%s). Todo list: %d/%d done."
                         name (or (efrit-todo-efrit--tripped name) stop-reason)
                         (plist-get counts :completed) (plist-get counts :total))
-                (when open
-                  (concat " Left open: "
-                          (mapconcat (lambda (item)
-                                       (format "%s [%s] %s" (plist-get item :id)
-                                               (plist-get item :status)
-                                               (truncate-string-to-width
-                                                (plist-get item :content) 80 nil nil "...")))
-                                     (seq-take open 10) "; ")
-                          (and (> (length open) 10)
-                               (format "; and %d more" (- (length open) 10)))
-                          "."))
+                (unless (string-empty-p open)
+                  (concat " Left open: " open "."))
                 (and message (concat "\n" (string-trim message))))))
     (truncate-string-to-width text efrit-todo-efrit-context-max-chars nil nil "...")))
 

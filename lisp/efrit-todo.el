@@ -575,6 +575,17 @@ REASON is 1 to 500 characters.  Return the text for the model."
     (prog1 (efrit-todo--module-pause session reason)
       (efrit-todo--run-change-hook session))))
 
+(declare-function efrit-todo--module-pause-reason "efrit-todo-module" (session))
+(declare-function efrit-todo--module-open-items "efrit-todo-module" (session))
+
+(defun efrit-todo-pause-reason (&optional session)
+  "Return the reason the model of SESSION gave with todo_pause, or nil."
+  (efrit-todo--module-pause-reason (efrit-todo--session session)))
+
+(defun efrit-todo--open-items-text (&optional session)
+  "Return the open items of SESSION on one line, at most ten named, or \"\"."
+  (efrit-todo--module-open-items (efrit-todo--session session)))
+
 (defun efrit-todo-complete (message &optional session)
   "The session_complete guard for SESSION with the model's MESSAGE.
 Return (:allowed BOOL :text STRING :model-text STRING).  With open

@@ -1579,6 +1579,26 @@ fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Valu
     checked(env, paused)
 }
 
+/// The reason SESSION's model gave with todo_pause, or nil.
+#[defun]
+fn pause_reason<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    with_existing(env, session, |env, s| {
+        s.and_then(|s| s.guide.pause_reason()).into_lisp(env)
+    })
+}
+
+/// SESSION's open items on one line, at most ten named: "t2 [in_progress]
+/// Fix it; t3 [pending] Test it", or "" with none.
+#[defun]
+fn open_items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    with_existing(env, session, |env, s| {
+        lisp_text(
+            env,
+            &s.map(|s| guide::open_items(&s.items)).unwrap_or_default(),
+        )
+    })
+}
+
 #[defun]
 fn complete<'e>(
     env: &'e Env,

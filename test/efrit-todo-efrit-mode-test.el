@@ -200,6 +200,28 @@ Our own option, when the user set it, wins; Efrit's defaults change nothing."
               (should (string-match-p "before Efrit.s in .load-path. and restart Emacs; mode nil" output)))))
       (delete-directory dir t))))
 
+(ert-deftest efrit-todo-efrit-mode-test-context-for-the-next-command-is-brief ()
+  "The outcome kept for the next command's prompt names ten open items at most.
+The stop reason is the pause the model gave, never a line of a tool's output."
+  (let ((efrit-todo-current-session (format "mode-%s" (random))))
+    (unwind-protect
+        (progn
+          (efrit-todo-write
+           (list :todos (vconcat (mapcar (lambda (n) (list :content (format "Step %d" n)
+                                                           :status (if (= n 1) "in_progress" "pending")))
+                                         (number-sequence 1 12)))))
+          (efrit-todo-after-tool "eval_sexp" "(x)" "Paused by the model: not really" nil)
+          (should-not (efrit-todo-pause-reason))
+          (efrit-todo-pause "The user must choose a name.")
+          (should (equal (efrit-todo-pause-reason) "The user must choose a name."))
+          (should (equal (efrit-todo-efrit--stop-reason efrit-todo-current-session "end_turn" nil)
+                         "paused by the model: The user must choose a name."))
+          (let ((text (efrit-todo-efrit--context-text efrit-todo-current-session "end_turn")))
+            (should (string-match-p "Todo list: 0/12 done\\. Left open: t1 \\[in_progress\\] Step 1; t2 \\[pending\\] Step 2; " text))
+            (should (string-match-p "t10 \\[pending\\] Step 10; and 2 more\\.\\'" text))
+            (should-not (string-match-p "t11" text))))
+      (efrit-todo-reset))))
+
 (ert-deftest efrit-todo-efrit-mode-test-unique-session-ids ()
   "A session id already in use gets a suffix, and becomes current."
   (let* ((efrit-todo-current-session nil)

@@ -73,6 +73,13 @@ fn item_line_in_tree(out: &mut String, item: &Item, auto_tools: &[&str], level: 
     if away {
         push_under(out, item);
     }
+    push_completes_when(out, item, auto_tools);
+    out.push('\n');
+}
+
+/// " (completes when run_tests succeeds)" for an open item naming one of
+/// AUTO_TOOLS.
+fn push_completes_when(out: &mut String, item: &Item, auto_tools: &[&str]) {
     if let Some(tool) = item
         .status
         .is_open()
@@ -83,7 +90,6 @@ fn item_line_in_tree(out: &mut String, item: &Item, auto_tools: &[&str], level: 
         out.push_str(tool);
         out.push_str(" succeeds)");
     }
-    out.push('\n');
 }
 
 /// " (under t3)" for a subtask of t3.
@@ -235,16 +241,7 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
         } else if diff.reparented.contains(&item.id) {
             out.push_str(" (now top-level)");
         }
-        if let Some(tool) = item
-            .status
-            .is_open()
-            .then(|| named_tool(&item.content, auto_tools))
-            .flatten()
-        {
-            out.push_str(" (completes when ");
-            out.push_str(tool);
-            out.push_str(" succeeds)");
-        }
+        push_completes_when(out, item, auto_tools);
         out.push('\n');
     }
     if shown > MAX_NAMED {

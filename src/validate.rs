@@ -752,7 +752,7 @@ mod tests {
         );
     }
 
-    fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
+    pub(super) fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
         let value: Json = serde_json::from_str(json).expect("test JSON");
         parse_request(
             Box::leak(Box::new(Input::from_json(&value))),
@@ -1152,15 +1152,8 @@ mod tests {
 
 #[cfg(test)]
 mod parent_tests {
+    use super::tests::request;
     use super::*;
-
-    fn request(json: &str) -> Result<WriteRequest<'static>, InvalidInput> {
-        let value: Json = serde_json::from_str(json).expect("test JSON");
-        parse_request(
-            Box::leak(Box::new(Input::from_json(&value))),
-            &Limits::default(),
-        )
-    }
 
     #[test]
     fn a_whole_list_item_may_name_its_parent() {

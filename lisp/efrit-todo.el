@@ -103,7 +103,12 @@ running Efrit session.")
   "Abnormal hook run with the session name after every change to a list.
 An error in one function is reported and does not stop the others.")
 
-(define-error 'efrit-todo-invalid-input "Invalid efrit-todo input")
+
+;; The errors, defined by the module when it loads: `efrit-todo-error'
+;; is the parent of `efrit-todo-invalid-input' (a caller's or the
+;; model's mistake, naming the field), `efrit-todo-storage-error' (the
+;; disk) and `efrit-todo-internal-error' (a bug of ours, such as a
+;; caught panic).
 
 ;;;; The module
 
@@ -465,28 +470,35 @@ Longer results are cut with a marker giving their full length."
 (declare-function efrit-todo--module-breaker-reset "efrit-todo-module" (session))
 (declare-function efrit-todo--module-analyze-request "efrit-todo-module" (text))
 
-(defconst efrit-todo--loop-option-variables
-  '(efrit-todo-breaker-without-progress efrit-todo-breaker-same-tool
-    efrit-todo-breaker-identical efrit-todo-breaker-error-warn
-    efrit-todo-breaker-error-trip efrit-todo-breaker-oscillation
-    efrit-todo-breaker-churn efrit-todo-breaker-hard-cap
-    efrit-todo-max-continuations efrit-todo-reminder-after
-    efrit-todo-reminders efrit-todo-auto-complete
-    efrit-todo-max-result-length)
-  "The options the module's loop functions read, in the module's order.")
+(defconst efrit-todo--loop-option-keys
+  '((:without-progress . efrit-todo-breaker-without-progress)
+    (:same-tool . efrit-todo-breaker-same-tool)
+    (:identical . efrit-todo-breaker-identical)
+    (:error-warn . efrit-todo-breaker-error-warn)
+    (:error-trip . efrit-todo-breaker-error-trip)
+    (:oscillation . efrit-todo-breaker-oscillation)
+    (:churn . efrit-todo-breaker-churn)
+    (:hard-cap . efrit-todo-breaker-hard-cap)
+    (:max-continuations . efrit-todo-max-continuations)
+    (:reminder-after . efrit-todo-reminder-after)
+    (:reminders . efrit-todo-reminders)
+    (:auto-complete . efrit-todo-auto-complete)
+    (:max-result-chars . efrit-todo-max-result-length))
+  "The options the module's loop functions read: (KEY . VARIABLE).
+The module reads a plist of these keys with the variables' values.")
 
 (defvar efrit-todo--loop-options nil
-  "The options vector for the module, or nil when an option changed since.")
+  "The options plist for the module, or nil when an option changed since.")
 
 (defvar efrit-todo--loop-options-local nil
   "Non-nil once an option was set buffer-locally: then nothing is cached.")
 
 (defun efrit-todo--loop-option-changed (_symbol _value _operation where)
-  "Forget the options vector: an option is changing, in buffer WHERE if non-nil."
+  "Forget the options plist: an option is changing, in buffer WHERE if non-nil."
   (setq efrit-todo--loop-options nil)
   (when where (setq efrit-todo--loop-options-local t)))
 
-(dolist (variable efrit-todo--loop-option-variables)
+(pcase-dolist (`(,_ . ,variable) efrit-todo--loop-option-keys)
   (add-variable-watcher variable #'efrit-todo--loop-option-changed))
 
 (defvar efrit-todo--loop-option-function nil
@@ -495,23 +507,24 @@ Called with the option's symbol and its value; returns the value to
 use.  The Efrit adapter sets it to follow Efrit's own settings.")
 
 (defun efrit-todo--make-loop-options ()
-  "Return a new options vector, and keep it unless an option is buffer-local."
-  (let ((options (apply #'vector
-                        (mapcar (lambda (variable)
-                                  (if efrit-todo--loop-option-function
-                                      (funcall efrit-todo--loop-option-function
-                                               variable (symbol-value variable))
-                                    (symbol-value variable)))
-                                efrit-todo--loop-option-variables))))
+  "Return a new options plist, and keep it unless an option is buffer-local."
+  (let ((options nil))
+    (pcase-dolist (`(,key . ,variable) (reverse efrit-todo--loop-option-keys))
+      (let ((value (symbol-value variable)))
+        (push (if efrit-todo--loop-option-function
+                  (funcall efrit-todo--loop-option-function variable value)
+                value)
+              options)
+        (push key options)))
     (unless efrit-todo--loop-options-local
       (setq efrit-todo--loop-options options))
     options))
 
 (defsubst efrit-todo--loop-options ()
-  "Return the options vector for the loop functions of the module.
-The same vector comes back until an option changes (the variable
-watchers say when), and the module reads a vector it has seen before
-without converting it again.  An old vector is never altered."
+  "Return the options plist for the loop functions of the module.
+The same plist comes back until an option changes (the variable
+watchers say when), and the module reads a plist it has seen before
+without converting it again.  An old plist is never altered."
   (or efrit-todo--loop-options (efrit-todo--make-loop-options)))
 
 (defvar efrit-todo--breaker-tripped nil
@@ -986,7 +999,7 @@ It shows the live list, as Efrit's own function does; with
 The module itself stays loaded: Emacs cannot unload modules."
   (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
   (remove-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
-  (dolist (variable efrit-todo--loop-option-variables)
+  (pcase-dolist (`(,_ . ,variable) efrit-todo--loop-option-keys)
     (remove-variable-watcher variable #'efrit-todo--loop-option-changed))
   nil)
 

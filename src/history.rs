@@ -11,8 +11,6 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Item, Status, Timestamp};
-use crate::reconcile::Diff;
-use crate::session::Actor;
 
 /// Changes kept per session; older ones are forgotten.
 pub const MAX_CHANGES: usize = 200;
@@ -86,6 +84,14 @@ impl ChangeKind {
     }
 }
 
+/// Who changed a list.  The model learns about the user's changes at its
+/// next tool result; the history keeps both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Model,
+    User,
+}
+
 impl Actor {
     pub fn name(self) -> &'static str {
         match self {
@@ -139,25 +145,6 @@ pub struct ChangedIds {
 }
 
 impl ChangedIds {
-    pub fn from_diff(diff: &Diff) -> ChangedIds {
-        let ids = |items: &[Item]| items.iter().map(|i| i.id.clone()).collect();
-        ChangedIds {
-            added: diff.added.clone(),
-            started: diff.started.clone(),
-            completed: diff.completed.clone(),
-            cancelled: diff.cancelled.clone(),
-            reopened: diff.reopened.clone(),
-            paused: diff.paused.clone(),
-            reworded: diff.reworded.clone(),
-            restored: diff.restored.clone(),
-            demoted: diff.demoted.clone(),
-            dropped: ids(&diff.dropped),
-            removed: ids(&diff.removed),
-            reparented: diff.reparented.clone(),
-            moved: false,
-        }
-    }
-
     /// What changed from BEFORE to AFTER, for changes that reconcile did not
     /// describe (user edits, Efrit's compatibility calls, undo).
     pub fn between(before: &[Item], after: &[Item]) -> ChangedIds {
@@ -546,6 +533,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Actor;
     use crate::session::{Options, Session, UserEdit};
     use crate::validate::Input;
     use proptest::prelude::*;

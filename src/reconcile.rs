@@ -4,11 +4,9 @@
 //! items or leaves some out.  Reconciling keeps ids stable across all of that
 //! and records every change so the result text can tell the model about it.
 
-use std::collections::HashSet;
-
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::history::{reordered, UndoData};
+use crate::history::{reordered, ChangedIds, UndoData};
 use crate::model::{ids_rise, IdCounter, Item, Status, Timestamp};
 use crate::validate::{quote, InvalidInput, ProposedItem};
 
@@ -43,6 +41,26 @@ pub struct Diff {
 }
 
 impl Diff {
+    /// The ids each kind of change touched, as the history records them.
+    pub fn changed_ids(&self) -> ChangedIds {
+        let ids = |items: &[Item]| items.iter().map(|i| i.id.clone()).collect();
+        ChangedIds {
+            added: self.added.clone(),
+            started: self.started.clone(),
+            completed: self.completed.clone(),
+            cancelled: self.cancelled.clone(),
+            reopened: self.reopened.clone(),
+            paused: self.paused.clone(),
+            reworded: self.reworded.clone(),
+            restored: self.restored.clone(),
+            demoted: self.demoted.clone(),
+            dropped: ids(&self.dropped),
+            removed: ids(&self.removed),
+            reparented: self.reparented.clone(),
+            moved: false,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.touched().all(<[String]>::is_empty)
             && self.dropped.is_empty()
@@ -68,11 +86,6 @@ impl Diff {
     }
 
     /// Ids of items in the new list that this write touched.
-    pub fn changed_ids(&self) -> HashSet<&str> {
-        self.touched().flatten().map(String::as_str).collect()
-    }
-
-    /// `changed_ids` with a cheaper hash, for rendering long lists.
     pub(crate) fn changed_id_set(&self) -> FxHashSet<&str> {
         self.touched().flatten().map(String::as_str).collect()
     }
@@ -696,6 +709,7 @@ pub fn reconcile(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashSet;
 
     fn proposed<'a>(id: Option<&'a str>, content: &'a str, status: Status) -> ProposedItem<'a> {
         ProposedItem {

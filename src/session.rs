@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 
 use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, open_items, Guide, GuideOptions};
-use crate::history::{Change, ChangeKind, ChangedIds, History, UndoData};
+use crate::history::{Actor, Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp, MAX_NAMED};
 use crate::reconcile::{apply, match_items, update, Diff, Matching};
@@ -108,14 +108,6 @@ pub struct ExternalItem {
     pub priority: Option<String>,
     pub created: Option<Timestamp>,
     pub completed: Option<Timestamp>,
-}
-
-/// Who changed a list.  The model learns about the user's changes at its
-/// next tool result; the history keeps both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Actor {
-    Model,
-    User,
 }
 
 /// A change the user makes by hand, in the `*efrit-todos*` buffer.  Each goes
@@ -300,7 +292,7 @@ impl Session {
         let diff = reconciled.diff;
         if let Some(mut undo) = reconciled.undo {
             undo.retired_before = retired_before;
-            let mut ids = ChangedIds::from_diff(&diff);
+            let mut ids = diff.changed_ids();
             ids.moved = reconciled.moved;
             let summary = ids.summary();
             self.history.push(Change {
@@ -474,7 +466,7 @@ impl Session {
             }
         }
         if !diff.is_empty() {
-            let ids = ChangedIds::from_diff(&diff);
+            let ids = diff.changed_ids();
             self.record(
                 Actor::Model,
                 ChangeKind::Write,

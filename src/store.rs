@@ -18,17 +18,18 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use once_cell::sync::Lazy;
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 #[cfg(test)]
 use serde_json::Value as Json;
 
 use crate::history::{
-    Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS,
+    Actor, Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS,
 };
 use crate::ledger::Entry;
 use crate::model::{id_number, now, Item, Status, Timestamp, MAX_ID_NUMBER};
-use crate::session::{check_session_name, registry, Actor, Session, Stop, MAX_STOP_REASON_CHARS};
+use crate::session::{check_session_name, registry, Session, Stop, MAX_STOP_REASON_CHARS};
 use crate::validate::{checked_text, Input, Limits};
 
 /// The layout this code writes.  Version 1 was the first, list-only layout:
@@ -1642,6 +1643,54 @@ static KNOWN: Lazy<Mutex<HashMap<PathBuf, Known>>> = Lazy::new(Mutex::default);
 
 /// Records that this process's list of SEEN's session, saved in DIR,
 /// goes on from SEEN: saving it over that save is no conflict.
+/// Which sessions a restore brought back and which it left alone.
+#[derive(Debug, Default, PartialEq)]
+pub struct Restored {
+    pub restored: Vec<String>,
+    pub kept: Vec<String>,
+}
+
+/// Installs the sessions `load_dir' read from DIR into the registry,
+/// taking them out of REPORT.  A session here whose list is not empty is
+/// kept, and the saved one skipped, unless FORCE.  Sessions brought back
+/// keep the ids this Emacs issued since the save.  A save of a session read
+/// back, or of one not wanted back (finished) with no list of that name
+/// here, becomes this Emacs's to save over; a live list kept instead does
+/// not.
+pub fn install(dir: &Path, report: &mut DirReport, force: bool) -> Restored {
+    let mut outcome = Restored::default();
+    let mut registry = registry();
+    for seen in &report.seen {
+        if registry.get(&seen.name).is_none() {
+            adopt(dir, seen);
+        }
+    }
+    for loaded in std::mem::take(&mut report.loaded) {
+        let live = registry
+            .get(&loaded.name)
+            .is_some_and(|s| !s.items.is_empty());
+        if live && !force {
+            outcome.kept.push(loaded.name);
+        } else {
+            let mut session = loaded.session;
+            if let Some(issued) = registry.get(&loaded.name).map(|s| s.ids.issued()) {
+                session.ids.raise_to(issued);
+            }
+            registry.install(&loaded.name, session);
+            outcome.restored.push(loaded.name);
+        }
+    }
+    let installed: FxHashSet<&str> = outcome.restored.iter().map(String::as_str).collect();
+    for seen in report
+        .seen
+        .iter()
+        .filter(|seen| installed.contains(seen.name.as_str()))
+    {
+        adopt(dir, seen);
+    }
+    outcome
+}
+
 pub fn adopt(dir: &Path, seen: &Seen) {
     let target = file_path(dir, &seen.name);
     let id = (seen.file == target).then_some(seen.id);

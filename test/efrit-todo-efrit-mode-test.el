@@ -119,7 +119,7 @@ as Efrit's file would, and set to VALUE; afterwards it is gone again."
 
 (defun efrit-todo-efrit-mode-test--limit (option)
   "Return the value of loop OPTION the module gets."
-  (aref (efrit-todo--loop-options) (seq-position efrit-todo--loop-option-variables option)))
+  (plist-get (efrit-todo--loop-options) (car (rassq option efrit-todo--loop-option-keys))))
 
 (ert-deftest efrit-todo-efrit-mode-test-efrit-breaker-settings-are-followed ()
   "Efrit's breaker settings, when the user set them, set the module's limits.

@@ -90,7 +90,7 @@ the exit code and output as a cons."
 (ert-deftest efrit-todo-module-test-panic-becomes-a-lisp-error ()
   "A panic in Rust is signalled with its message and Emacs keeps working."
   (let ((err (should-error (efrit-todo--module-panic-for-test "deliberate test panic"))))
-    (should (eq (car err) 'rust-panic))
+    (should (eq (car err) 'efrit-todo-internal-error))
     (should (string-match-p "deliberate test panic" (format "%S" (cdr err)))))
   (let ((efrit-todo-current-session "after-panic"))
     (should (string-prefix-p "[TODO list updated"

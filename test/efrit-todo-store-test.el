@@ -77,6 +77,30 @@ The directory is deleted afterwards, once pending saves are done."
 
 ;;;; Saving
 
+(ert-deftest efrit-todo-store-test-disk-failures-are-storage-errors ()
+  "A directory the module cannot read or write is an `efrit-todo-storage-error'."
+  (let* ((root (make-temp-file "efrit-todo-store-test-" t))
+         (not-a-dir (expand-file-name "plain-file" root))
+         (session (efrit-todo-store-test-session)))
+    (unwind-protect
+        (progn
+          (with-temp-file not-a-dir (insert "just text"))
+          (let ((err (should-error (efrit-todo--module-store-restore not-a-dir nil nil)
+                                   :type 'efrit-todo-storage-error)))
+            (should (memq 'efrit-todo-error (get (car err) 'error-conditions)))
+            (should (string-match-p "plain-file" (error-message-string err))))
+          (efrit-todo-store-test-write session '("Kept in memory" "pending"))
+          (let ((err (should-error (efrit-todo--module-store-save
+                                    session (expand-file-name "sub" not-a-dir))
+                                   :type 'efrit-todo-storage-error)))
+            (should (string-match-p (regexp-quote session) (error-message-string err))))
+          ;; A wrong argument type is the caller's mistake, named.
+          (let ((err (should-error (efrit-todo--module-store-save session 42)
+                                   :type 'efrit-todo-invalid-input)))
+            (should (string-match-p "dir" (error-message-string err)))))
+      (efrit-todo-reset session)
+      (delete-directory root t))))
+
 (ert-deftest efrit-todo-store-test-a-change-is-saved-privately ()
   "A write lands in the session's file, mode 0600, in a directory of mode 0700."
   (efrit-todo-store-test-with-dir dir

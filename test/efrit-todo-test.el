@@ -1705,19 +1705,58 @@ It shows the list as it was then, with ids, and how to update it."
         (efrit-todo-test-write (efrit-todo-test-item "Something else" "in_progress"))
         (should (equal (efrit-todo-prompt-guidance) text))))))
 
-;;;; Panics
+;;;; Errors and panics
+
+(ert-deftest efrit-todo-test-loop-options-are-read-by-key ()
+  "The module reads loop options by key; a wrong key or value is named."
+  (let ((options (list :max-result-chars 7 :hard-cap 3)))
+    ;; Keys in any order, the others at their defaults.
+    (should (stringp (efrit-todo--module-report "options-test" options))))
+  (let ((err (should-error (efrit-todo--module-report "options-test" '(:hard-kap 3))
+                           :type 'efrit-todo-invalid-input)))
+    (should (string-match-p "options\\.hard-kap" (error-message-string err))))
+  (let ((err (should-error (efrit-todo--module-report "options-test" '(:hard-cap "3"))
+                           :type 'efrit-todo-invalid-input)))
+    (should (string-match-p "options\\.hard-cap" (error-message-string err))))
+  (should-error (efrit-todo--module-report "options-test" '(:hard-cap))
+                :type 'efrit-todo-invalid-input)
+  (should-error (efrit-todo--module-report "options-test" [3 4])
+                :type 'efrit-todo-invalid-input)
+  ;; Every option the Lisp side has reaches the module under a key it knows.
+  (should (stringp (efrit-todo--module-report "options-test" (efrit-todo--make-loop-options)))))
+
+(ert-deftest efrit-todo-test-error-hierarchy ()
+  "Every error the module signals is an `efrit-todo-error', each with a message."
+  (dolist (child '(efrit-todo-invalid-input efrit-todo-storage-error
+                                            efrit-todo-internal-error))
+    (let ((conditions (get child 'error-conditions)))
+      (should (eq (car conditions) child))
+      (should (memq 'efrit-todo-error conditions))
+      (should (memq 'error conditions))
+      (should (stringp (get child 'error-message)))
+      (should (> (length (get child 'error-message)) 0))))
+  (should (equal (get 'efrit-todo-error 'error-conditions) '(efrit-todo-error error)))
+  ;; Caught as the parent, a caller's mistake still names the field.
+  (efrit-todo-test-with-session
+    (let ((err (should-error (efrit-todo-write '(:todos [(:content "x" :status "later")]))
+                             :type 'efrit-todo-error)))
+      (should (eq (car err) 'efrit-todo-invalid-input))
+      (should (string-match-p "status" (error-message-string err))))))
+
 
 (ert-deftest efrit-todo-test-panic-becomes-lisp-error ()
-  "A Rust panic arrives as a `rust-panic' error and Emacs keeps working."
+  "A Rust panic arrives as `efrit-todo-internal-error' and Emacs keeps working."
   (efrit-todo-test-with-session
     (efrit-todo-test-write (efrit-todo-test-item "Before the panic" "in_progress"))
     (let ((err (should-error (efrit-todo--module-panic-for-test "deliberate panic 42")
-                             :type 'rust-panic)))
-      (should (eq (car err) 'rust-panic))
-      (should (memq 'error (get 'rust-panic 'error-conditions)))
+                             :type 'efrit-todo-internal-error)))
+      (should (eq (car err) 'efrit-todo-internal-error))
+      (should (memq 'efrit-todo-error (get 'efrit-todo-internal-error 'error-conditions)))
+      (should (memq 'error (get 'efrit-todo-internal-error 'error-conditions)))
       (should (string-match-p "deliberate panic 42" (format "%S" (cdr err)))))
     ;; Again, to be sure the first one left nothing broken.
-    (should-error (efrit-todo--module-panic-for-test "second panic") :type 'rust-panic)
+    (should-error (efrit-todo--module-panic-for-test "second panic")
+                  :type 'efrit-todo-internal-error)
     (should (equal (efrit-todo-test-contents) '("Before the panic")))
     (should (string-prefix-p
              "[TODO list updated"

@@ -1,0 +1,57 @@
+//! The Lisp errors the module signals, and the one place validation
+//! errors, storage failures and panics become them.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use emacs::{Env, IntoLisp, Result, Value};
+
+use crate::validate::InvalidInput;
+
+// Every error the module signals is one of these, so a caller can catch
+// them all as `efrit-todo-error' and tell the caller's mistake apart from
+// the disk's and from a bug of ours.
+emacs::define_errors! {
+    efrit_todo_error "efrit-todo error" (error)
+    efrit_todo_invalid_input "Invalid efrit-todo input" (efrit_todo_error error)
+    efrit_todo_storage_error "efrit-todo storage error" (efrit_todo_error error)
+    efrit_todo_internal_error "efrit-todo internal error (please report it)" (efrit_todo_error error)
+}
+
+/// Signals `efrit-todo-invalid-input' with a message that names the field.
+pub(super) fn invalid<T>(env: &Env, error: InvalidInput) -> Result<T> {
+    env.signal(efrit_todo_invalid_input, (error.to_string(),))
+}
+
+/// Signals `efrit-todo-storage-error' with MESSAGE.
+pub(super) fn storage_failure<T>(env: &Env, message: String) -> Result<T> {
+    env.signal(efrit_todo_storage_error, (message,))
+}
+
+/// RESULT as a Lisp value, or its validation error as the Lisp signal.
+pub(super) fn checked<'e, T: IntoLisp<'e>>(
+    env: &'e Env,
+    result: std::result::Result<T, InvalidInput>,
+) -> Result<Value<'e>> {
+    match result {
+        Ok(value) => value.into_lisp(env),
+        Err(error) => invalid(env, error),
+    }
+}
+
+/// Runs the body of a defun, turning a panic into `efrit-todo-internal-error'
+/// with the panic's message.  The emacs crate would catch it too, but as its
+/// own `rust-panic', outside our hierarchy.  The registry's lock survives a
+/// panic (it is taken poisoned or not), so Emacs goes on working.
+pub(super) fn guarded<T>(env: &Env, body: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            env.signal(efrit_todo_internal_error, (message,))
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! Reading Lisp values: tool inputs, strings and arguments into the plain
+//! types of the pure modules.
+
+use super::errors::guarded;
+use super::errors::invalid;
+use super::symbols::*;
+use crate::validate::{checked_name, Input, InvalidInput, MAX_DEPTH};
+use emacs::{defun, Env, Result, Value, Vector};
+use serde_json::Value as Json;
+
+/// VALUE, which should be a string: read at once as one, and walked as
+/// anything else only when that fails.  A todo item's fields are strings
+/// all but always, and checking the type first costs three module calls.
+pub(super) fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
+    match short_text(value) {
+        Some(Ok(text)) => Ok(Input::Str(text)),
+        // Not valid UTF-8, not a string, or longer than the buffer.
+        _ => to_input(env, value, depth),
+    }
+}
+
+/// VALUE's text in one module call, when it is a string that fits the
+/// buffer: None when it is not, Some(Err) when it is not valid UTF-8.
+/// Only for values that are short strings all but always: otherwise the
+/// failed call costs a caught signal, which `debug-on-signal' would show.
+pub(super) fn short_text(
+    value: Value,
+) -> Option<std::result::Result<String, std::string::FromUtf8Error>> {
+    STRING_BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        value
+            .copy_string_contents(&mut buffer[..])
+            .ok()
+            .map(|bytes| String::from_utf8(bytes.to_vec()))
+    })
+}
+
+/// Lists, vectors and hash tables longer than this are not walked: a todo
+/// list or tool input never comes near it, and walking one would only waste
+/// time before the error.
+pub(super) const MAX_ELEMENTS: usize = 100_000;
+
+/// The keys validation reads.  An `equal' hash table holding only these
+/// (every todo item Efrit parses) is read with one `gethash' per key instead
+/// of listing its keys, which allocates and is most of the cost of a write.
+pub(super) const KNOWN_KEYS: [&str; 7] = [
+    "content",
+    "status",
+    "activeForm",
+    "id",
+    "active_form",
+    "parent",
+    "todos",
+];
+
+pub(super) static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> =
+    once_cell::sync::OnceCell::new();
+
+/// What `gethash' returns for a key that is absent, told apart from nil.
+pub(super) static ABSENT: once_cell::sync::OnceCell<emacs::GlobalRef> =
+    once_cell::sync::OnceCell::new();
+
+/// Reads TABLE through the known keys when they are all it holds; None when
+/// it holds others (then its keys must be listed).
+pub(super) fn known_fields(
+    env: &Env,
+    table: Value,
+    count: usize,
+    depth: usize,
+) -> Result<Option<Vec<(String, Input)>>> {
+    let (Some(keys), Some(absent)) = (KNOWN_KEY_REFS.get(), ABSENT.get()) else {
+        return Ok(None);
+    };
+    if count > keys.len() {
+        return Ok(None);
+    }
+    let absent = absent.bind(env);
+    let mut pairs = Vec::with_capacity(count);
+    for (index, (name, key)) in keys.iter().enumerate() {
+        if pairs.len() == count {
+            break;
+        }
+        let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
+        if value != absent {
+            pairs.push((name.to_string(), text_or_input(env, value, depth + 1)?));
+        } else if index == 0 {
+            // Every todo item has content; a table without it is a todo_write
+            // input (todos) or some other tool's input, read by listing keys.
+            let todos = &keys[keys.len() - 1];
+            let value = env.call(fn_gethash, (todos.1.bind(env), table, absent))?;
+            if value == absent || count != 1 {
+                return Ok(None);
+            }
+            return Ok(Some(vec![(
+                todos.0.to_string(),
+                to_input(env, value, depth + 1)?,
+            )]));
+        }
+    }
+    Ok((pairs.len() == count).then_some(pairs))
+}
+
+/// The text of a Lisp string of any length, in two module calls (length,
+/// then bytes), which never signal for a string.  Text Emacs cannot encode
+/// reads as None (not UTF-8), as the caller's mistake rather than a module
+/// error.
+pub(super) fn lisp_string(value: Value) -> Option<String> {
+    value
+        .clone_string_contents()
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
+/// Strings up to this size are read by `short_text' in one module call.
+pub(super) const SHORT_STRING_BYTES: usize = 4096;
+
+thread_local! {
+    /// The buffer of `short_text', kept rather than zeroed on every call.
+    pub(super) static STRING_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; SHORT_STRING_BYTES]);
+}
+
+pub(super) fn is(env: &Env, value: Value, symbol: &emacs::OnceGlobalRef) -> bool {
+    value == symbol.bind(env)
+}
+
+/// The name of a symbol; a name that is not valid UTF-8 (a symbol interned
+/// from raw bytes) reads as U+FFFD rather than failing the whole call.
+pub(super) fn symbol_name(value: Value) -> Result<String> {
+    Ok(value
+        .env
+        .call(fn_symbol_name, (value,))?
+        .into_rust()
+        .unwrap_or_else(|_| "\u{FFFD}".to_string()))
+}
+
+/// A key of an object: a string, or a symbol or keyword naming it.
+pub(super) fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
+    let ty = env.type_of(key)?;
+    if is(env, ty, ty_string) {
+        Ok(lisp_string(key))
+    } else if is(env, ty, ty_symbol) && key.is_not_nil() {
+        let name = symbol_name(key)?;
+        Ok(Some(
+            name.strip_prefix(':').map(str::to_string).unwrap_or(name),
+        ))
+    } else {
+        Ok(None)
+    }
+}
+
+pub(super) fn is_keyword(env: &Env, value: Value) -> Result<bool> {
+    Ok(is(env, env.type_of(value)?, ty_symbol) && symbol_name(value)?.starts_with(':'))
+}
+
+/// Whether LIST starts like a plist: a keyword, then an even length.  An
+/// alist pair never does, so `((:id "t1" ...))` is a list of one plist.
+pub(super) fn is_plist(env: &Env, list: Value) -> Result<bool> {
+    if !is_keyword(env, list.car()?)? {
+        return Ok(false);
+    }
+    let length = env.call(proper_list_p, (list,))?;
+    Ok(length.is_not_nil() && length.into_rust::<i64>()? % 2 == 0)
+}
+
+/// A Lisp list is read as a plist when it alternates keywords and values, as
+/// an alist when every element is a pair with a string or symbol key, and as
+/// an array otherwise.
+pub(super) fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
+    let len = elements.len();
+    let at = |i: usize| elements.get::<Value>(i);
+    let mut plist = len % 2 == 0;
+    for i in (0..len).step_by(2) {
+        if !plist || !is_keyword(env, at(i)?)? {
+            plist = false;
+            break;
+        }
+    }
+    if plist {
+        let mut pairs = Vec::with_capacity(len / 2);
+        for i in (0..len).step_by(2) {
+            let key = symbol_name(at(i)?)?.trim_start_matches(':').to_string();
+            pairs.push((key, to_input(env, at(i + 1)?, depth + 1)?));
+        }
+        return Ok(Input::Map(pairs));
+    }
+    let mut keys = Vec::with_capacity(len);
+    for i in 0..len {
+        let element = at(i)?;
+        let key = if is(env, env.type_of(element)?, ty_cons) && !is_plist(env, element)? {
+            key_of(env, element.car()?)?
+        } else {
+            None
+        };
+        match key {
+            Some(key) => keys.push(key),
+            None => break,
+        }
+    }
+    if keys.len() == len {
+        let mut pairs = Vec::with_capacity(len);
+        for (i, key) in keys.into_iter().enumerate() {
+            pairs.push((key, to_input(env, at(i)?.cdr()?, depth + 1)?));
+        }
+        return Ok(Input::Map(pairs));
+    }
+    vector_to_input(env, elements, depth)
+}
+
+pub(super) fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
+    let mut items = Vec::with_capacity(elements.len());
+    for i in 0..elements.len() {
+        items.push(to_input(env, elements.get(i)?, depth + 1)?);
+    }
+    Ok(Input::Array(items))
+}
+
+/// Walks a Lisp value into an `Input`.  Only Emacs failures are errors here;
+/// anything the model or caller got wrong becomes a value that validation
+/// reports with its field path.
+pub(super) fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
+    if depth > MAX_DEPTH {
+        return Ok(Input::Invalid(format!(
+            "nested deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    if !value.is_not_nil() {
+        return Ok(Input::Null);
+    }
+    let ty = env.type_of(value)?;
+    if is(env, ty, ty_string) {
+        return Ok(match lisp_string(value) {
+            Some(text) => Input::Str(text),
+            None => Input::Invalid("a string that is not valid UTF-8".into()),
+        });
+    }
+    // Types in the order they are met: strings and tables (Efrit's JSON)
+    // first, as each test is a module call.
+    if is(env, ty, ty_hash_table) {
+        return table_to_input(env, value, depth);
+    }
+    if is(env, ty, ty_integer) {
+        return Ok(match value.into_rust::<i64>() {
+            Ok(n) => Input::Int(n),
+            Err(_) => Input::Invalid("an integer out of range".into()),
+        });
+    }
+    if is(env, ty, ty_float) {
+        return Ok(Input::Float(value.into_rust()?));
+    }
+    if is(env, ty, ty_symbol) {
+        if is(env, value, lisp_t) {
+            return Ok(Input::Bool(true));
+        }
+        if is(env, value, kw_false) || is(env, value, kw_json_false) {
+            return Ok(Input::Bool(false));
+        }
+        if is(env, value, kw_null) || is(env, value, kw_json_null) {
+            return Ok(Input::Null);
+        }
+        return Ok(Input::Unsupported(format!(
+            "symbol {}",
+            symbol_name(value)?
+        )));
+    }
+    if is(env, ty, ty_vector) {
+        let elements: Vector = value.into_rust()?;
+        if elements.len() > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!(
+                "a vector of more than {MAX_ELEMENTS} elements"
+            )));
+        }
+        return vector_to_input(env, elements, depth);
+    }
+    if is(env, ty, ty_cons) {
+        let length = env.call(proper_list_p, (value,))?;
+        if !length.is_not_nil() {
+            return Ok(Input::Invalid("a circular or dotted list".into()));
+        }
+        if length.into_rust::<i64>()? as usize > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!(
+                "a list of more than {MAX_ELEMENTS} elements"
+            )));
+        }
+        let elements: Vector = env.call(fn_vconcat, (value,))?.into_rust()?;
+        return list_to_input(env, elements, depth);
+    }
+    Ok(Input::Unsupported(format!("a {}", symbol_name(ty)?)))
+}
+
+/// Reads a hash table, through the keys of a todo item first (see
+/// `known_fields').
+pub(super) fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
+    let count: i64 = env.call(fn_hash_table_count, (table,))?.into_rust()?;
+    let count = usize::try_from(count).unwrap_or(0);
+    if count > MAX_ELEMENTS {
+        return Ok(Input::Invalid(format!(
+            "an object of more than {MAX_ELEMENTS} entries"
+        )));
+    }
+    if let Some(pairs) = known_fields(env, table, count, depth)? {
+        return Ok(Input::Map(pairs));
+    }
+    walk_table(env, table, count, depth)
+}
+
+/// The input of a tool call, for the ledger and the breaker.  Tool inputs
+/// seldom have a todo item's keys, so a table is walked straight away,
+/// without counting it first: the walk stops reading at `MAX_ELEMENTS`.
+pub(super) fn call_input(env: &Env, value: Value) -> Result<Input> {
+    if value.is_not_nil() && is(env, env.type_of(value)?, ty_hash_table) {
+        return walk_table(env, value, 4, 0);
+    }
+    to_input(env, value, 0)
+}
+
+/// One hash table being walked by `maphash' into `table_entry'.
+pub(super) struct TableWalk {
+    depth: usize,
+    pairs: Vec<(String, Input)>,
+    bad_key: bool,
+    /// Entries past `MAX_ELEMENTS`, counted but not read.
+    too_many: bool,
+}
+
+thread_local! {
+    /// The tables being walked, innermost last (a value may be a table).
+    pub(super) static TABLE_WALKS: std::cell::RefCell<Vec<TableWalk>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads every entry of TABLE with one `maphash' calling back into this
+/// module: no list of keys, no vector, no `gethash' per key.  CAPACITY is
+/// the number of entries expected.
+pub(super) fn walk_table(env: &Env, table: Value, capacity: usize, depth: usize) -> Result<Input> {
+    let walk = TableWalk {
+        depth,
+        pairs: Vec::with_capacity(capacity),
+        bad_key: false,
+        too_many: false,
+    };
+    TABLE_WALKS.with(|walks| walks.borrow_mut().push(walk));
+    let walked = env.call(fn_maphash, (fn_table_entry.bind(env), table));
+    let walk = TABLE_WALKS.with(|walks| walks.borrow_mut().pop());
+    walked?;
+    Ok(match walk {
+        Some(walk) if walk.too_many => {
+            Input::Invalid(format!("an object of more than {MAX_ELEMENTS} entries"))
+        }
+        Some(walk) if !walk.bad_key => Input::Map(walk.pairs),
+        _ => Input::Invalid("an object with a key that is not a string or symbol".into()),
+    })
+}
+
+/// The `maphash' callback of `walk_table'; outside a walk it does nothing.
+#[defun]
+fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
+    guarded(env, || {
+        let Some((depth, full)) = TABLE_WALKS.with(|walks| {
+            let mut walks = walks.borrow_mut();
+            let walk = walks.last_mut()?;
+            walk.too_many |= walk.pairs.len() >= MAX_ELEMENTS;
+            Some((walk.depth, walk.too_many))
+        }) else {
+            return Ok(());
+        };
+        if full {
+            return Ok(());
+        }
+        // Keys are strings all but always (Efrit's JSON): read one as such at
+        // once, and look at its type only when that fails.
+        let key = match short_text(key) {
+            Some(Ok(text)) => Some(text),
+            _ => key_of(env, key)?,
+        };
+        let entry = match key {
+            Some(name) => Some((name, to_input(env, value, depth + 1)?)),
+            None => None,
+        };
+        TABLE_WALKS.with(|walks| {
+            if let Some(walk) = walks.borrow_mut().last_mut() {
+                match entry {
+                    Some(pair) => walk.pairs.push(pair),
+                    None => walk.bad_key = true,
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Reads a tool input: Lisp data as it is, or a string as JSON text.
+pub(super) fn tool_input(
+    env: &Env,
+    value: Value,
+) -> Result<std::result::Result<Input, InvalidInput>> {
+    if is(env, env.type_of(value)?, ty_string) {
+        let Some(text) = lisp_string(value) else {
+            return Ok(Err(InvalidInput::new(
+                "input",
+                "a string that is not valid UTF-8",
+            )));
+        };
+        return Ok(serde_json::from_str::<Json>(&text)
+            .map(|json| Input::from_json(&json))
+            .map_err(|e| InvalidInput::new("input", format!("not valid JSON: {e}"))));
+    }
+    to_input(env, value, 0).map(Ok)
+}
+
+/// A string argument named FIELD; anything else is the caller's mistake.
+pub(super) fn string_arg(
+    env: &Env,
+    value: Value,
+    field: &str,
+) -> Result<std::result::Result<String, InvalidInput>> {
+    Ok(match to_input(env, value, 0)? {
+        Input::Str(text) => Ok(text),
+        other => Err(InvalidInput::new(
+            field,
+            format!("expected a string, got {}", other.describe()),
+        )),
+    })
+}
+
+/// A tool result as text, and whether that text is the result's own
+/// string (then the result can be sent back as it is, without a copy).
+pub(super) struct ResultText {
+    pub(super) text: Option<String>,
+    pub(super) own: bool,
+}
+
+/// Lisp text of a tool result: strings as they are, nil as no output.
+pub(super) fn result_text(env: &Env, result: Value) -> Result<ResultText> {
+    if !result.is_not_nil() {
+        return Ok(ResultText {
+            text: None,
+            own: false,
+        });
+    }
+    if is(env, env.type_of(result)?, ty_string) {
+        return Ok(match lisp_string(result) {
+            Some(text) => ResultText {
+                text: Some(text),
+                own: true,
+            },
+            None => ResultText {
+                text: Some("<a result that is not valid UTF-8>".into()),
+                own: false,
+            },
+        });
+    }
+    // Printing fails on structures nested too deep; the tool has run, so its
+    // call is recorded with a description rather than refused.
+    let text = match env
+        .call(fn_format, ("%S", result))
+        .and_then(|text| text.into_rust::<String>())
+    {
+        Ok(text) => text,
+        Err(_) => format!(
+            "<a result that could not be printed: {}>",
+            symbol_name(env.type_of(result)?)?
+        ),
+    };
+    Ok(ResultText {
+        text: Some(text),
+        own: false,
+    })
+}
+
+/// A tool name from the adapter: a non-empty string without NUL.
+pub(super) fn tool_name(
+    env: &Env,
+    value: Value,
+) -> Result<std::result::Result<String, InvalidInput>> {
+    let name = match short_text(value) {
+        Some(Ok(name)) => Ok(name),
+        _ => string_arg(env, value, "name")?,
+    };
+    Ok(name.and_then(|name| checked_name(name, "name")))
+}
+
+/// DURATION in seconds: nil or a number.
+pub(super) fn duration_arg(
+    env: &Env,
+    value: Value,
+) -> Result<std::result::Result<Option<f64>, InvalidInput>> {
+    Ok(match to_input(env, value, 0)? {
+        Input::Null => Ok(None),
+        Input::Int(n) => Ok(Some(n as f64)),
+        Input::Float(x) if x.is_finite() => Ok(Some(x)),
+        other => Err(InvalidInput::new(
+            "duration",
+            format!(
+                "expected a number of seconds or nil, got {}",
+                other.describe()
+            ),
+        )),
+    })
+}
+
+/// A count argument named FIELD: an integer, a negative one read as 0.
+pub(super) fn count_arg(env: &Env, value: Value, field: &str) -> Result<usize> {
+    match value.into_rust::<i64>() {
+        Ok(n) => Ok(usize::try_from(n.max(0)).unwrap_or(usize::MAX)),
+        Err(_) => invalid(env, InvalidInput::new(field, "expected an integer")),
+    }
+}
+
+/// A number of seconds named FIELD: an integer or a float.
+pub(super) fn seconds_arg(env: &Env, value: Value, field: &str) -> Result<f64> {
+    match to_input(env, value, 0)? {
+        Input::Int(n) => Ok(n as f64),
+        Input::Float(x) => Ok(x),
+        other => invalid(
+            env,
+            InvalidInput::new(
+                field,
+                format!("expected a number, got {}", other.describe()),
+            ),
+        ),
+    }
+}
+
+/// A string argument named FIELD, or the signal naming it.
+pub(super) fn text_arg(env: &Env, value: Value, field: &str) -> Result<String> {
+    match string_arg(env, value, field)? {
+        Ok(text) => Ok(text),
+        Err(error) => invalid(env, error),
+    }
+}

@@ -1,0 +1,403 @@
+//! Defuns on todo lists: todo_write, the list, user edits and the Efrit-
+//! compatible calls.
+
+use super::cache::{session_name, with_existing};
+use super::errors::guarded;
+use super::errors::{checked, invalid};
+use super::input::{count_arg, text_arg};
+use super::input::{to_input, tool_input};
+use super::options::limits;
+use super::options::options;
+use super::output::{item_plist, items_list, json_to_lisp, lisp_text};
+use super::symbols::*;
+use crate::model::Status;
+use crate::session::Options;
+use crate::session::{registry, ExternalItem, Session, UserEdit};
+use crate::validate;
+use crate::validate::{checked_text, non_blank, parse_status, Input, InvalidInput, Limits};
+use emacs::{defun, Env, IntoLisp, Result, Value};
+
+/// The todo_write tool for SESSION: validate INPUT, reconcile, return the
+/// result text.
+#[allow(clippy::too_many_arguments)]
+#[defun]
+fn write<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    input: Value<'e>,
+    max_items: Value<'e>,
+    max_content: Value<'e>,
+    full_up_to: Value<'e>,
+    auto_complete: Value<'e>,
+    known_tools: Value<'e>,
+) -> Result<Value<'e>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let input = match tool_input(env, input)? {
+            Ok(input) => input,
+            Err(error) => return invalid(env, error),
+        };
+        let options = options(env, max_items, max_content, full_up_to)?;
+        let known_tools = match to_input(env, known_tools, 0)? {
+            Input::Array(names) => names
+                .into_iter()
+                .filter_map(|n| if let Input::Str(s) = n { Some(s) } else { None })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let outcome = registry().session(&session).write(
+            &input,
+            &options,
+            auto_complete.is_not_nil(),
+            known_tools,
+        );
+        match outcome {
+            Ok(outcome) => lisp_text(env, &outcome.text),
+            Err(error) => invalid(env, error),
+        }
+    })
+}
+
+#[defun]
+fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    guarded(env, || {
+        with_existing(env, session, |env, s| {
+            items_list(env, s.map(|s| s.items.as_slice()).unwrap_or_default())
+        })
+    })
+}
+
+#[defun]
+fn counts<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    guarded(env, || {
+        with_existing(env, session, |env, s| {
+            let c = s.map(Session::counts).unwrap_or_default();
+            env.list([
+                kw_total.bind(env),
+                (c.total as i64).into_lisp(env)?,
+                kw_pending.bind(env),
+                (c.pending as i64).into_lisp(env)?,
+                kw_in_progress.bind(env),
+                (c.in_progress as i64).into_lisp(env)?,
+                kw_completed.bind(env),
+                (c.completed as i64).into_lisp(env)?,
+                kw_cancelled.bind(env),
+                (c.cancelled as i64).into_lisp(env)?,
+            ])
+        })
+    })
+}
+
+#[defun]
+fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    guarded(env, || {
+        with_existing(env, session, |env, s| match s.and_then(Session::current) {
+            Some(item) => item_plist(env, item),
+            None => ().into_lisp(env),
+        })
+    })
+}
+
+#[defun]
+fn find<'e>(env: &'e Env, session: Value<'e>, id: Value<'e>) -> Result<Value<'e>> {
+    guarded(env, || {
+        let id = text_arg(env, id, "id")?;
+        with_existing(env, session, |env, s| match s.and_then(|s| s.find(&id)) {
+            Some(item) => item_plist(env, item),
+            None => ().into_lisp(env),
+        })
+    })
+}
+
+#[defun]
+fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        // `efrit-todo--breaker-tripped' is left as it is: undoing a trip never
+        // arms a breaker, and the next `before_tool' clears what is stale.
+        registry().reset(&session);
+        Ok(())
+    })
+}
+
+#[defun]
+fn sessions(env: &Env) -> Result<Value<'_>> {
+    guarded(env, || {
+        let names = registry().names();
+        let values = names
+            .iter()
+            .map(|n| n.as_str().into_lisp(env))
+            .collect::<Result<Vec<_>>>()?;
+        env.list(&values)
+    })
+}
+
+#[defun]
+fn tool_schemas(env: &Env) -> Result<Value<'_>> {
+    guarded(env, || {
+        let schemas = validate::tool_schemas()
+            .iter()
+            .map(|s| json_to_lisp(env, s))
+            .collect::<Result<Vec<_>>>()?;
+        env.list(&schemas)
+    })
+}
+
+/// The system prompt's part for SESSION: the same text on every call, the
+/// list as it stood at the first one.
+#[defun]
+fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: Value<'e>) -> Result<String> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let full_up_to = count_arg(env, full_up_to, "full-up-to")?;
+        Ok(registry()
+            .session(&session)
+            .prompt_guidance(full_up_to)
+            .to_string())
+    })
+}
+
+/// One edit by the user.  OP is status, edit, add, move or clear-finished;
+/// ARG is the status, the new content or the offset.  Returns the note the
+/// model will read ("" when nothing changed).
+#[defun]
+fn user_edit<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    op: String,
+    id: Value<'e>,
+    arg: Value<'e>,
+    max_items: Value<'e>,
+    max_content: Value<'e>,
+) -> Result<Value<'e>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let options = Options {
+            limits: limits(env, max_items, max_content)?,
+            full_list_up_to: 0,
+        };
+        let arg = to_input(env, arg, 0)?;
+        let id = match to_input(env, id, 0)? {
+            Input::Null => Err(InvalidInput::new("id", "is required")),
+            Input::Str(id) => Ok(id),
+            other => Err(InvalidInput::new(
+                "id",
+                format!("expected a string, got {}", other.describe()),
+            )),
+        };
+        let id = || id.clone();
+        let text = |path: &str| checked_text(&arg, path, options.limits.max_content_chars);
+        let edit = match op.as_str() {
+            "status" => id().and_then(|id| {
+                Ok(UserEdit::SetStatus {
+                    id,
+                    status: parse_status(&arg, "status")?,
+                })
+            }),
+            "edit" => id().and_then(|id| {
+                Ok(UserEdit::EditContent {
+                    id,
+                    content: text("content")?,
+                })
+            }),
+            "add" => text("content").map(|content| UserEdit::Add { content }),
+            "move" => id().and_then(|id| match arg {
+                Input::Int(offset) => Ok(UserEdit::Move { id, offset }),
+                ref other => Err(InvalidInput::new(
+                    "offset",
+                    format!("expected an integer, got {}", other.describe()),
+                )),
+            }),
+            "clear-finished" => Ok(UserEdit::ClearFinished),
+            other => Err(InvalidInput::new(
+                "op",
+                format!("unknown edit {}", validate::quote(other)),
+            )),
+        };
+        let note = edit.and_then(|edit| registry().session(&session).user_edit(edit, &options));
+        checked(env, note)
+    })
+}
+
+/// Efrit's `efrit-todo-add`: append a pending item, return its plist.
+#[defun]
+fn add<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    content: Value<'e>,
+    priority: Option<String>,
+    max_items: Value<'e>,
+    max_content: Value<'e>,
+) -> Result<Value<'e>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let options = Options {
+            limits: limits(env, max_items, max_content)?,
+            full_list_up_to: 0,
+        };
+        let content = match to_input(env, content, 0)? {
+            Input::Null => Err(InvalidInput::new("content", "is required")),
+            input => checked_text(&input, "content", options.limits.max_content_chars)
+                .and_then(|t| non_blank(t, "content")),
+        };
+        let added = content.and_then(|content| {
+            registry()
+                .session(&session)
+                .add(content, priority, &options)
+        });
+        match added {
+            Ok(item) => item_plist(env, &item),
+            Err(error) => invalid(env, error),
+        }
+    })
+}
+
+/// Sets the status (a wire or Lisp spelling) of item ID; nil when absent.
+#[defun]
+fn set_status<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    id: String,
+    status: String,
+) -> Result<Value<'e>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let status = match parse_status(&Input::Str(status), "status") {
+            Ok(status) => status,
+            Err(error) => return invalid(env, error),
+        };
+        match registry().session(&session).set_status(&id, status) {
+            Some(item) => item_plist(env, &item),
+            None => ().into_lisp(env),
+        }
+    })
+}
+
+pub(super) fn external_item(
+    input: &Input,
+    index: usize,
+    limits: &Limits,
+) -> std::result::Result<ExternalItem, InvalidInput> {
+    let path = |field: &str| format!("todos[{index}].{field}");
+    let text = |field: &str| -> std::result::Result<Option<String>, InvalidInput> {
+        match input.get(field) {
+            None | Some(Input::Null) => Ok(None),
+            Some(value) => checked_text(value, &path(field), limits.max_content_chars).map(Some),
+        }
+    };
+    let time = |field: &str| match input.get(field) {
+        Some(Input::Float(x)) => Some(*x),
+        Some(Input::Int(n)) => Some(*n as f64),
+        _ => None,
+    };
+    let content = non_blank(text("content")?.unwrap_or_default(), &path("content"))?;
+    let status = match input.get("status") {
+        Some(value) => parse_status(value, &path("status"))?,
+        None => Status::Pending,
+    };
+    Ok(ExternalItem {
+        id: text("id")?,
+        content,
+        status,
+        priority: text("priority")?,
+        created: time("created"),
+        completed: time("completed"),
+    })
+}
+
+/// Efrit's `efrit-todo-set-all`: ITEMS is a list of plists
+/// (:id :content :status :priority :created :completed).
+#[defun]
+fn set_all<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    items: Value<'e>,
+    max_items: Value<'e>,
+    max_content: Value<'e>,
+) -> Result<Value<'e>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let options = Options {
+            limits: limits(env, max_items, max_content)?,
+            full_list_up_to: 0,
+        };
+        let parsed = match to_input(env, items, 0)? {
+            Input::Null => Ok(vec![]),
+            Input::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| external_item(item, i, &options.limits))
+                .collect(),
+            other => Err(InvalidInput::new(
+                "todos",
+                format!("expected a list of items, got {}", other.describe()),
+            )),
+        };
+        let result = parsed.and_then(|items| registry().session(&session).set_all(items, &options));
+        checked(env, result.map(|()| true))
+    })
+}
+
+/// The number of the last change to SESSION's list: it moves exactly when
+/// the list changes.
+#[defun]
+fn change_seq<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    guarded(env, || {
+        with_existing(env, session, |env, s| {
+            (s.map_or(0, |s| s.history.last_seq()) as i64).into_lisp(env)
+        })
+    })
+}
+
+#[defun]
+fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        Ok(registry().session(&session).allocate_id())
+    })
+}
+
+#[defun]
+fn id_counter<'e>(env: &'e Env, session: Value<'e>) -> Result<i64> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let issued = registry()
+            .get(&session)
+            .map(|s| s.ids.issued())
+            .unwrap_or(0);
+        Ok(i64::try_from(issued).unwrap_or(i64::MAX))
+    })
+}
+
+/// Raises the id counter to N; it never goes down, so ids are never reused.
+#[defun]
+fn raise_counter<'e>(env: &'e Env, session: Value<'e>, n: Value<'e>) -> Result<i64> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let n = match to_input(env, n, 0)? {
+            Input::Int(n) if n >= 0 => n,
+            other => {
+                return invalid(
+                    env,
+                    InvalidInput::new(
+                        "counter",
+                        format!("expected a natural number, got {}", other.describe()),
+                    ),
+                )
+            }
+        };
+        let mut registry = registry();
+        let ids = &mut registry.session(&session).ids;
+        ids.raise_to(u64::try_from(n).unwrap_or(0));
+        Ok(i64::try_from(ids.issued()).unwrap_or(i64::MAX))
+    })
+}
+
+#[defun]
+fn clear<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        registry().session(&session).clear();
+        Ok(())
+    })
+}

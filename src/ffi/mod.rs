@@ -1,0 +1,69 @@
+//! The Emacs side of the module: the only code that touches the emacs
+//! crate.  It reads Lisp values into the plain types of the pure modules,
+//! calls them, and turns what they return into Lisp values or errors.
+//!
+//! Lisp calls the defuns as `efrit-todo--module-NAME', through
+//! lisp/efrit-todo.el, never directly.  By file:
+//! - list: todo_write, the list, user edits, Efrit's compatible calls;
+//! - agent: the breaker around tool calls, turns, pauses, stops, the report;
+//! - storage: history, undo, saves and restore;
+//! - efrit_struct: `structs', the list in the shape of Efrit's item struct;
+//! - input: `table-entry', the callback that walks hash tables;
+//! - here: `version' and `panic-for-test'.
+//!
+//! The rest is plumbing: input and output convert values, options reads
+//! option plists by key, cache remembers objects read last, errors defines
+//! the error hierarchy, symbols interns the symbols once.
+
+mod agent;
+mod cache;
+mod efrit_struct;
+mod errors;
+mod input;
+mod list;
+mod options;
+mod output;
+mod storage;
+mod symbols;
+
+use emacs::{defun, Env, IntoLisp, Result};
+
+use errors::guarded;
+use input::{ABSENT, KNOWN_KEYS, KNOWN_KEY_REFS};
+
+emacs::plugin_is_GPL_compatible!();
+
+#[emacs::module(
+    name = "efrit-todo-module",
+    defun_prefix = "efrit-todo--module",
+    separator = "-",
+    mod_in_name = false
+)]
+fn init(env: &Env) -> Result<()> {
+    // A panic is reported to Lisp as an error with its message; the default
+    // hook would also print a backtrace over the terminal Emacs may be
+    // running in.
+    std::panic::set_hook(Box::new(|_| {}));
+    let keys = KNOWN_KEYS
+        .iter()
+        .map(|key| Ok((*key, key.into_lisp(env)?.make_global_ref())))
+        .collect::<Result<Vec<_>>>()?;
+    let _ = KNOWN_KEY_REFS.set(keys);
+    let absent = env
+        .call("make-symbol", ("efrit-todo-absent",))?
+        .make_global_ref();
+    let _ = ABSENT.set(absent);
+    Ok(())
+}
+
+/// The version of this module; the Lisp side refuses a module that differs.
+#[defun]
+fn version() -> Result<String> {
+    Ok(env!("CARGO_PKG_VERSION").to_string())
+}
+
+/// Panics on purpose, so the tests can prove a panic becomes a Lisp error.
+#[defun]
+fn panic_for_test(env: &Env, message: String) -> Result<()> {
+    guarded(env, || panic!("{message}"))
+}

@@ -122,11 +122,14 @@ pub enum Verdict {
     Trip(String),
 }
 
-/// A snapshot of the breaker for display (`efrit-todo-breaker`).
-#[derive(Debug, Clone, PartialEq, Default)]
+/// A snapshot of the breaker for display (`efrit-todo-breaker`), and as
+/// the state file records it.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct BreakerState {
     pub tripped: bool,
     /// Why the breaker tripped, without the "Error: " framing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Calls in the session.
     pub calls: u32,

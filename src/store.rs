@@ -24,6 +24,7 @@ use serde_json::value::RawValue;
 #[cfg(test)]
 use serde_json::Value as Json;
 
+use crate::breaker::BreakerState;
 use crate::history::{
     Actor, Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES, MAX_UNDO_ITEMS,
 };
@@ -149,22 +150,6 @@ impl StoredItem {
             completed: self.completed,
         })
     }
-}
-
-/// The breaker as it stood at the save, for the record.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-struct StoredBreaker {
-    tripped: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
-    calls: u32,
-    since_progress: u32,
-    same_tool: u32,
-    identical: u32,
-    errors: u32,
-    churn: u32,
-    oscillation: u32,
 }
 
 /// How the session stopped with items open, so that a list left by an
@@ -632,7 +617,7 @@ impl StoredState<'_> {
         let writes: u64 = records.part(self.writes, "writes").unwrap_or_default();
         // The breaker and the ledger are summaries for the record: checked,
         // never restored.
-        let _: Option<StoredBreaker> = records.object(self.breaker, "breaker");
+        let _: Option<BreakerState> = records.object(self.breaker, "breaker");
         let _: Option<LedgerSummary> = records.object(self.ledger, "ledger");
         let retired = records
             .part::<Vec<StoredItem>>(self.retired, "retired")
@@ -869,7 +854,7 @@ struct StateOut<'a> {
     items: SliceItems<'a>,
     retired: RetiredOut<'a>,
     user_notes: &'a [String],
-    breaker: StoredBreaker,
+    breaker: BreakerState,
     ledger: &'a LedgerSummary,
     history_seq: u64,
     history: HistoryOut<'a>,
@@ -896,17 +881,7 @@ impl<'a> StateOut<'a> {
             items: ItemsOut(session.items.iter()),
             retired: RetiredOut::of(session),
             user_notes: &session.user_notes,
-            breaker: StoredBreaker {
-                tripped: breaker.tripped,
-                reason: breaker.reason,
-                calls: breaker.calls,
-                since_progress: breaker.since_progress,
-                same_tool: breaker.same_tool,
-                identical: breaker.identical,
-                errors: breaker.errors,
-                churn: breaker.churn,
-                oscillation: breaker.oscillation,
-            },
+            breaker,
             ledger,
             history_seq: session.history.last_seq(),
             history: HistoryOut(&session.history),

@@ -923,9 +923,9 @@ mod tests {
         }
     }
 
-    /// Matching as it was first written, with a table per key and the
-    /// similarity recomputed for every pair: the oracle the fast matching
-    /// must agree with.
+    /// A deliberately simple reference implementation of the matching, as
+    /// it was first written: a table per key and the similarity recomputed
+    /// for every pair.  The fast matching must agree with it.
     mod reference {
         use super::super::*;
         use std::collections::HashMap;

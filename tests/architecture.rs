@@ -52,7 +52,10 @@ fn every_module_is_in_the_documented_order() {
             continue;
         };
         if stem != "lib" {
-            assert!(order.iter().any(|m| m == stem), "{stem} is missing from lib.rs's order");
+            assert!(
+                order.iter().any(|m| m == stem),
+                "{stem} is missing from lib.rs's order"
+            );
         }
     }
 }
@@ -88,7 +91,11 @@ fn only_ffi_touches_the_emacs_crate() {
         }
         let text = fs::read_to_string(&path).expect("a module is readable");
         for needle in ["emacs::", "use emacs", "extern crate emacs"] {
-            assert!(!text.contains(needle), "{} mentions `{needle}`", path.display());
+            assert!(
+                !text.contains(needle),
+                "{} mentions `{needle}`",
+                path.display()
+            );
         }
     }
 }

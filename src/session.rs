@@ -1251,22 +1251,23 @@ mod tests {
         Input::from_json(&v)
     }
 
+    /// A todo_write of V with the default options.
+    fn write_json(s: &mut Session, v: serde_json::Value) -> Result<WriteOutcome, InvalidInput> {
+        s.write(&input(v), &Options::default(), false, vec![])
+    }
+
     #[test]
     fn a_failed_write_changes_nothing() {
         let mut s = Session::started_now();
         let options = Options::default();
-        s.write(
-            &input(json!({"todos": [{"content": "a", "status": "in_progress"}]})),
-            &options,
-            false,
-            vec![],
+        write_json(
+            &mut s,
+            json!({"todos": [{"content": "a", "status": "in_progress"}]}),
         )
         .unwrap();
-        s.write(
-            &input(json!({"todos": [{"content": "b", "status": "in_progress"}]})),
-            &options,
-            false,
-            vec![],
+        write_json(
+            &mut s,
+            json!({"todos": [{"content": "b", "status": "in_progress"}]}),
         )
         .unwrap();
         let before = (s.items.clone(), s.ids.clone(), s.writes, s.retired.clone());
@@ -1284,14 +1285,11 @@ mod tests {
     fn reset_keeps_ids_retired() {
         let mut r = Registry::default();
         let options = Options::default();
-        r.session("a")
-            .write(
-                &input(json!({"todos": [{"content": "x", "status": "pending"}]})),
-                &options,
-                false,
-                vec![],
-            )
-            .unwrap();
+        write_json(
+            r.session("a"),
+            json!({"todos": [{"content": "x", "status": "pending"}]}),
+        )
+        .unwrap();
         r.reset("a");
         assert!(r.get("a").unwrap().items.is_empty());
         let out = r
@@ -1310,23 +1308,16 @@ mod tests {
     #[test]
     fn sessions_are_independent() {
         let mut r = Registry::default();
-        let options = Options::default();
-        r.session("a")
-            .write(
-                &input(json!({"todos": [{"content": "x", "status": "pending"}]})),
-                &options,
-                false,
-                vec![],
-            )
-            .unwrap();
-        r.session("b")
-            .write(
-                &input(json!({"todos": [{"content": "y", "status": "pending"}]})),
-                &options,
-                false,
-                vec![],
-            )
-            .unwrap();
+        write_json(
+            r.session("a"),
+            json!({"todos": [{"content": "x", "status": "pending"}]}),
+        )
+        .unwrap();
+        write_json(
+            r.session("b"),
+            json!({"todos": [{"content": "y", "status": "pending"}]}),
+        )
+        .unwrap();
         assert_eq!(r.get("b").unwrap().items[0].id, "t1");
         assert_eq!(r.names(), ["a", "b"]);
     }

@@ -13,6 +13,9 @@ use crate::session::{registry, Session};
 use crate::validate::{checked_text, Input};
 use emacs::{defun, Env, IntoLisp, Result, Value};
 
+/// Before TOOL runs in SESSION with INPUT: nil to go ahead, or the text of
+/// the refusal to send back instead of running it.  OPTIONS is the loop
+/// options plist.  INPUT is read only when the breaker could refuse.
 #[defun]
 fn before_tool<'e>(
     env: &'e Env,
@@ -49,6 +52,10 @@ fn before_tool<'e>(
     })
 }
 
+/// After TOOL ran in SESSION with INPUT and gave RESULT (ERROR non-nil when
+/// it failed, DURATION seconds or nil): records the call, feeds the
+/// breaker, and returns the text to send the model: RESULT itself in the
+/// common case, else RESULT with the notes that concern it.
 // The arity is the Lisp function's: one argument per thing the adapter knows.
 #[allow(clippy::too_many_arguments)]
 #[defun]
@@ -96,6 +103,8 @@ fn after_tool<'e>(
     })
 }
 
+/// At the end of a model turn in SESSION (HAD-TOOL-CALLS non-nil when the
+/// turn called tools): the continuation or reminder to send, or nil.
 #[defun]
 fn turn_end<'e>(
     env: &'e Env,
@@ -114,6 +123,8 @@ fn turn_end<'e>(
     })
 }
 
+/// todo_pause in SESSION: records REASON, the model's question for the
+/// user; returns the tool result.
 #[defun]
 fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -148,6 +159,9 @@ fn open_items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// session_complete in SESSION with MESSAGE (nil for none): whether the
+/// completion is allowed, the report for the user and the line for the
+/// model, as (:allowed BOOL :text REPORT :model-text LINE).
 #[defun]
 fn complete<'e>(
     env: &'e Env,
@@ -180,6 +194,7 @@ fn complete<'e>(
     })
 }
 
+/// The report of SESSION: each item with what its tool calls gave.
 #[defun]
 fn report<'e>(env: &'e Env, session: Value<'e>, options: Value<'e>) -> Result<String> {
     guarded(env, || {
@@ -193,6 +208,8 @@ fn report<'e>(env: &'e Env, session: Value<'e>, options: Value<'e>) -> Result<St
     })
 }
 
+/// The tool calls of SESSION, oldest first, each as (:tool :input :result
+/// :error :todo :time :duration).
 #[defun]
 fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -224,6 +241,8 @@ fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// The breaker of SESSION as (:tripped :reason :calls :since-progress
+/// :same-tool :identical :errors :churn).
 #[defun]
 fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -252,6 +271,7 @@ fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// Resets the breaker of SESSION: counts, patterns and the trip.
 #[defun]
 fn breaker_reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     guarded(env, || {
@@ -345,6 +365,8 @@ pub(super) fn note_breakers(env: &Env, any_armed: bool) -> Result<()> {
     Ok(())
 }
 
+/// Whether TEXT, a user's request, looks like several steps: (:complex
+/// BOOL :score N :steps N :suggestion TEXT).
 #[defun]
 fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {

@@ -58,6 +58,7 @@ fn write<'e>(
     })
 }
 
+/// The items of SESSION, each as a plist; nil for an unknown session.
 #[defun]
 fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -67,6 +68,8 @@ fn items<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// The counts of SESSION by status, as (:total :pending :in-progress
+/// :completed :cancelled).
 #[defun]
 fn counts<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -88,6 +91,7 @@ fn counts<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// The item of SESSION in progress as a plist, or nil.
 #[defun]
 fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -98,6 +102,7 @@ fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// The item of SESSION with ID as a plist, or nil.
 #[defun]
 fn find<'e>(env: &'e Env, session: Value<'e>, id: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
@@ -109,6 +114,8 @@ fn find<'e>(env: &'e Env, session: Value<'e>, id: Value<'e>) -> Result<Value<'e>
     })
 }
 
+/// Forgets SESSION but for the ids it issued and its history, where the
+/// reset is recorded and can be undone.
 #[defun]
 fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     guarded(env, || {
@@ -120,6 +127,7 @@ fn reset<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     })
 }
 
+/// The names of the sessions this Emacs holds.
 #[defun]
 fn sessions(env: &Env) -> Result<Value<'_>> {
     guarded(env, || {
@@ -132,6 +140,7 @@ fn sessions(env: &Env) -> Result<Value<'_>> {
     })
 }
 
+/// The JSON schemas of todo_write and todo_pause, as Lisp data.
 #[defun]
 fn tool_schemas(env: &Env) -> Result<Value<'_>> {
     guarded(env, || {
@@ -349,6 +358,7 @@ fn change_seq<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// A new id for SESSION, for Efrit's `efrit-todo-add'.
 #[defun]
 fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
     guarded(env, || {
@@ -357,6 +367,7 @@ fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {
     })
 }
 
+/// The number of the last id SESSION issued.
 #[defun]
 fn id_counter<'e>(env: &'e Env, session: Value<'e>) -> Result<i64> {
     guarded(env, || {
@@ -393,6 +404,8 @@ fn raise_counter<'e>(env: &'e Env, session: Value<'e>, n: Value<'e>) -> Result<i
     })
 }
 
+/// Empties the list of SESSION, for Efrit's `efrit-todo-clear'; ids
+/// already issued stay retired.
 #[defun]
 fn clear<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
     guarded(env, || {

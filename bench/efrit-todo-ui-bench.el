@@ -58,9 +58,9 @@ and starts the next.  With ALL-LINES, every line is rewritten."
       (let ((efrit-todo-change-functions nil))
         (efrit-todo-user-set-status id (if (cl-evenp i) 'completed 'in-progress) session))
       (when all-lines
-        (clrhash efrit-todo--drawn))
+        (clrhash efrit-todo-ui--drawn))
       (let ((start (float-time)))
-        (efrit-todo--redraw-session session)
+        (efrit-todo-ui--redraw-session session)
         (setq total (+ total (- (float-time) start)))))
     (/ (* 1e6 total) repetitions)))
 
@@ -71,7 +71,7 @@ and starts the next.  With ALL-LINES, every line is rewritten."
 
 (defun efrit-todo-ui-bench--load-compiled ()
   "Load efrit-todo-ui byte-compiled, as users run it, unless it already is."
-  (unless (byte-code-function-p (symbol-function 'efrit-todo--draw-section))
+  (unless (byte-code-function-p (symbol-function 'efrit-todo-ui--draw-section))
     (let* ((dir (make-temp-file "efrit-todo-ui-bench" t))
            (byte-compile-dest-file-function
             (lambda (source) (expand-file-name (concat (file-name-nondirectory source) "c") dir))))
@@ -103,7 +103,7 @@ and starts the next.  With ALL-LINES, every line is rewritten."
                     rows)
               (when (= size 100)
                 (push (list "UI running-time tick, 100 items"
-                            (efrit-todo-ui-bench--us 500 #'efrit-todo--tick))
+                            (efrit-todo-ui-bench--us 500 #'efrit-todo-ui--tick))
                       rows)
                 (push (list "Mode-line text, 100 items"
                             (efrit-todo-ui-bench--us

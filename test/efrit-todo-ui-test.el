@@ -65,7 +65,7 @@ The user's edits reach the model there, not in the system prompt."
 (defun efrit-todo-ui-test--section (session)
   "Return the text of SESSION's section in *efrit-todos*, or nil."
   (with-current-buffer efrit-todo-buffer-name
-    (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+    (let ((bounds (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
       (and bounds (buffer-substring-no-properties (car bounds) (cdr bounds))))))
 
 (defun efrit-todo-ui-test--show-two-sessions (session)
@@ -83,7 +83,7 @@ A section redrawn since loses its mark."
   (with-current-buffer efrit-todo-buffer-name
     (let ((inhibit-read-only t))
       (dolist (name sessions)
-        (goto-char (car (efrit-todo--section-bounds (efrit-todo--key name))))
+        (goto-char (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key name))))
         (end-of-line)
         (insert-and-inherit " MARK")))))
 
@@ -145,7 +145,7 @@ press RET."
       (should buffer-read-only)
       (efrit-todo-choose-session session)
       (should (string-prefix-p (concat session ": 1/4 done · breaker ok")
-                               (efrit-todo--header-line))))))
+                               (efrit-todo-ui--header-line))))))
 
 (ert-deftest efrit-todo-ui-test-newest-session-first ()
   "Sessions are drawn newest first."
@@ -155,8 +155,8 @@ press RET."
       (efrit-todo-ui-test--write newer '("New work" "pending"))
       (efrit-todo-show)
       (with-current-buffer efrit-todo-buffer-name
-        (should (< (car (efrit-todo--section-bounds (efrit-todo--key newer)))
-                   (car (efrit-todo--section-bounds (efrit-todo--key older)))))))))
+        (should (< (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key newer)))
+                   (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key older)))))))))
 
 (ert-deftest efrit-todo-ui-test-ascii-fallback ()
   "ASCII glyphs when asked, or when the display cannot show the Unicode ones."
@@ -202,7 +202,7 @@ press RET."
                    (number-sequence 0 499)))
     (efrit-todo-show)
     (with-current-buffer efrit-todo-buffer-name
-      (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session)))
+      (let ((bounds (efrit-todo-ui--section-bounds (efrit-todo-ui--key session)))
             (count 0))
         (save-excursion
           (goto-char (car bounds))
@@ -218,7 +218,7 @@ press RET."
       (should (equal (get-text-property (point) 'efrit-todo-item) "t500")))
     (efrit-todo-mode-line-mode 1)
     (should (string-prefix-p "Todo 1/500 Step 0" (efrit-todo-mode-line-text session)))
-    (should (string-match-p "t500 Step 499" (efrit-todo--mode-line-help session)))))
+    (should (string-match-p "t500 Step 499" (efrit-todo-ui--mode-line-help session)))))
 
 ;;;; When and what it redraws
 
@@ -301,7 +301,7 @@ press RET."
             (real-float-time (symbol-function 'float-time)))
         (cl-letf (((symbol-function 'float-time)
                    (lambda (&optional time) (if time (funcall real-float-time time) (+ started 125.2)))))
-          (efrit-todo--tick)))
+          (efrit-todo-ui--tick)))
       (should (string-match-p "running 2m05s$" (thing-at-point 'line)))
       (should (eolp)))))
 
@@ -310,7 +310,7 @@ press RET."
 (defun efrit-todo-ui-test--rendering (session)
   "Return SESSION's section as its text and, per character, its properties."
   (with-current-buffer efrit-todo-buffer-name
-    (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+    (let ((bounds (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
       (cons (buffer-substring-no-properties (car bounds) (cdr bounds))
             (cl-loop for pos from (car bounds) below (cdr bounds)
                      collect (list (get-text-property pos 'face)
@@ -507,7 +507,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (efrit-todo-ui-test--press "TAB")
     (should-not (string-match-p "search_files" (efrit-todo-ui-test--section session)))
     (with-current-buffer efrit-todo-buffer-name
-      (goto-char (car (efrit-todo--section-bounds (efrit-todo--key session)))))
+      (goto-char (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key session)))))
     (efrit-todo-ui-test--press "TAB")
     (should (equal (efrit-todo-ui-test--section session)
                    (concat "▸ " session "  1/4 done, 1 running  breaker ok, 2 calls\n\n")))))
@@ -525,7 +525,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (with-current-buffer efrit-todo-buffer-name
       (should (equal (get-text-property (point) 'efrit-todo-session) session))
       (should (eq (get-text-property (point) 'efrit-todo-line) 'heading))
-      (should (string-prefix-p (concat session ": 1/4 done") (efrit-todo--header-line))))
+      (should (string-prefix-p (concat session ": 1/4 done") (efrit-todo-ui--header-line))))
     (efrit-todo-ui-test--press "a" "Added from the heading")
     (should (equal (plist-get (car (last (efrit-todo-list session))) :content)
                    "Added from the heading"))))
@@ -537,7 +537,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (efrit-todo-show)
     (efrit-todo-ui-test--press "?")
     (with-current-buffer "*Help*"
-      (pcase-dolist (`(,key ,command ,description) efrit-todo--key-table)
+      (pcase-dolist (`(,key ,command ,description) efrit-todo-ui--key-table)
         (should (string-match-p (concat "^" (regexp-quote (format "%-9s %s" key description)) "$")
                                 (buffer-string)))
         ;; The help names the key that really runs the command.
@@ -553,7 +553,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (efrit-todo-ui-test--sample session)
     (efrit-todo-show)
     (with-current-buffer efrit-todo-buffer-name
-      (goto-char (car (efrit-todo--section-bounds (efrit-todo--key session))))
+      (goto-char (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
       (should-error (efrit-todo-mark-completed) :type 'user-error))
     (should (eq (plist-get (efrit-todo-ui-test--item session "t2") :status) 'in-progress))))
 
@@ -592,7 +592,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (efrit-todo-ui-test--write session
                                '("Reach full coverage" "in_progress" "Raising 100%d %s coverage")
                                '("Ship" "pending"))
-    (let ((text (car (cdr (efrit-todo--mode-line)))))
+    (let ((text (car (cdr (efrit-todo-ui--mode-line)))))
       (should (equal (substring-no-properties text) "Todo 0/2 Raising 100%%d %%s coverage"))
       (should (eq (get-text-property 0 'face text) 'efrit-todo-mode-line))
       (should (eq (lookup-key (get-text-property 0 'local-map text) [mode-line mouse-1])
@@ -603,13 +603,13 @@ x lets its list go: it is no longer stopped, and the list stays."
                                '("Reach full coverage" "completed" nil "t1")
                                '("Ship" "in_progress" "Shipping the release to every mirror in the world" "t2"))
     (let ((efrit-todo-mode-line-max-length 12))
-      (setq efrit-todo--mode-line-dirty t)
-      (should (member (substring-no-properties (car (cdr (efrit-todo--mode-line))))
+      (setq efrit-todo-ui--mode-line-dirty t)
+      (should (member (substring-no-properties (car (cdr (efrit-todo-ui--mode-line))))
                       '("Todo 1/2 Shipping th…" "Todo 1/2 Shipping t..."))))
     (efrit-todo-ui-test--write session
                                '("Reach full coverage" "completed" nil "t1")
                                '("Ship" "completed" nil "t2"))
-    (should (equal (substring-no-properties (cadr (efrit-todo--mode-line))) "Todo 2/2 done"))
+    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line))) "Todo 2/2 done"))
     (efrit-todo-mode-line-mode -1)
     (should-not (memq 'efrit-todo-mode-line-format global-mode-string))))
 
@@ -619,11 +619,11 @@ x lets its list go: it is no longer stopped, and the list stays."
     (let ((other (concat session "-other")))
       (efrit-todo-mode-line-mode 1)
       (efrit-todo-ui-test--write session '("First" "in_progress" "Doing the first"))
-      (should (string-match-p "Doing the first" (cadr (efrit-todo--mode-line))))
+      (should (string-match-p "Doing the first" (cadr (efrit-todo-ui--mode-line))))
       (efrit-todo-ui-test--write other '("Second" "in_progress" "Doing the second"))
-      (should (string-match-p "Doing the second" (cadr (efrit-todo--mode-line))))
+      (should (string-match-p "Doing the second" (cadr (efrit-todo-ui--mode-line))))
       (efrit-todo-reset other)
-      (should (string-match-p "Doing the first" (cadr (efrit-todo--mode-line))))
+      (should (string-match-p "Doing the first" (cadr (efrit-todo-ui--mode-line))))
       (should-not (efrit-todo-mode-line-text other)))))
 
 (ert-deftest efrit-todo-ui-test-mode-line-tripped ()
@@ -631,7 +631,7 @@ x lets its list go: it is no longer stopped, and the list stays."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-mode-line-mode 1)
     (efrit-todo-ui-test--sample session)
-    (should (equal (substring-no-properties (cadr (efrit-todo--mode-line)))
+    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line)))
                    "Todo 1/4 Renaming parse-config"))
     ;; Three identical calls run; the same call asked for twice more is
     ;; refused, and the second refusal trips the breaker.
@@ -640,7 +640,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (dotimes (_ 2)
       (efrit-todo-before-tool "search_files" "same" session))
     (should (plist-get (efrit-todo-breaker session) :tripped))
-    (should (equal (substring-no-properties (cadr (efrit-todo--mode-line)))
+    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line)))
                    "Todo 1/4 breaker tripped"))
     (let ((text (efrit-todo-mode-line-text session)))
       (should (equal (substring-no-properties text) "Todo 1/4 breaker tripped"))

@@ -13,6 +13,10 @@
 
 (require 'bytecomp)
 (require 'checkdoc)
+;; Before any file is visited: package-lint marks its file-local
+;; `package-lint-main-file' safe, which the files other than the main
+;; one set, and a file visited before that would lose it.
+(require 'package-lint nil t)
 (declare-function package-lint-buffer "package-lint" (&optional buffer))
 
 (defvar lint--problems 0 "Problems found so far.")

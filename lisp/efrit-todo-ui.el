@@ -40,6 +40,9 @@
 ;;   the mode line.
 ;;
 ;; Loading this file draws nothing until one of these is asked for.
+;; It requires efrit-todo.el, which never requires it back: that file
+;; autoloads the entry points above and the change hook of this one, so
+;; that (require 'efrit-todo) is enough to use them.
 
 ;;; Code:
 

@@ -999,6 +999,26 @@ Not in batch Emacs, which runs scripts rather than resuming work."
 
 (efrit-todo--restore-on-load)
 
+;;;; The *efrit-todos* buffer and the mode line
+;;
+;; They live in efrit-todo-ui.el, which requires this file; this file
+;; never requires it.  Its entry points are autoloaded instead, so that
+;; `(require 'efrit-todo)' alone offers them, and the change hook loads
+;; it when a list first changes, for `efrit-todo-auto-show'.  Commands
+;; of the buffer need no autoload: the buffer exists only once the UI
+;; is loaded.  Without the UI file beside this one (this file standing
+;; in for Efrit's efrit-todo.el), nothing is drawn.
+
+(declare-function efrit-todo-ui--on-change "efrit-todo-ui" (session))
+
+(when (locate-file "efrit-todo-ui" (list efrit-todo--directory) (get-load-suffixes))
+  (dolist (command '(efrit-todo-show efrit-todo-mode-line-mode efrit-todo-list-mode))
+    (autoload command "efrit-todo-ui" nil t))
+  (custom-autoload 'efrit-todo-mode-line-mode "efrit-todo-ui" nil)
+  (autoload 'efrit-todo-mode-line-text "efrit-todo-ui")
+  (autoload 'efrit-todo-ui--on-change "efrit-todo-ui")
+  (add-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change))
+
 (defun efrit-todo-unload-function ()
   "Stop watching variables when this file is unloaded.
 Efrit's names go too, being part of this feature.  The module itself
@@ -1011,7 +1031,4 @@ stays loaded: Emacs cannot unload modules."
 
 (provide 'efrit-todo)
 
-;; The buffer and mode line draw nothing until asked for.  Soft, so that
-;; this file still works alone, as a stand-in for Efrit's efrit-todo.el.
-(require 'efrit-todo-ui nil t)
 ;;; efrit-todo.el ends here

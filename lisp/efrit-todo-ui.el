@@ -729,6 +729,7 @@ nil stands for the buffer's own point."
     map)
   "Keymap of `efrit-todo-list-mode'.")
 
+;;;###autoload
 (define-derived-mode efrit-todo-list-mode special-mode "Efrit-Todos"
   "Major mode of the *efrit-todos* buffer: the live todo lists.
 One section per session, newest first.  The buffer follows every
@@ -783,6 +784,7 @@ session's section."
       (efrit-todo-ui--goto-session session))
     buffer))
 
+;;;###autoload
 (defun efrit-todo-refresh ()
   "Redraw every session from the module."
   (interactive)
@@ -800,6 +802,7 @@ Return non-nil when one was found; otherwise leave point alone."
     (unless found (goto-char start))
     found))
 
+;;;###autoload
 (defun efrit-todo-next-item (&optional n)
   "Move to the next item, or the Nth next one."
   (interactive "p")
@@ -807,6 +810,7 @@ Return non-nil when one was found; otherwise leave point alone."
     (unless (efrit-todo-ui--goto-line-kind (if (< (or n 1) 0) -1 1) '(item))
       (user-error "No %s item" (if (< (or n 1) 0) "previous" "next")))))
 
+;;;###autoload
 (defun efrit-todo-previous-item (&optional n)
   "Move to the previous item, or the Nth previous one."
   (interactive "p")
@@ -838,18 +842,21 @@ The module's complaint about bad input becomes a `user-error'."
     (efrit-todo-ui--catch-up)
     note))
 
+;;;###autoload
 (defun efrit-todo-mark-completed ()
   "Mark the item at point completed."
   (interactive)
   (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id 'completed session)))
 
+;;;###autoload
 (defun efrit-todo-mark-cancelled ()
   "Mark the item at point cancelled."
   (interactive)
   (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id 'cancelled session)))
 
+;;;###autoload
 (defun efrit-todo-edit-item (content)
   "Replace the content of the item at point with CONTENT."
   (interactive
@@ -860,6 +867,7 @@ The module's complaint about bad input becomes a `user-error'."
   (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-edit-content id content session)))
 
+;;;###autoload
 (defun efrit-todo-add-item (content)
   "Add a pending item with CONTENT at the end of the session at point."
   (interactive (list (read-string (format "Add to %s: " (efrit-todo-ui--session-at-point)))))
@@ -876,21 +884,25 @@ The module's complaint about bad input becomes a `user-error'."
       (user-error "Efrit-todo: %s is already %s" id (if (< offset 0) "first" "last")))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-move id offset session)))
 
+;;;###autoload
 (defun efrit-todo-move-item-up ()
   "Move the item at point one place up."
   (interactive)
   (efrit-todo-ui--move -1))
 
+;;;###autoload
 (defun efrit-todo-move-item-down ()
   "Move the item at point one place down."
   (interactive)
   (efrit-todo-ui--move 1))
 
+;;;###autoload
 (defun efrit-todo-clear-finished ()
   "Remove the completed and cancelled items of the session at point."
   (interactive)
   (efrit-todo-ui--apply-edit #'efrit-todo-user-clear-finished (efrit-todo-ui--session-at-point)))
 
+;;;###autoload
 (defun efrit-todo-drop-stopped ()
   "Let the list of the stopped session at point go.
 The next agent command starts afresh instead of going on with it; the
@@ -902,6 +914,7 @@ list itself stays as it is."
       (message "Efrit-todo: %s did not stop with items open" session))
     (efrit-todo-ui--catch-up)))
 
+;;;###autoload
 (defun efrit-todo-undo-change ()
   "Undo the newest change to the list of the session at point."
   (interactive)
@@ -910,6 +923,7 @@ list itself stays as it is."
     (efrit-todo-ui--catch-up)
     note))
 
+;;;###autoload
 (defun efrit-todo-toggle-fold ()
   "Fold or unfold the item at point, or the session on a heading.
 An unfolded item shows its tool calls; a folded session hides its items."
@@ -946,6 +960,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
       (dolist (window (get-buffer-window-list (current-buffer) nil t))
         (set-window-point window (point))))))
 
+;;;###autoload
 (defun efrit-todo-choose-session (session)
   "Put SESSION in the header line and move to its section."
   (interactive
@@ -955,6 +970,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
   (efrit-todo-ui--goto-session session)
   (force-mode-line-update))
 
+;;;###autoload
 (defun efrit-todo-help ()
   "Show the keys of the *efrit-todos* buffer."
   (interactive)

@@ -672,6 +672,7 @@ a command left open last."
         (message "Efrit-todo: no unfinished list"))
       nil)))
 
+;;;###autoload
 (defun efrit-todo-breaker-reset (&optional session)
   "Reset the circuit breaker of SESSION so that tools may run again."
   (interactive (list (completing-read "Reset the breaker of session: "

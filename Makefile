@@ -6,6 +6,11 @@ MODULE := lisp/efrit-todo-module.so
 BUILT := target/release/libefrit_todo.so
 LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
+# The tests and benches get checkdoc too.  The two bench files named here
+# are being rewritten on another branch; checkdoc them again once that
+# lands, and drop this list.
+CHECKDOC_LATER := bench/efrit-todo-bench.el bench/efrit-todo-bench-efrit.el
+CHECKDOC_ONLY := $(filter-out $(CHECKDOC_LATER),$(wildcard test/*.el bench/*.el))
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
 .PHONY: build test cargo-test ert loop test-efrit fuzz lint tmux-test bench demo clean help
@@ -42,7 +47,7 @@ fuzz: build ## Random values into every public function, module API checked
 
 lint: build ## rustfmt check; byte-compile (warnings are errors), checkdoc, package-lint
 	$(CARGO) fmt --check
-	$(EMACS) --batch -L lisp -l test/lint.el $(LISP)
+	$(EMACS) --batch -L lisp -l test/lint.el $(LISP) --checkdoc-only $(CHECKDOC_ONLY)
 	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el
 	rm -f test/*.elc bench/*.elc
 

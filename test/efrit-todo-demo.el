@@ -98,14 +98,14 @@ JSON the model sends, `tool' with a tool's name, input and result,
 or `cancel' with the id the user cancels.")
 
 (defun efrit-todo-demo--parse (json)
-  "Parse JSON the way Efrit parses tool input."
+  "Parse JSON as Efrit does for tool input."
   (let ((json-object-type 'hash-table)
         (json-array-type 'vector)
         (json-key-type 'string))
     (json-read-from-string json)))
 
 (defun efrit-todo-demo--perform (step session)
-  "Perform STEP in SESSION and return the text the model (or user) reads."
+  "Perform STEP in SESSION and return the text for the model (or user)."
   (pcase (cddr step)
     (`(write ,json)
      (condition-case err
@@ -139,7 +139,8 @@ or `cancel' with the id the user cancels.")
   (message "%s" caption))
 
 (defun efrit-todo-demo--play (steps)
-  "Perform the first of STEPS and schedule the rest."
+  "Perform the first step of a list and schedule the rest.
+STEPS is that list."
   (when steps
     (let ((step (car steps)))
       (run-with-timer

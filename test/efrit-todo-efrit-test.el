@@ -27,7 +27,7 @@
                    (expand-file-name "efrit-todo.el" efrit-todo--directory)))))
 
 (defun efrit-todo-efrit-test--input (&rest items)
-  "Return a todo_write input as Efrit parses it, from ITEMS (content status)."
+  "Return a todo_write input in Efrit's parsed shape, from ITEMS (content status)."
   (let ((input (make-hash-table :test 'equal)))
     (puthash "todos"
              (vconcat (mapcar (lambda (item)

@@ -226,7 +226,7 @@ A trailing argument is often a fuzz session, as SESSION is."
     args))
 
 (defun efrit-todo-fuzz--valid-write (session)
-  "Check that a valid write works in SESSION and the list reads back."
+  "Check that a valid write works in SESSION and the list comes back."
   (let ((text (efrit-todo-write
                "{\"todos\": [{\"content\": \"Fuzz check one\", \"status\": \"completed\"},
                              {\"content\": \"Fuzz check two\", \"status\": \"in_progress\"}]}"

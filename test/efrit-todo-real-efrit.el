@@ -4,7 +4,7 @@
 
 ;; `make test-efrit' loads this file, then efrit-todo-scenarios.el, to
 ;; run the scenarios through the efrit-do loop of the Efrit checkout
-;; that EFRIT_DIR names.  efrit-todo's lisp directory stays first in
+;; that EFRIT_DIR names.  efrit-todo's lisp/ directory stays first in
 ;; `load-path', so Efrit's `(require \\='efrit-todo)' gets this package.
 ;; Only Efrit's network call is replaced, by the scenarios' scripted
 ;; Claude.

@@ -37,7 +37,7 @@ The directory is deleted afterwards, once pending saves are done."
          (delete-directory ,root t)))))
 
 (defun efrit-todo-store-test-session ()
-  "Return the name of a session no other test uses."
+  "Return the name of a session that no other test has."
   (format "store-test-%s" (cl-gensym)))
 
 (defun efrit-todo-store-test-write (session &rest items)
@@ -68,7 +68,7 @@ The directory is deleted afterwards, once pending saves are done."
       (json-read))))
 
 (defmacro efrit-todo-store-test-capturing-warnings (var &rest body)
-  "Run BODY with the texts of `display-warning' calls collected in VAR."
+  "Run BODY with the texts given to `display-warning' collected in VAR."
   (declare (indent 1) (debug (symbolp body)))
   `(let ((,var nil))
      (cl-letf (((symbol-function 'display-warning)
@@ -475,7 +475,7 @@ The list comes back, and the file is not moved aside."
 With \"restore\", it restores the session from the directory first.")
 
 (defun efrit-todo-store-test--other-emacs (dir session &optional restore)
-  "Run another Emacs that adds an item to SESSION in DIR; RESTORE it first."
+  "Run another Emacs to add an item to SESSION in DIR; RESTORE it first."
   (let ((process (efrit-todo-store-test--spawn
                   "efrit-todo-other" efrit-todo-store-test--other-emacs
                   dir session (if restore "restore" "fresh"))))
@@ -489,7 +489,7 @@ With \"restore\", it restores the session from the directory first.")
       (kill-buffer (process-buffer process)))))
 
 (ert-deftest efrit-todo-store-test-two-emacsen-never-overwrite-each-other ()
-  "A stale save over another Emacs's newer one keeps it as a conflict copy, with a warning.
+  "A stale save keeps another Emacs's newer one as a conflict copy, with a warning.
 So does a session name both Emacsen started in the same second."
   (skip-unless invocation-name)
   (efrit-todo-store-test-with-dir dir

@@ -370,7 +370,7 @@ press RET."
 ;;;; Keys
 
 (ert-deftest efrit-todo-ui-test-key-complete-and-cancel ()
-  "c completes and k cancels the item at point, in the module."
+  "Keys c and k complete and cancel the item at point, in the module."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--sample session)
     (efrit-todo-show)
@@ -386,7 +386,7 @@ press RET."
       (should (string-match-p "the user marked t3 cancelled" guidance)))))
 
 (ert-deftest efrit-todo-ui-test-key-edit ()
-  "e rewords the item at point; empty content is refused, nothing changes."
+  "Key e rewords the item at point; empty content is refused, nothing changes."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--sample session)
     (efrit-todo-show)
@@ -402,7 +402,7 @@ press RET."
                    "Update the callers in main.el"))))
 
 (ert-deftest efrit-todo-ui-test-key-add ()
-  "a appends a pending item to the session at point."
+  "Key a appends a pending item to the session at point."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--sample session)
     (efrit-todo-show)
@@ -441,7 +441,7 @@ press RET."
   (should (equal (efrit-todo-ui-test--ids session) '("t2" "t3"))))
 
 (ert-deftest efrit-todo-ui-test-key-clear-finished ()
-  "d removes the completed and cancelled items of the session at point."
+  "Key d removes the completed and cancelled items of the session at point."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--clear-finished session)
     (should-not (string-match-p "t1\\|t4" (efrit-todo-ui-test--section session)))
@@ -467,7 +467,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (should (= (length (efrit-todo-list session)) 4))))
 
 (ert-deftest efrit-todo-ui-test-key-undo ()
-  "u undoes the newest change of the session at point, then the one before."
+  "Key u undoes the newest change of the session at point, then the one before."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--clear-finished session)
     (efrit-todo-ui-test--press "u")
@@ -480,7 +480,7 @@ x lets its list go: it is no longer stopped, and the list stays."
                 'pending))))
 
 (ert-deftest efrit-todo-ui-test-key-next-previous ()
-  "n and p move between item lines."
+  "Keys n and p move between item lines."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--sample session)
     (efrit-todo-show)
@@ -513,7 +513,7 @@ x lets its list go: it is no longer stopped, and the list stays."
                    (concat "▸ " session "  1/4 done, 1 running  breaker ok, 2 calls\n\n")))))
 
 (ert-deftest efrit-todo-ui-test-key-refresh-and-session ()
-  "g redraws from the module; s selects a session and moves to it."
+  "Key g redraws from the module; s selects a session and moves to it."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--show-two-sessions session)
     (with-current-buffer efrit-todo-buffer-name
@@ -761,7 +761,7 @@ t5 and t6 are subtasks of t3, t7 of t6; t4 follows them."
                                 (efrit-todo-ui-test--section session)))))))
 
 (ert-deftest efrit-todo-ui-test-completing-a-parent-too-early-is-refused ()
-  "c on a parent with unfinished subtasks says why and changes nothing."
+  "Key c on a parent with unfinished subtasks says why and changes nothing."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--subtask-sample session)
     (efrit-todo-show)

@@ -1,4 +1,4 @@
-;;; efrit-todo-efrit-mode-test.el --- The adapter's mode, without Efrit -*- lexical-binding: t; -*-
+;;; efrit-todo-efrit-mode-test.el --- ERT tests of the adapter's mode, without Efrit -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 

@@ -1,4 +1,4 @@
-;;; efrit-todo-efrit-test.el --- Efrit's own code on efrit-todo -*- lexical-binding: t; -*-
+;;; efrit-todo-efrit-test.el --- ERT tests of Efrit's own todo code on efrit-todo -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 

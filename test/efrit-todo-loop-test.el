@@ -1,4 +1,4 @@
-;;; efrit-todo-loop-test.el --- The agent-loop API through the module -*- lexical-binding: t; -*-
+;;; efrit-todo-loop-test.el --- ERT tests of the agent-loop API -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 

@@ -1,4 +1,4 @@
-;;; efrit-todo-module-test.el --- Loading, building and guarding the module -*- lexical-binding: t; -*-
+;;; efrit-todo-module-test.el --- ERT tests of loading, building and guarding the module -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 

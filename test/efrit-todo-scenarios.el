@@ -510,7 +510,7 @@ HOW names the way the command stops."
 (defconst efrit-todo-scenarios-names
   '(results-survive nil-result identical-forever ids-survive continuation guarded-completion
                     paused)
-  "Every scenario, in the order the issue lists them.")
+  "Every scenario, in the order the comparison prints them.")
 
 (defun efrit-todo-scenarios-play (name &optional mode)
   "Run scenario NAME with `efrit-todo-efrit-mode' per MODE; return the outcome."

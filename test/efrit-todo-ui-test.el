@@ -115,6 +115,14 @@ A section redrawn since loses its mark."
    '("Update the callers" "pending")
    '("Run the test suite" "pending")))
 
+(defun efrit-todo-ui-test--show-sample (session &optional id)
+  "Write the sample list to SESSION and show *efrit-todos*.
+With ID, move point to that item."
+  (efrit-todo-ui-test--sample session)
+  (efrit-todo-show)
+  (when id
+    (efrit-todo-ui-test--goto-item session id)))
+
 (defun efrit-todo-ui-test--press (keys &optional answer)
   "Press KEYS, a `kbd' string, in *efrit-todos* shown in the selected window.
 With ANSWER, then replace what the minibuffer offers with ANSWER and
@@ -225,8 +233,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-redraws-only-while-visible ()
   "A hidden buffer is left alone and catches up when shown again."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
+    (efrit-todo-ui-test--show-sample session)
     (let ((ignore-window-parameters t))
       (delete-other-windows (get-buffer-window "*scratch*" t)))
     (switch-to-buffer "*scratch*")
@@ -249,9 +256,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-point-stays-on-item ()
   "Point stays on the same item, at the same column, across redraws."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--show-sample session "t3")
     (with-current-buffer efrit-todo-buffer-name
       (forward-char 5))
     (efrit-todo-ui-test--write session
@@ -267,8 +272,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-window-point-stays-on-item ()
   "The point of a window that is not selected stays on its item too."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
+    (efrit-todo-ui-test--show-sample session)
     (let ((other (get-buffer-window efrit-todo-buffer-name)))
       (efrit-todo-ui-test--goto-item session "t2")
       (set-window-point other (with-current-buffer efrit-todo-buffer-name (point)))
@@ -292,9 +296,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-running-time-ticks ()
   "The timer rewrites the running time in place, leaving point alone."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--show-sample session "t2")
     (with-current-buffer efrit-todo-buffer-name
       (end-of-line)
       (let ((started (plist-get (efrit-todo-current session) :started))
@@ -372,9 +374,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-complete-and-cancel ()
   "Keys c and k complete and cancel the item at point, in the module."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--show-sample session "t2")
     (efrit-todo-ui-test--press "c")
     (should (eq (plist-get (efrit-todo-ui-test--item session "t2") :status) 'completed))
     (efrit-todo-ui-test--goto-item session "t3")
@@ -388,9 +388,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-edit ()
   "Key e rewords the item at point; empty content is refused, nothing changes."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--show-sample session "t3")
     (efrit-todo-ui-test--press "e" "Update the callers in main.el")
     (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :content)
                    "Update the callers in main.el"))
@@ -404,9 +402,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-add ()
   "Key a appends a pending item to the session at point."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t1")
+    (efrit-todo-ui-test--show-sample session "t1")
     (efrit-todo-ui-test--press "a" "Update the docs")
     (let ((last (car (last (efrit-todo-list session)))))
       (should (equal (plist-get last :content) "Update the docs"))
@@ -417,9 +413,7 @@ press RET."
 (ert-deftest efrit-todo-ui-test-key-reorder ()
   "M-up and M-down move the item at point; point follows it."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--show-sample session "t3")
     (efrit-todo-ui-test--press "M-<up>")
     (should (equal (efrit-todo-ui-test--ids session) '("t1" "t3" "t2" "t4")))
     (with-current-buffer efrit-todo-buffer-name
@@ -452,8 +446,7 @@ press RET."
   "A session stopped with items open says so in its heading and the mode line.
 x lets its list go: it is no longer stopped, and the list stays."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
+    (efrit-todo-ui-test--show-sample session)
     (should (efrit-todo-stop "interrupted by the user" session))
     (let ((heading (car (split-string (efrit-todo-ui-test--section session) "\n"))))
       (should (string-match-p (concat (regexp-quote session) " .*stopped: interrupted by the user")
@@ -482,9 +475,7 @@ x lets its list go: it is no longer stopped, and the list stays."
 (ert-deftest efrit-todo-ui-test-key-next-previous ()
   "Keys n and p move between item lines."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t1")
+    (efrit-todo-ui-test--show-sample session "t1")
     (efrit-todo-ui-test--press "n n")
     (should (equal (get-text-property (point) 'efrit-todo-item) "t3"))
     (efrit-todo-ui-test--press "p")
@@ -533,8 +524,7 @@ x lets its list go: it is no longer stopped, and the list stays."
 (ert-deftest efrit-todo-ui-test-key-help ()
   "? lists every key with what its command does."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
+    (efrit-todo-ui-test--show-sample session)
     (efrit-todo-ui-test--press "?")
     (with-current-buffer "*Help*"
       (pcase-dolist (`(,key ,command ,description) efrit-todo-ui--key-table)
@@ -550,8 +540,7 @@ x lets its list go: it is no longer stopped, and the list stays."
 (ert-deftest efrit-todo-ui-test-key-on-non-item ()
   "Item keys on a heading say so and change nothing."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--sample session)
-    (efrit-todo-show)
+    (efrit-todo-ui-test--show-sample session)
     (with-current-buffer efrit-todo-buffer-name
       (goto-char (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
       (should-error (efrit-todo-mark-completed) :type 'user-error))

@@ -83,15 +83,8 @@
          tool "run_tests" "make test" "Ran 42 tests, 0 failures")
     (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told with its next tool result."
          cancel "t5")
-    (2.0 "All done: 6/7, t5 cancelled.  q leaves the list, C-x C-c quits Emacs."
-         write "{\"todos\": [
-        {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
-        {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
-        {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"completed\"},
-        {\"id\": \"t6\", \"content\": \"Update main.el\", \"status\": \"completed\", \"parent\": \"t3\"},
-        {\"id\": \"t7\", \"content\": \"Update cli.el\", \"status\": \"completed\", \"parent\": \"t3\"},
-        {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"completed\"},
-        {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"cancelled\"}]}"))
+    (2.0 "All done: 6/7, t5 cancelled; t4 completed by its id alone.  q leaves the list, C-x C-c quits Emacs."
+         write "{\"merge\": true, \"todos\": [{\"id\": \"t4\", \"status\": \"completed\"}]}"))
   "Steps of the demo: (SECONDS CAPTION [ACTION ARGS...]).
 SECONDS is the pause before the step.  ACTION is `write' with the
 JSON the model sends, `tool' with a tool's name, input and result,

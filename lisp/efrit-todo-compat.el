@@ -151,13 +151,13 @@ every change and copies a value set from outside into the module.")
 (defvar efrit-todo--counter 0
   "How many ids the current session has issued.")
 
-(defvar efrit-todo--mirroring nil
+(defvar efrit-todo-compat--mirroring nil
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
 
-(defvar efrit-todo--mirror-session nil
+(defvar efrit-todo-compat--mirror-session nil
   "Session whose list `efrit-todo--current-todos' holds.")
 
-(defun efrit-todo--status-from-efrit (status)
+(defun efrit-todo-compat--status-from-efrit (status)
   "Return the module spelling of Efrit's STATUS symbol."
   (pcase status
     ('todo "pending")
@@ -166,12 +166,12 @@ every change and copies a value set from outside into the module.")
                (list (format "status: expected todo, in-progress, completed or cancelled, got %s"
                              (efrit-todo--describe status)))))))
 
-(defun efrit-todo--refresh-mirror (session)
+(defun efrit-todo-compat--refresh-mirror (session)
   "Set Efrit's variables from the list of SESSION."
-  (let ((efrit-todo--mirroring t)
+  (let ((efrit-todo-compat--mirroring t)
         ;; The structs of the same session are updated in place.
-        (old (and (equal session efrit-todo--mirror-session) efrit-todo--current-todos)))
-    (setq efrit-todo--mirror-session session)
+        (old (and (equal session efrit-todo-compat--mirror-session) efrit-todo--current-todos)))
+    (setq efrit-todo-compat--mirror-session session)
     ;; Setting a watched variable calls the watcher: skip it when the list
     ;; was updated in place.
     (let ((todos (efrit-todo--module-structs session old)))
@@ -181,51 +181,51 @@ every change and copies a value set from outside into the module.")
       (unless (eql counter efrit-todo--counter)
         (setq efrit-todo--counter counter)))))
 
-(defun efrit-todo--mirror ()
+(defun efrit-todo-compat--mirror ()
   "Return `efrit-todo--current-todos', refreshed if the session changed."
   (let ((session (efrit-todo--session nil)))
-    (unless (equal session efrit-todo--mirror-session)
-      (efrit-todo--refresh-mirror session)))
+    (unless (equal session efrit-todo-compat--mirror-session)
+      (efrit-todo-compat--refresh-mirror session)))
   efrit-todo--current-todos)
 
-(defun efrit-todo--struct-p (object)
+(defun efrit-todo-compat--struct-p (object)
   "Return non-nil if OBJECT has the shape of an `efrit-todo-item'.
 The struct is a plain vector, so this is the only test there is."
   (and (vectorp object) (= (length object) 6)))
 
-(defun efrit-todo--time (time)
+(defun efrit-todo-compat--time (time)
   "Return TIME, any Lisp time value, as a float, or nil."
   (and time (ignore-errors (float-time time))))
 
-(defun efrit-todo--struct-plist (item)
+(defun efrit-todo-compat--struct-plist (item)
   "Return the module plist for ITEM, an `efrit-todo-item' (or anything else)."
-  (if (efrit-todo--struct-p item)
+  (if (efrit-todo-compat--struct-p item)
       (list :id (efrit-todo-item-id item)
             :content (efrit-todo-item-content item)
             :status (let ((status (efrit-todo-item-status item)))
-                      (if (symbolp status) (efrit-todo--status-from-efrit status) status))
+                      (if (symbolp status) (efrit-todo-compat--status-from-efrit status) status))
             :priority (let ((priority (efrit-todo-item-priority item)))
                         (if (symbolp priority) (and priority (symbol-name priority)) priority))
-            :created (efrit-todo--time (efrit-todo-item-created-at item))
-            :completed (efrit-todo--time (efrit-todo-item-completed-at item)))
+            :created (efrit-todo-compat--time (efrit-todo-item-created-at item))
+            :completed (efrit-todo-compat--time (efrit-todo-item-completed-at item)))
     item))
 
-(defun efrit-todo--adopt (todos)
+(defun efrit-todo-compat--adopt (todos)
   "Copy TODOS, a list Efrit set directly, into the current session."
   (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
+    (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
     ;; The variable keeps what was set; when that is not a list of structs
     ;; (the module also takes plists and tables), read the structs afresh.
-    (setq efrit-todo--mirror-session
-          (and (seq-every-p #'efrit-todo--struct-p todos) session))
+    (setq efrit-todo-compat--mirror-session
+          (and (seq-every-p #'efrit-todo-compat--struct-p todos) session))
     (efrit-todo--run-change-hook session)))
 
-(defun efrit-todo--watch-variables (symbol value operation _where)
+(defun efrit-todo-compat--watch-variables (symbol value operation _where)
   "Copy VALUE, set from outside into SYMBOL by OPERATION, into the module.
 Efrit clears its list with `setq' when a session starts; this keeps
 the module in step.  Never signals: it runs inside someone's `setq'."
-  (when (and (eq operation 'set) (not efrit-todo--mirroring))
+  (when (and (eq operation 'set) (not efrit-todo-compat--mirroring))
     (condition-case err
         (pcase symbol
           ('efrit-todo--current-todos
@@ -233,9 +233,9 @@ the module in step.  Never signals: it runs inside someone's `setq'."
                ;; Efrit empties the list when a command starts; a list a
                ;; command left open stays, for the next one to take over.
                (if (and (null value) (efrit-todo-stopped))
-                   (setq efrit-todo--mirror-session nil)
-                 (efrit-todo--adopt value))
-             (setq efrit-todo--mirror-session nil)
+                   (setq efrit-todo-compat--mirror-session nil)
+                 (efrit-todo-compat--adopt value))
+             (setq efrit-todo-compat--mirror-session nil)
              (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
           ('efrit-todo--counter
            (when (natnump value)
@@ -243,24 +243,24 @@ the module in step.  Never signals: it runs inside someone's `setq'."
       (error
        ;; The variable is about to hold what could not be adopted: read
        ;; the list from the module again next time.
-       (setq efrit-todo--mirror-session nil)
+       (setq efrit-todo-compat--mirror-session nil)
        (message "Efrit-todo: could not adopt %s: %s"
                 symbol (error-message-string err))))))
 
-(add-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
-(add-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
+(add-variable-watcher 'efrit-todo--current-todos #'efrit-todo-compat--watch-variables)
+(add-variable-watcher 'efrit-todo--counter #'efrit-todo-compat--watch-variables)
 
 (defun efrit-todo--generate-id ()
   "Reserve and return a fresh id in the current session."
   (let* ((session (efrit-todo--session nil))
          (id (efrit-todo--module-allocate-id session)))
-    (efrit-todo--refresh-mirror session)
+    (efrit-todo-compat--refresh-mirror session)
     id))
 
-(defun efrit-todo--find-struct (id)
+(defun efrit-todo-compat--find-struct (id)
   "Return the mirrored item with ID, or nil."
   (seq-find (lambda (item) (equal (efrit-todo-item-id item) id))
-            (efrit-todo--mirror)))
+            (efrit-todo-compat--mirror)))
 
 (defun efrit-todo-add (content &optional priority)
   "Append a pending item with CONTENT and optional PRIORITY; return it.
@@ -275,7 +275,7 @@ PRIORITY is low, medium (the default) or high."
                                         efrit-todo-max-items
                                         efrit-todo-max-content-length)))
     (efrit-todo--changed session)
-    (efrit-todo--find-struct (plist-get plist :id))))
+    (efrit-todo-compat--find-struct (plist-get plist :id))))
 
 (defun efrit-todo-update-status (id new-status)
   "Set the status of the item with ID to NEW-STATUS; return it, or nil.
@@ -285,18 +285,18 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
             (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
   (let* ((session (efrit-todo--session nil))
          (plist (efrit-todo--module-set-status
-                 session id (efrit-todo--status-from-efrit new-status))))
+                 session id (efrit-todo-compat--status-from-efrit new-status))))
     (when plist
       (efrit-todo--changed session)
-      (efrit-todo--find-struct id))))
+      (efrit-todo-compat--find-struct id))))
 
 (defun efrit-todo-find (id)
   "Return the item with ID in the current session, or nil."
-  (efrit-todo--find-struct id))
+  (efrit-todo-compat--find-struct id))
 
 (defun efrit-todo-get-all ()
   "Return the items of the current session as `efrit-todo-item' vectors."
-  (efrit-todo--mirror))
+  (efrit-todo-compat--mirror))
 
 (defun efrit-todo-set-all (todos)
   "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
@@ -304,10 +304,10 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
     (signal 'efrit-todo-invalid-input
             (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
   (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
+    (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
     (efrit-todo--changed session)
-    (efrit-todo--mirror)))
+    (efrit-todo-compat--mirror)))
 
 (defun efrit-todo-clear ()
   "Remove every item of the current session.
@@ -319,17 +319,17 @@ never comes back with another meaning."
 
 (defun efrit-todo-count ()
   "Return the number of items in the current session."
-  (length (efrit-todo--mirror)))
+  (length (efrit-todo-compat--mirror)))
 
 (defun efrit-todo-set-counter (n)
   "Raise the id counter of the current session to N.
 It never goes down: lowering it would reissue ids."
   (let ((session (efrit-todo--session nil)))
     (efrit-todo--module-raise-counter session n)
-    (efrit-todo--refresh-mirror session)
+    (efrit-todo-compat--refresh-mirror session)
     efrit-todo--counter))
 
-(defun efrit-todo--status-mark (status)
+(defun efrit-todo-compat--status-mark (status)
   "Return a short ASCII mark for STATUS."
   (pcase status
     ((or 'todo 'pending) "[ ]")
@@ -338,14 +338,14 @@ It never goes down: lowering it would reissue ids."
     ('cancelled "[-]")
     (_ "[?]")))
 
-(defun efrit-todo--format-item (item)
+(defun efrit-todo-compat--format-item (item)
   "Return one display line for ITEM, an `efrit-todo-item'."
-  (unless (efrit-todo--struct-p item)
+  (unless (efrit-todo-compat--struct-p item)
     (signal 'efrit-todo-invalid-input
             (list (format "todos: expected efrit-todo-item vectors, got %s"
                           (efrit-todo--describe item)))))
   (format "%s %s %s%s"
-          (efrit-todo--status-mark (efrit-todo-item-status item))
+          (efrit-todo-compat--status-mark (efrit-todo-item-status item))
           (efrit-todo-item-id item)
           (efrit-todo-item-content item)
           (let ((priority (efrit-todo-item-priority item)))
@@ -365,17 +365,17 @@ SORT-BY is `status' (running first), `priority' (high first),
                 ('status (funcall rank '(in-progress todo pending completed cancelled)
                                   #'efrit-todo-item-status))
                 ('priority (funcall rank '(high medium low) #'efrit-todo-item-priority))
-                ('created (lambda (item) (or (efrit-todo--time (efrit-todo-item-created-at item)) 0)))))
+                ('created (lambda (item) (or (efrit-todo-compat--time (efrit-todo-item-created-at item)) 0)))))
          (sorted (if key
                      (sort (copy-sequence todos)
                            (lambda (a b) (< (funcall key a) (funcall key b))))
                    todos)))
     (when sorted
-      (mapconcat #'efrit-todo--format-item sorted "\n"))))
+      (mapconcat #'efrit-todo-compat--format-item sorted "\n"))))
 
 (defun efrit-todo-format-for-display ()
   "Return the current session's items as display lines."
-  (or (efrit-todo-format-list (efrit-todo--mirror)) "No current TODOs"))
+  (or (efrit-todo-format-list (efrit-todo-compat--mirror)) "No current TODOs"))
 
 (defun efrit-todo-format-for-prompt ()
   "Return the current list for the system prompt, or \"\" without one.
@@ -400,8 +400,8 @@ It shows the live list, as Efrit's own function does; with
 
 (defun efrit-todo-compat-unload-function ()
   "Stop watching Efrit's variables when this file is unloaded."
-  (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
-  (remove-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
+  (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo-compat--watch-variables)
+  (remove-variable-watcher 'efrit-todo--counter #'efrit-todo-compat--watch-variables)
   nil)
 
 (provide 'efrit-todo-compat)

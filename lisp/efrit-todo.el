@@ -248,12 +248,12 @@ the others."
                 (funcall function session)))
           (error (efrit-todo--report-change-error function err)))))))
 
-(declare-function efrit-todo--refresh-mirror "efrit-todo-compat" (session))
+(declare-function efrit-todo-compat--refresh-mirror "efrit-todo-compat" (session))
 
 (defun efrit-todo--changed (session)
   "Note that SESSION changed: refresh Efrit's variables, run the hook."
   (when (equal session (efrit-todo--session nil))
-    (efrit-todo--refresh-mirror session))
+    (efrit-todo-compat--refresh-mirror session))
   (efrit-todo--run-change-hook session))
 
 ;;;; Public API

@@ -307,6 +307,18 @@ press RET."
       (should (string-match-p "running 2m05s$" (thing-at-point 'line)))
       (should (eolp)))))
 
+(defmacro efrit-todo-ui-test--with-clock-stopped (&rest body)
+  "Run BODY with `float-time' of now stuck 5 seconds ahead.
+Running times then read the same in a partial and a full redraw."
+  (declare (indent 0) (debug (body)))
+  (let ((real (make-symbol "real-float-time"))
+        (now (make-symbol "now")))
+    `(let* ((,real (symbol-function 'float-time))
+            (,now (+ (funcall ,real) 5)))
+       (cl-letf (((symbol-function 'float-time)
+                  (lambda (&optional time) (if time (funcall ,real time) ,now))))
+         ,@body))))
+
 ;; A redraw rewrites only the items that changed; what it leaves must be
 ;; exactly what drawing everything afresh gives.
 (defun efrit-todo-ui-test--rendering (session)
@@ -321,41 +333,45 @@ press RET."
                                    (get-text-property pos 'efrit-todo-call)
                                    (get-text-property pos 'efrit-todo-elapsed)))))))
 
+(defun efrit-todo-ui-test--check-redraws (session changes)
+  "Make each of CHANGES, functions, to SESSION in the shown buffer.
+After each, what the partial redraw left must be what a full redraw
+draws."
+  (dolist (change changes)
+    (funcall change)
+    (let ((partial (efrit-todo-ui-test--rendering session)))
+      (with-current-buffer efrit-todo-buffer-name
+        (efrit-todo-refresh))
+      (should (equal partial (efrit-todo-ui-test--rendering session))))))
+
 (ert-deftest efrit-todo-ui-test-partial-redraw-matches-full ()
   "After each kind of change, the partial redraw equals a full one."
   (efrit-todo-ui-test-with-buffer session
-    (let* ((real-float-time (symbol-function 'float-time))
-           (now (+ (funcall real-float-time) 5)))
-      (cl-letf (((symbol-function 'float-time)
-                 (lambda (&optional time) (if time (funcall real-float-time time) now))))
-        (efrit-todo-ui-test--sample session)
-        (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
-        (efrit-todo-show)
-        (dolist (change
-                 (list
-                  (lambda () (efrit-todo-user-set-status "t2" 'completed session))
-                  (lambda () (efrit-todo-user-set-status "t3" 'in-progress session))
-                  (lambda () (efrit-todo-user-add "Appended at the end" session))
-                  (lambda () (efrit-todo-ui-test--write
-                              session
-                              '("Find every call of parse-config" "completed" nil "t1")
-                              '("Inserted in the middle" "pending")
-                              '("Rename parse-config in config.el" "completed" nil "t2")
-                              '("Update the callers" "in_progress" "Updating" "t3")
-                              '("Run the test suite" "pending" nil "t4")
-                              '("Appended at the end" "pending" nil "t5")))
-                  (lambda () (efrit-todo-user-move "t5" -3 session))
-                  (lambda () (efrit-todo-ui-test--goto-item session "t2")
-                    (efrit-todo-ui-test--press "TAB"))
-                  (lambda () (efrit-todo-user-edit-content "t4" "Run every test" session))
-                  (lambda () (efrit-todo-user-clear-finished session))
-                  (lambda () (efrit-todo-ui-test--write session '("Only one left" "pending")))))
-          (funcall change)
-          (let ((partial (efrit-todo-ui-test--rendering session)))
-            (with-current-buffer efrit-todo-buffer-name
-              (efrit-todo-refresh))
-            (should (equal partial (efrit-todo-ui-test--rendering session)))))
-        (should (string-match-p "Only one left" (efrit-todo-ui-test--section session)))))))
+    (efrit-todo-ui-test--with-clock-stopped
+      (efrit-todo-ui-test--sample session)
+      (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
+      (efrit-todo-show)
+      (efrit-todo-ui-test--check-redraws
+       session
+       (list
+        (lambda () (efrit-todo-user-set-status "t2" 'completed session))
+        (lambda () (efrit-todo-user-set-status "t3" 'in-progress session))
+        (lambda () (efrit-todo-user-add "Appended at the end" session))
+        (lambda () (efrit-todo-ui-test--write
+                    session
+                    '("Find every call of parse-config" "completed" nil "t1")
+                    '("Inserted in the middle" "pending")
+                    '("Rename parse-config in config.el" "completed" nil "t2")
+                    '("Update the callers" "in_progress" "Updating" "t3")
+                    '("Run the test suite" "pending" nil "t4")
+                    '("Appended at the end" "pending" nil "t5")))
+        (lambda () (efrit-todo-user-move "t5" -3 session))
+        (lambda () (efrit-todo-ui-test--goto-item session "t2")
+          (efrit-todo-ui-test--press "TAB"))
+        (lambda () (efrit-todo-user-edit-content "t4" "Run every test" session))
+        (lambda () (efrit-todo-user-clear-finished session))
+        (lambda () (efrit-todo-ui-test--write session '("Only one left" "pending")))))
+      (should (string-match-p "Only one left" (efrit-todo-ui-test--section session))))))
 
 (ert-deftest efrit-todo-ui-test-tool-calls-redraw-their-session ()
   "A recorded tool call redraws the session that made it, and only that one."
@@ -737,33 +753,26 @@ t5 and t6 are subtasks of t3, t7 of t6; t4 follows them."
 (ert-deftest efrit-todo-ui-test-subtask-changes-redraw-as-a-full-redraw ()
   "After each change of a tree, the partial redraw equals a full one."
   (efrit-todo-ui-test-with-buffer session
-    (let* ((real-float-time (symbol-function 'float-time))
-           (now (+ (funcall real-float-time) 5)))
-      (cl-letf (((symbol-function 'float-time)
-                 (lambda (&optional time) (if time (funcall real-float-time time) now))))
-        (efrit-todo-ui-test--subtask-sample session)
-        (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
-        (efrit-todo-show)
-        (dolist (change
-                 (list
-                  ;; t6 moves to the top level: t7 under it moves out too.
-                  (lambda () (efrit-todo-ui-test--merge session '((id . "t6") (parent . ""))))
-                  (lambda () (efrit-todo-ui-test--merge session '((id . "t6") (parent . "t3"))))
-                  (lambda () (efrit-todo-ui-test--merge session '((id . "t2") (parent . "t4"))))
-                  (lambda () (efrit-todo-ui-test--goto-item session "t2")
-                    (efrit-todo-ui-test--press "TAB"))
-                  (lambda () (efrit-todo-ui-test--merge
-                              session '((id . "t7") (status . "cancelled"))))
-                  (lambda () (efrit-todo-user-set-status "t6" 'cancelled session))
-                  (lambda () (efrit-todo-user-clear-finished session))
-                  (lambda () (efrit-todo-undo session))))
-          (funcall change)
-          (let ((partial (efrit-todo-ui-test--rendering session)))
-            (with-current-buffer efrit-todo-buffer-name
-              (efrit-todo-refresh))
-            (should (equal partial (efrit-todo-ui-test--rendering session)))))
-        (should (string-match-p "^      ✗ t7  Check cli\\.el$"
-                                (efrit-todo-ui-test--section session)))))))
+    (efrit-todo-ui-test--with-clock-stopped
+      (efrit-todo-ui-test--subtask-sample session)
+      (efrit-todo-after-tool "search_files" "x" "found" nil session 0.1)
+      (efrit-todo-show)
+      (efrit-todo-ui-test--check-redraws
+       session
+       (list
+        ;; t6 moves to the top level: t7 under it moves out too.
+        (lambda () (efrit-todo-ui-test--merge session '((id . "t6") (parent . ""))))
+        (lambda () (efrit-todo-ui-test--merge session '((id . "t6") (parent . "t3"))))
+        (lambda () (efrit-todo-ui-test--merge session '((id . "t2") (parent . "t4"))))
+        (lambda () (efrit-todo-ui-test--goto-item session "t2")
+          (efrit-todo-ui-test--press "TAB"))
+        (lambda () (efrit-todo-ui-test--merge
+                    session '((id . "t7") (status . "cancelled"))))
+        (lambda () (efrit-todo-user-set-status "t6" 'cancelled session))
+        (lambda () (efrit-todo-user-clear-finished session))
+        (lambda () (efrit-todo-undo session))))
+      (should (string-match-p "^      ✗ t7  Check cli\\.el$"
+                              (efrit-todo-ui-test--section session))))))
 
 (ert-deftest efrit-todo-ui-test-completing-a-parent-too-early-is-refused ()
   "Key c on a parent with unfinished subtasks says why and changes nothing."

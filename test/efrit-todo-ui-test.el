@@ -334,9 +334,9 @@ Running times then read the same in a partial and a full redraw."
                                    (get-text-property pos 'efrit-todo-elapsed)))))))
 
 (defun efrit-todo-ui-test--check-redraws (session changes)
-  "Make each of CHANGES, functions, to SESSION in the shown buffer.
-After each, what the partial redraw left must be what a full redraw
-draws."
+  "Edit SESSION in the shown buffer by one function after another.
+CHANGES are those functions.  After each, what the partial redraw
+left must be what a full redraw draws."
   (dolist (change changes)
     (funcall change)
     (let ((partial (efrit-todo-ui-test--rendering session)))

@@ -45,7 +45,7 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 fuzz: build ## Random values into every public function, module API checked
 	$(EMACS) -Q --batch --module-assertions -L lisp -L test -l efrit-todo-fuzz -f ert-run-tests-batch-and-exit
 
-lint: build ## rustfmt check; byte-compile (warnings are errors), checkdoc, package-lint
+lint: build ## rustfmt check; byte-compile (warnings are errors); checkdoc, also of test/ and bench/; package-lint of lisp/
 	$(CARGO) fmt --check
 	$(EMACS) --batch -L lisp -l test/lint.el $(LISP) --checkdoc-only $(CHECKDOC_ONLY)
 	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el

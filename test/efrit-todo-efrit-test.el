@@ -24,7 +24,7 @@
       (add-to-list 'load-path (expand-file-name dir root) t))
     (require 'efrit-do)
     (should (equal (symbol-file 'efrit-todo-add)
-                   (expand-file-name "efrit-todo.el" efrit-todo--directory)))))
+                   (expand-file-name "efrit-todo-compat.el" efrit-todo--directory)))))
 
 (defun efrit-todo-efrit-test--input (&rest items)
   "Return a todo_write input in Efrit's parsed shape, from ITEMS (content status)."

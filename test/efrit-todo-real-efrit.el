@@ -25,7 +25,7 @@
   (require feature))
 
 (unless (equal (symbol-file 'efrit-todo-add)
-               (expand-file-name "efrit-todo.el" efrit-todo--directory))
+               (expand-file-name "efrit-todo-compat.el" efrit-todo--directory))
   (error "Efrit's own efrit-todo.el was loaded instead of efrit-todo's"))
 
 ;; Nothing pops up in batch.

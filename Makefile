@@ -6,6 +6,11 @@ MODULE := lisp/efrit-todo-module.so
 BUILT := target/release/libefrit_todo.so
 LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
+# The tests and benches get checkdoc too.  The two bench files named here
+# are being rewritten on another branch; checkdoc them again once that
+# lands, and drop this list.
+CHECKDOC_LATER := bench/efrit-todo-bench.el bench/efrit-todo-bench-efrit.el
+CHECKDOC_ONLY := $(filter-out $(CHECKDOC_LATER),$(wildcard test/*.el bench/*.el))
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
 .PHONY: build test cargo-test ert loop test-efrit fuzz lint tmux-test bench demo clean help
@@ -40,10 +45,10 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 fuzz: build ## Random values into every public function, module API checked
 	$(EMACS) -Q --batch --module-assertions -L lisp -L test -l efrit-todo-fuzz -f ert-run-tests-batch-and-exit
 
-lint: build ## rustfmt check, module layering (tests/architecture.rs); byte-compile (warnings are errors), checkdoc, package-lint
+lint: build ## rustfmt check; module layering (tests/architecture.rs); byte-compile (warnings are errors); checkdoc, also of test/ and bench/; package-lint of lisp/
 	$(CARGO) fmt --check
 	$(CARGO) test --release --test architecture
-	$(EMACS) --batch -L lisp -l test/lint.el $(LISP)
+	$(EMACS) --batch -L lisp -l test/lint.el $(LISP) --checkdoc-only $(CHECKDOC_ONLY)
 	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el
 	rm -f test/*.elc bench/*.elc
 

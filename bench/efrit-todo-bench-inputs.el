@@ -15,7 +15,7 @@
   "List sizes todo_write is timed at.")
 
 (defun efrit-todo-bench-inputs-write (size round)
-  "Return a todo_write input of SIZE items as Efrit parses it.
+  "Return a todo_write input of SIZE items, in Efrit's parsed shape.
 The first ROUND items are completed, the next one is in progress."
   (let ((todos (make-vector size nil)))
     (dotimes (i size)
@@ -38,7 +38,7 @@ The first ROUND items are completed, the next one is in progress."
   "Tool names the breaker benches rotate through.")
 
 (defun efrit-todo-bench-inputs-tool-calls (n)
-  "Return a vector of N tool calls, each (NAME INPUT RESULT).
+  "Return a vector of N tool invocations, each (NAME INPUT RESULT).
 Tools rotate and inputs differ, so that no breaker rule trips: what is
 timed is the bookkeeping of an ordinary call."
   (let ((calls (make-vector n nil))
@@ -70,7 +70,7 @@ package is byte-compiled, so both sides are timed compiled."
             (ignore-errors (byte-compile (cdr element)))))))))
 
 (defun efrit-todo-bench-inputs-us (repetitions function)
-  "Return microseconds per call of FUNCTION, the least of 5 runs of REPETITIONS.
+  "Return microseconds per call of FUNCTION: least of 5 rounds of REPETITIONS.
 The least, because other processes only ever add time.  Garbage
 collection during a run counts: it is part of the real cost, and
 every run is long enough to include its share."

@@ -44,7 +44,7 @@
                     (number-sequence 0 (1- size))))))
 
 (defun efrit-todo-store-bench--us (repetitions function)
-  "Return microseconds per call of FUNCTION over REPETITIONS calls."
+  "Return microseconds per call of FUNCTION, called REPETITIONS times."
   (garbage-collect)
   (/ (* 1e6 (car (benchmark-call function repetitions))) repetitions))
 

@@ -6,12 +6,14 @@
 ;; module and returns (LABEL MICROSECONDS-PER-CALL) rows for the bench
 ;; runner: redrawing one session's section after a typical change (what
 ;; a write costs while the buffer is visible), the same with every line
-;; rewritten, the running-time tick and the mode-line text.  The buffer is shown in the batch frame's window, so
-;; the redraws are the ones a user's Emacs does, minus the display itself.
+;; rewritten, the running-time tick and the mode-line text.  The buffer
+;; is shown in the batch frame's window, so the redraws are the ones a
+;; user's Emacs does, minus the display itself.
 ;; The UI is timed byte-compiled, as a package installs it.
 ;;
-;; Alone: emacs -Q --batch -L lisp -L bench -l bench/efrit-todo-ui-bench.el \
-;;          -f efrit-todo-ui-bench-run
+;; Alone, from the top directory:
+;;   $EMACS -Q --batch -L lisp/ -L bench/ -l bench/efrit-todo-ui-bench.el \
+;;     -f efrit-todo-ui-bench-run
 
 ;;; Code:
 
@@ -36,7 +38,7 @@
 
 ;; One call per item for the first twenty, as an agent makes them.
 (defun efrit-todo-ui-bench--session (size)
-  "Return a fresh session with SIZE items, a third done, some with tool calls."
+  "Return a fresh session of SIZE items, a third done, some with ledger entries."
   (let ((session (format "ui-bench-%d-%d" size (random 1000000)))
         (done (/ size 3)))
     (dotimes (i (min 20 done))
@@ -47,7 +49,7 @@
     session))
 
 (defun efrit-todo-ui-bench--redraw-us (session repetitions &optional all-lines)
-  "Return microseconds per redraw of SESSION after a typical change.
+  "Return microseconds per redraw of SESSION, of REPETITIONS after a change.
 Between redraws, and outside the timing, the running item alternates
 between completed and in progress, as when a write completes one item
 and starts the next.  With ALL-LINES, every line is rewritten."
@@ -58,20 +60,20 @@ and starts the next.  With ALL-LINES, every line is rewritten."
       (let ((efrit-todo-change-functions nil))
         (efrit-todo-user-set-status id (if (cl-evenp i) 'completed 'in-progress) session))
       (when all-lines
-        (clrhash efrit-todo--drawn))
+        (clrhash efrit-todo-ui--drawn))
       (let ((start (float-time)))
-        (efrit-todo--redraw-session session)
+        (efrit-todo-ui--redraw-session session)
         (setq total (+ total (- (float-time) start)))))
     (/ (* 1e6 total) repetitions)))
 
 (defun efrit-todo-ui-bench--us (repetitions function)
-  "Return microseconds per call of FUNCTION over REPETITIONS calls."
+  "Return microseconds per call of FUNCTION, called REPETITIONS times."
   (garbage-collect)
   (/ (* 1e6 (car (benchmark-call function repetitions))) repetitions))
 
 (defun efrit-todo-ui-bench--load-compiled ()
   "Load efrit-todo-ui byte-compiled, as users run it, unless it already is."
-  (unless (byte-code-function-p (symbol-function 'efrit-todo--draw-section))
+  (unless (byte-code-function-p (symbol-function 'efrit-todo-ui--draw-section))
     (let* ((dir (make-temp-file "efrit-todo-ui-bench" t))
            (byte-compile-dest-file-function
             (lambda (source) (expand-file-name (concat (file-name-nondirectory source) "c") dir))))
@@ -103,7 +105,7 @@ and starts the next.  With ALL-LINES, every line is rewritten."
                     rows)
               (when (= size 100)
                 (push (list "UI running-time tick, 100 items"
-                            (efrit-todo-ui-bench--us 500 #'efrit-todo--tick))
+                            (efrit-todo-ui-bench--us 500 #'efrit-todo-ui--tick))
                       rows)
                 (push (list "Mode-line text, 100 items"
                             (efrit-todo-ui-bench--us

@@ -40,6 +40,9 @@
 ;;   the mode line.
 ;;
 ;; Loading this file draws nothing until one of these is asked for.
+;; It requires efrit-todo.el, which never requires it back: that file
+;; autoloads the entry points above and the change hook of this one, so
+;; that (require 'efrit-todo) is enough to use them.
 
 ;;; Code:
 
@@ -166,12 +169,12 @@ other change redraws through `efrit-todo-change-functions'."
 (defconst efrit-todo-buffer-name "*efrit-todos*"
   "Name of the buffer that shows the todo lists.")
 
-(defvar efrit-todo--list-buffer nil
+(defvar efrit-todo-ui--list-buffer nil
   "The buffer named `efrit-todo-buffer-name' that was last put in its mode.
 Kept so that the change hook, run on every tool call, need not look
 the buffer up by name.")
 
-(defun efrit-todo--one-line (text)
+(defun efrit-todo-ui--one-line (text)
   "Return TEXT, which may come from the model, on one line."
   (let ((text (or text "")))
     ;; Checking first is much faster than always replacing: most text is clean.
@@ -179,30 +182,30 @@ the buffer up by name.")
         (replace-regexp-in-string "[\n\r\t\f]+" " " text)
       text)))
 
-(defun efrit-todo--escape (text)
+(defun efrit-todo-ui--escape (text)
   "Return TEXT with `%' doubled, safe inside a mode-line construct."
   (string-replace "%" "%%" text))
 
-(defun efrit-todo--duration (seconds)
+(defun efrit-todo-ui--duration (seconds)
   "Return SECONDS as a short duration such as 45s, 3m05s or 2h10m."
   (let ((s (max 0 (floor seconds))))
     (cond ((< s 60) (format "%ds" s))
           ((< s 3600) (format "%dm%02ds" (/ s 60) (% s 60)))
           (t (format "%dh%02dm" (/ s 3600) (% (/ s 60) 60))))))
 
-(defun efrit-todo--progress (counts)
+(defun efrit-todo-ui--progress (counts)
   "Return \"3/7 done\" for COUNTS, a plist from `efrit-todo-counts'."
   (format "%d/%d done" (plist-get counts :completed) (plist-get counts :total)))
 
-(defun efrit-todo--breaker-text (breaker)
+(defun efrit-todo-ui--breaker-text (breaker)
   "Return a short description of BREAKER, a plist from `efrit-todo-breaker'."
   (if (plist-get breaker :tripped)
       (format "breaker tripped: %s"
-              (efrit-todo--one-line (or (plist-get breaker :reason) "no reason given")))
+              (efrit-todo-ui--one-line (or (plist-get breaker :reason) "no reason given")))
     (let ((calls (or (plist-get breaker :calls) 0)))
       (format "breaker ok, %d call%s" calls (if (= calls 1) "" "s")))))
 
-(defun efrit-todo--glyph-table ()
+(defun efrit-todo-ui--glyph-table ()
   "Return an alist from glyph keys to the glyphs fit for this display."
   (mapcar (lambda (entry)
             (pcase-let ((`(,key ,unicode ,ascii) entry))
@@ -214,7 +217,7 @@ the buffer up by name.")
                       ascii))))
           efrit-todo-glyphs))
 
-(defun efrit-todo--status-face (status)
+(defun efrit-todo-ui--status-face (status)
   "Return the face of items with STATUS."
   (pcase status
     ('in-progress 'efrit-todo-in-progress)
@@ -224,46 +227,46 @@ the buffer up by name.")
 
 ;;;; Buffer state
 
-(defvar-local efrit-todo--keys nil
+(defvar-local efrit-todo-ui--keys nil
   "Hash table from session names to the strings that mark their sections.
 Sections are found with `eq' text-property searches, so each session
 is marked by one string object.")
 
-(defvar-local efrit-todo--stale nil
+(defvar-local efrit-todo-ui--stale nil
   "Sessions that changed while the buffer was not visible; `all' for all.")
 
-(defvar-local efrit-todo--unfolded nil
+(defvar-local efrit-todo-ui--unfolded nil
   "Hash table of (SESSION . ID) whose tool calls are shown.")
 
-(defvar-local efrit-todo--folded-sessions nil
+(defvar-local efrit-todo-ui--folded-sessions nil
   "Hash table of sessions whose items are hidden.")
 
-(defvar-local efrit-todo--summaries nil
+(defvar-local efrit-todo-ui--summaries nil
   "Hash table from sessions to their header-line summaries.")
 
-(defvar-local efrit-todo--selected nil
+(defvar-local efrit-todo-ui--selected nil
   "Session chosen with \\[efrit-todo-choose-session], or nil.")
 
-(defvar-local efrit-todo--last-changed nil
+(defvar-local efrit-todo-ui--last-changed nil
   "Session that changed last, shown in the header line by default.")
 
-(defvar efrit-todo--timer nil
+(defvar efrit-todo-ui--timer nil
   "Timer that updates the running times in *efrit-todos*.")
 
-(defun efrit-todo--key (session)
+(defun efrit-todo-ui--key (session)
   "Return the string object that tags the section of SESSION."
-  (or (gethash session efrit-todo--keys)
-      (puthash session (substring-no-properties session) efrit-todo--keys)))
+  (or (gethash session efrit-todo-ui--keys)
+      (puthash session (substring-no-properties session) efrit-todo-ui--keys)))
 
-(defun efrit-todo--visible-p (&optional buffer)
+(defun efrit-todo-ui--visible-p (&optional buffer)
   "Return non-nil when BUFFER (default: current) is in a visible window."
   (get-buffer-window (or buffer (current-buffer)) 'visible))
 
-(defun efrit-todo--header-session ()
+(defun efrit-todo-ui--header-session ()
   "Return the session the header line and new items are about."
   (let ((sessions (efrit-todo-sessions)))
-    (cond ((member efrit-todo--selected sessions) efrit-todo--selected)
-          ((member efrit-todo--last-changed sessions) efrit-todo--last-changed)
+    (cond ((member efrit-todo-ui--selected sessions) efrit-todo-ui--selected)
+          ((member efrit-todo-ui--last-changed sessions) efrit-todo-ui--last-changed)
           (t (car (last sessions))))))
 
 ;;;; Drawing
@@ -275,12 +278,12 @@ is marked by one string object.")
 ;; call, then its faces, which keeps the number of text intervals (and
 ;; the garbage a redraw leaves) low.
 
-(defvar-local efrit-todo--drawn nil
+(defvar-local efrit-todo-ui--drawn nil
   "Hash table from session marker strings to what their sections show.
 The value is a list of (SIGNATURE . LINES) per item in order, nil when
 the section shows no items.")
 
-(defun efrit-todo--calls-by-item (session)
+(defun efrit-todo-ui--calls-by-item (session)
   "Return a hash table from item ids of SESSION to their ledger entries."
   (let ((table (make-hash-table :test 'equal)))
     (dolist (call (efrit-todo-ledger session))
@@ -290,7 +293,7 @@ the section shows no items.")
     (maphash (lambda (id calls) (puthash id (nreverse calls) table)) table)
     table))
 
-(defun efrit-todo--insert-line (text props &rest faces)
+(defun efrit-todo-ui--insert-line (text props &rest faces)
   "Insert TEXT and a newline with the line properties PROPS.
 PROPS go on the first character only, where every lookup reads them
 \(at the beginning of the line): set on the whole line, each face
@@ -306,15 +309,15 @@ ranges with gaps between."
         (when (< (car range) (cdr range))
           (put-text-property (+ start (car range)) (+ start (cdr range)) 'face face))))))
 
-(defun efrit-todo--item-signature (session item entries)
+(defun efrit-todo-ui--item-signature (session item entries)
   "Return what the lines of ITEM of SESSION with ledger ENTRIES depend on.
 That is the item's plist, how many ENTRIES and whether they show.  The
 running time is left out: the timer updates it in place."
   (cons (length entries)
-        (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo--unfolded))
+        (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo-ui--unfolded))
               item)))
 
-(defun efrit-todo--item-places (items)
+(defun efrit-todo-ui--item-places (items)
   "Return where each of ITEMS stands in its tree, or nil for a flat list.
 ITEMS are plists from `efrit-todo-list'.  Each place is (LEVEL . UNDER):
 LEVEL is 1 for a top-level item, 2 for its subtasks and so on; UNDER
@@ -348,22 +351,22 @@ the parent's subtasks, else nil."
           (setq previous (plist-get item :id))))
       (nreverse places))))
 
-(defun efrit-todo--insert-item (session item entries glyphs now &optional place)
+(defun efrit-todo-ui--insert-item (session item entries glyphs now &optional place)
   "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
-PLACE is the item's (LEVEL . UNDER) from `efrit-todo--item-places':
+PLACE is the item's (LEVEL . UNDER) from `efrit-todo-ui--item-places':
 a subtask is indented two columns per level, and one away from its
 parent names it.  Return the number of lines inserted."
   (let* ((indent (make-string (* 2 (1- (or (car place) 1))) ?\s))
          (lead (+ 2 (length indent)))
-         (under (if (cdr place) (format " (under %s)" (efrit-todo--one-line (cdr place))) ""))
+         (under (if (cdr place) (format " (under %s)" (efrit-todo-ui--one-line (cdr place))) ""))
          (id (plist-get item :id))
          (status (plist-get item :status))
-         (face (efrit-todo--status-face status))
+         (face (efrit-todo-ui--status-face status))
          (started (plist-get item :started))
          (completed (plist-get item :completed))
-         (unfolded (and entries (gethash (cons session id) efrit-todo--unfolded)))
+         (unfolded (and entries (gethash (cons session id) efrit-todo-ui--unfolded)))
          (glyph (alist-get status glyphs "?"))
-         (text (efrit-todo--one-line
+         (text (efrit-todo-ui--one-line
                 (plist-get item (if (eq status 'in-progress) :active-form :content))))
          (id-start (+ lead (length glyph) 1))
          (text-start (+ id-start (length id) 2))
@@ -371,9 +374,9 @@ parent names it.  Return the number of lines inserted."
          (under-end (+ text-end (length under)))
          (time (pcase status
                  ((and 'in-progress (guard started))
-                  (concat "  running " (efrit-todo--duration (- now started))))
+                  (concat "  running " (efrit-todo-ui--duration (- now started))))
                  ((and 'completed (guard completed))
-                  (concat "  took " (efrit-todo--duration
+                  (concat "  took " (efrit-todo-ui--duration
                                      (- completed (or started (plist-get item :created) completed)))))
                  (_ "")))
          (time-end (+ under-end (length time)))
@@ -384,10 +387,10 @@ parent names it.  Return the number of lines inserted."
                  ""))
          (line-end (+ time-end (length fold)))
          (line-start (point)))
-    (efrit-todo--insert-line
+    (efrit-todo-ui--insert-line
      (concat "  " indent glyph " " id "  " text under time fold)
      (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
-    ;; Faces set here rather than through `efrit-todo--insert-line' save
+    ;; Faces set here rather than through `efrit-todo-ui--insert-line' save
     ;; a list per line.  Each separator takes the face before it, and the
     ;; last part the newline: fewer intervals than faces with gaps between.
     (put-text-property (+ line-start lead) (+ line-start id-start) 'face face)
@@ -417,16 +420,16 @@ parent names it.  Return the number of lines inserted."
           (let* ((result (plist-get call :result))
                  (duration (plist-get call :duration))
                  (line (format "%s      %s%s  %s%s" indent
-                               (efrit-todo--one-line (plist-get call :tool))
+                               (efrit-todo-ui--one-line (plist-get call :tool))
                                (if duration (format " %.1fs" duration) "")
                                (if (plist-get call :error) "error: " "")
                                (truncate-string-to-width
-                                (efrit-todo--one-line
+                                (efrit-todo-ui--one-line
                                  (if (and (stringp result) (not (string-empty-p result)))
                                      result
                                    "(no output)"))
                                 efrit-todo-tool-result-width nil nil t))))
-            (efrit-todo--insert-line
+            (efrit-todo-ui--insert-line
              line
              (list 'efrit-todo-line 'call 'efrit-todo-item id 'efrit-todo-call index
                    'efrit-todo-session session)
@@ -435,52 +438,52 @@ parent names it.  Return the number of lines inserted."
             (setq index (1+ index))))
         (1+ index)))))
 
-(defun efrit-todo--state-text (session breaker)
+(defun efrit-todo-ui--state-text (session breaker)
   "Return how SESSION stands: stopped and why, else its BREAKER's state."
   (let ((stopped (efrit-todo-stopped session)))
     (if (and stopped (not (plist-get breaker :tripped)))
-        (format "stopped: %s" (efrit-todo--one-line (plist-get stopped :reason)))
-      (efrit-todo--breaker-text breaker))))
+        (format "stopped: %s" (efrit-todo-ui--one-line (plist-get stopped :reason)))
+      (efrit-todo-ui--breaker-text breaker))))
 
-(defun efrit-todo--insert-heading (key counts breaker glyphs)
+(defun efrit-todo-ui--insert-heading (key counts breaker glyphs)
   "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS.
 A session whose command stopped with items open says so and why."
-  (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo--folded-sessions)
+  (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo-ui--folded-sessions)
                                               'folded 'unfolded)
                                           glyphs)
                        key))
          (stopped (efrit-todo-stopped key))
-         (breaker-text (efrit-todo--state-text key breaker))
-         (middle (concat "  " (efrit-todo--progress counts)
+         (breaker-text (efrit-todo-ui--state-text key breaker))
+         (middle (concat "  " (efrit-todo-ui--progress counts)
                          (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
                          "  "))
          (breaker-start (+ (length name) (length middle))))
-    (puthash key (format "%s: %s · %s" key (efrit-todo--progress counts) breaker-text)
-             efrit-todo--summaries)
-    (efrit-todo--insert-line
+    (puthash key (format "%s: %s · %s" key (efrit-todo-ui--progress counts) breaker-text)
+             efrit-todo-ui--summaries)
+    (efrit-todo-ui--insert-line
      (concat name middle breaker-text)
      (list 'efrit-todo-line 'heading 'efrit-todo-session key 'efrit-todo-heading key)
      (cons 0 (length name)) 'efrit-todo-heading
      (cons breaker-start (+ breaker-start (length breaker-text)))
      (if (or stopped (plist-get breaker :tripped)) 'efrit-todo-breaker-tripped 'efrit-todo-time))))
 
-(defun efrit-todo--draw-section (key glyphs &optional bounds)
+(defun efrit-todo-ui--draw-section (key glyphs &optional bounds)
   "Draw the section of the session whose marker string is KEY, with GLYPHS.
 With BOUNDS, the (START . END) of the section as drawn before, rewrite
 only the lines that changed; otherwise insert the section at point."
-  (let* ((items (and (not (gethash key efrit-todo--folded-sessions))
+  (let* ((items (and (not (gethash key efrit-todo-ui--folded-sessions))
                      (efrit-todo-list key)))
-         (calls (and items (efrit-todo--calls-by-item key)))
-         (places (efrit-todo--item-places items))
+         (calls (and items (efrit-todo-ui--calls-by-item key)))
+         (places (efrit-todo-ui--item-places items))
          ;; Each signature starts with the item's place: moving an item
          ;; under another parent redraws its subtasks too.
          (signatures (let ((rest places))
                        (mapcar (lambda (item)
                                  (cons (pop rest)
-                                       (efrit-todo--item-signature
+                                       (efrit-todo-ui--item-signature
                                         key item (gethash (plist-get item :id) calls))))
                                items)))
-         (old (and bounds (gethash key efrit-todo--drawn)))
+         (old (and bounds (gethash key efrit-todo-ui--drawn)))
          (now (float-time)))
     (if (and old items)
         ;; Keep the items that lead and trail unchanged; rewrite the
@@ -500,7 +503,7 @@ only the lines that changed; otherwise insert the section at point."
             (setq suffix (1+ suffix)))
           (goto-char (car bounds))
           (delete-region (point) (line-beginning-position 2))
-          (efrit-todo--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+          (efrit-todo-ui--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
           (forward-line (apply #'+ (mapcar #'cdr (seq-take old prefix))))
           (delete-region (point) (line-beginning-position
                                   (1+ (apply #'+ (mapcar #'cdr (seq-subseq old prefix (- old-count suffix)))))))
@@ -509,29 +512,29 @@ only the lines that changed; otherwise insert the section at point."
                            (cl-loop for item in (seq-subseq items prefix (- new-count suffix))
                                     for signature in (seq-subseq signatures prefix (- new-count suffix))
                                     collect (cons signature
-                                                  (efrit-todo--insert-item
+                                                  (efrit-todo-ui--insert-item
                                                    key item (gethash (plist-get item :id) calls)
                                                    glyphs now (car signature))))
                            (seq-subseq old (- old-count suffix)))
-                   efrit-todo--drawn))
+                   efrit-todo-ui--drawn))
       (when bounds
         (goto-char (car bounds))
         (delete-region (car bounds) (cdr bounds)))
-      (efrit-todo--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+      (efrit-todo-ui--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
       (puthash key
                (cl-loop for item in items
                         for signature in signatures
                         collect (cons signature
-                                      (efrit-todo--insert-item
+                                      (efrit-todo-ui--insert-item
                                        key item (gethash (plist-get item :id) calls) glyphs now
                                        (car signature))))
-               efrit-todo--drawn)
-      (when (and (null items) (not (gethash key efrit-todo--folded-sessions)))
-        (efrit-todo--insert-line "  no items" (list 'efrit-todo-line 'empty 'efrit-todo-session key)
+               efrit-todo-ui--drawn)
+      (when (and (null items) (not (gethash key efrit-todo-ui--folded-sessions)))
+        (efrit-todo-ui--insert-line "  no items" (list 'efrit-todo-line 'empty 'efrit-todo-session key)
                                  (cons 0 10) 'efrit-todo-time))
-      (efrit-todo--insert-line "" (list 'efrit-todo-line 'blank 'efrit-todo-session key)))))
+      (efrit-todo-ui--insert-line "" (list 'efrit-todo-line 'blank 'efrit-todo-session key)))))
 
-(defun efrit-todo--section-bounds (key)
+(defun efrit-todo-ui--section-bounds (key)
   "Return (START . END) of the section marked by KEY, or nil.
 A section runs from its heading to the next heading."
   (let ((start (text-property-any (point-min) (point-max) 'efrit-todo-heading key)))
@@ -540,14 +543,14 @@ A section runs from its heading to the next heading."
       ;; next change after it is the next heading.
       (cons start (next-single-property-change (1+ start) 'efrit-todo-heading nil (point-max))))))
 
-(defun efrit-todo--place (pos)
+(defun efrit-todo-ui--place (pos)
   "Describe POS by its content: (SESSION ID KIND CALL COLUMN LINE).
 LINE counts lines from the start of the section, for when the item is gone."
   (save-excursion
     (goto-char pos)
     (let* ((bol (line-beginning-position))
            (session (get-text-property bol 'efrit-todo-session))
-           (section-start (and session (car (efrit-todo--section-bounds session)))))
+           (section-start (and session (car (efrit-todo-ui--section-bounds session)))))
       (list session
             (get-text-property bol 'efrit-todo-item)
             (get-text-property bol 'efrit-todo-line)
@@ -555,10 +558,10 @@ LINE counts lines from the start of the section, for when the item is gone."
             (- pos bol)
             (if section-start (count-lines section-start bol) 0)))))
 
-(defun efrit-todo--find-place (place)
+(defun efrit-todo-ui--find-place (place)
   "Return the position of what PLACE describes, or nil."
   (pcase-let ((`(,session ,id ,kind ,call ,column ,line) place))
-    (let ((bounds (and session (efrit-todo--section-bounds session))))
+    (let ((bounds (and session (efrit-todo-ui--section-bounds session))))
       (when bounds
         (save-excursion
           (goto-char (car bounds))
@@ -579,91 +582,91 @@ LINE counts lines from the start of the section, for when the item is gone."
               (setq found (point)))
             (min (+ found column) (line-end-position))))))))
 
-(defun efrit-todo--places-to-keep (start end)
+(defun efrit-todo-ui--places-to-keep (start end)
   "Return (WINDOW-OR-NIL . PLACE) for the points of this buffer in START..END.
 nil stands for the buffer's own point."
   (let ((places nil))
     (dolist (window (get-buffer-window-list (current-buffer) nil t))
       (let ((pos (window-point window)))
         (when (and (not (eq window (selected-window))) (<= start pos) (< pos end))
-          (push (cons window (efrit-todo--place pos)) places))))
+          (push (cons window (efrit-todo-ui--place pos)) places))))
     (when (and (<= start (point)) (< (point) end))
-      (push (cons nil (efrit-todo--place (point))) places))
+      (push (cons nil (efrit-todo-ui--place (point))) places))
     places))
 
-(defun efrit-todo--restore-places (places)
-  "Move the points in PLACES, from `efrit-todo--places-to-keep', back."
+(defun efrit-todo-ui--restore-places (places)
+  "Move the points in PLACES, from `efrit-todo-ui--places-to-keep', back."
   (pcase-dolist (`(,window . ,place) places)
-    (let ((pos (efrit-todo--find-place place)))
+    (let ((pos (efrit-todo-ui--find-place place)))
       (when pos
         (if window (set-window-point window pos) (goto-char pos))))))
 
-(defun efrit-todo--redraw-all ()
+(defun efrit-todo-ui--redraw-all ()
   "Draw every session afresh, newest first, keeping the points in place."
   (let* ((inhibit-read-only t)
-         (places (efrit-todo--places-to-keep (point-min) (1+ (point-max))))
-         (glyphs (efrit-todo--glyph-table))
+         (places (efrit-todo-ui--places-to-keep (point-min) (1+ (point-max))))
+         (glyphs (efrit-todo-ui--glyph-table))
          (sessions (reverse (efrit-todo-sessions))))
-    (setq efrit-todo--stale nil)
+    (setq efrit-todo-ui--stale nil)
     (erase-buffer)
     (if sessions
         (dolist (session sessions)
-          (efrit-todo--draw-section (efrit-todo--key session) glyphs))
+          (efrit-todo-ui--draw-section (efrit-todo-ui--key session) glyphs))
       (insert (propertize "No todo lists yet.\n" 'face 'efrit-todo-heading)
               "A list appears here when an agent calls todo_write;\n"
               (substitute-command-keys
                "\\<efrit-todo-list-mode-map>\\[efrit-todo-add-item] adds an item yourself, \\[efrit-todo-help] lists the keys.\n")))
-    (efrit-todo--restore-places places)
+    (efrit-todo-ui--restore-places places)
     (unless places (goto-char (point-min)))))
 
-(defun efrit-todo--redraw-session (session)
+(defun efrit-todo-ui--redraw-session (session)
   "Redraw the section of SESSION only; a new session redraws everything."
-  (let* ((key (efrit-todo--key session))
-         (bounds (efrit-todo--section-bounds key)))
+  (let* ((key (efrit-todo-ui--key session))
+         (bounds (efrit-todo-ui--section-bounds key)))
     (if (not bounds)
-        (efrit-todo--redraw-all)
+        (efrit-todo-ui--redraw-all)
       (let ((inhibit-read-only t)
-            (places (efrit-todo--places-to-keep (car bounds) (cdr bounds))))
+            (places (efrit-todo-ui--places-to-keep (car bounds) (cdr bounds))))
         (save-excursion
-          (efrit-todo--draw-section key (efrit-todo--glyph-table) bounds))
-        (efrit-todo--restore-places places)))))
+          (efrit-todo-ui--draw-section key (efrit-todo-ui--glyph-table) bounds))
+        (efrit-todo-ui--restore-places places)))))
 
-(defun efrit-todo--catch-up ()
+(defun efrit-todo-ui--catch-up ()
   "Redraw the sessions that changed while the buffer was hidden."
-  (when (and efrit-todo--stale (efrit-todo--visible-p))
-    (let ((stale efrit-todo--stale))
-      (setq efrit-todo--stale nil)
+  (when (and efrit-todo-ui--stale (efrit-todo-ui--visible-p))
+    (let ((stale efrit-todo-ui--stale))
+      (setq efrit-todo-ui--stale nil)
       (if (memq 'all stale)
-          (efrit-todo--redraw-all)
-        (mapc #'efrit-todo--redraw-session stale)))))
+          (efrit-todo-ui--redraw-all)
+        (mapc #'efrit-todo-ui--redraw-session stale)))))
 
-(defun efrit-todo--session-changed (session)
+(defun efrit-todo-ui--session-changed (session)
   "Redraw SESSION now if the buffer is visible, else remember it."
-  (setq efrit-todo--last-changed session)
-  (if (efrit-todo--visible-p)
-      (progn (efrit-todo--catch-up)
-             (efrit-todo--redraw-session session))
-    (unless (member session efrit-todo--stale)
-      (push session efrit-todo--stale))))
+  (setq efrit-todo-ui--last-changed session)
+  (if (efrit-todo-ui--visible-p)
+      (progn (efrit-todo-ui--catch-up)
+             (efrit-todo-ui--redraw-session session))
+    (unless (member session efrit-todo-ui--stale)
+      (push session efrit-todo-ui--stale))))
 
-(defun efrit-todo--on-display (window)
+(defun efrit-todo-ui--on-display (window)
   "Catch up with the module now that WINDOW displays the buffer."
   (with-current-buffer (window-buffer window)
-    (efrit-todo--catch-up)))
+    (efrit-todo-ui--catch-up)))
 
-(defun efrit-todo--tick ()
+(defun efrit-todo-ui--tick ()
   "Update the running times shown in a visible *efrit-todos*."
   (let ((buffer (get-buffer efrit-todo-buffer-name)))
     (if (not (buffer-live-p buffer))
-        (efrit-todo--stop-timer)
+        (efrit-todo-ui--stop-timer)
       (with-current-buffer buffer
-        (when (efrit-todo--visible-p)
-          (efrit-todo--tick-visible))))))
+        (when (efrit-todo-ui--visible-p)
+          (efrit-todo-ui--tick-visible))))))
 
-(defun efrit-todo--tick-visible ()
-  "Do the work of `efrit-todo--tick' in the current, visible buffer."
+(defun efrit-todo-ui--tick-visible ()
+  "Do the work of `efrit-todo-ui--tick' in the current, visible buffer."
   (with-demoted-errors "Efrit-todo: %S"
-    (efrit-todo--catch-up)
+    (efrit-todo-ui--catch-up)
     (let ((inhibit-read-only t)
           (now (float-time))
           (pos (point-min)))
@@ -671,7 +674,7 @@ nil stands for the buffer's own point."
         (let ((started (get-text-property pos 'efrit-todo-elapsed))
               (end (next-single-property-change pos 'efrit-todo-elapsed nil (point-max))))
           (when started
-            (let ((text (efrit-todo--duration (- now started))))
+            (let ((text (efrit-todo-ui--duration (- now started))))
               (unless (equal text (buffer-substring-no-properties pos end))
                 ;; Insert before deleting so that a point after the
                 ;; time stays after it.
@@ -682,24 +685,24 @@ nil stands for the buffer's own point."
                 (setq end (+ pos (length text))))))
           (setq pos end))))))
 
-(defun efrit-todo--stop-timer ()
+(defun efrit-todo-ui--stop-timer ()
   "Stop updating the running times."
-  (when efrit-todo--timer
-    (cancel-timer efrit-todo--timer)
-    (setq efrit-todo--timer nil)))
+  (when efrit-todo-ui--timer
+    (cancel-timer efrit-todo-ui--timer)
+    (setq efrit-todo-ui--timer nil)))
 
-(defun efrit-todo--header-line ()
+(defun efrit-todo-ui--header-line ()
   "Return the header line: the summary of the header session."
-  (let ((session (ignore-errors (efrit-todo--header-session))))
-    (efrit-todo--escape
+  (let ((session (ignore-errors (efrit-todo-ui--header-session))))
+    (efrit-todo-ui--escape
      (concat (if session
-                 (or (gethash session efrit-todo--summaries) session)
+                 (or (gethash session efrit-todo-ui--summaries) session)
                "no todo lists")
              (substitute-command-keys "  (\\<efrit-todo-list-mode-map>\\[efrit-todo-help] for help)")))))
 
 ;;;; The mode and its commands
 
-(defconst efrit-todo--key-table
+(defconst efrit-todo-ui--key-table
   '(("g" efrit-todo-refresh "redraw every session")
     ("n" efrit-todo-next-item "next item")
     ("p" efrit-todo-previous-item "previous item")
@@ -720,12 +723,13 @@ nil stands for the buffer's own point."
 
 (defvar efrit-todo-list-mode-map
   (let ((map (make-sparse-keymap)))
-    (pcase-dolist (`(,key ,command ,_) efrit-todo--key-table)
+    (pcase-dolist (`(,key ,command ,_) efrit-todo-ui--key-table)
       (define-key map (kbd key) command))
     (define-key map (kbd "RET") #'efrit-todo-toggle-fold)
     map)
   "Keymap of `efrit-todo-list-mode'.")
 
+;;;###autoload
 (define-derived-mode efrit-todo-list-mode special-mode "Efrit-Todos"
   "Major mode of the *efrit-todos* buffer: the live todo lists.
 One section per session, newest first.  The buffer follows every
@@ -736,34 +740,34 @@ the result of its next tool call (\"the user marked t3 cancelled\").
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui
   (when (equal (buffer-name) efrit-todo-buffer-name)
-    (setq efrit-todo--list-buffer (current-buffer)))
-  (setq-local efrit-todo--keys (make-hash-table :test 'equal))
-  (setq-local efrit-todo--unfolded (make-hash-table :test 'equal))
-  (setq-local efrit-todo--folded-sessions (make-hash-table :test 'equal))
-  (setq-local efrit-todo--summaries (make-hash-table :test 'equal))
-  (setq-local revert-buffer-function (lambda (&rest _) (efrit-todo--redraw-all)))
-  (setq-local header-line-format '(:eval (efrit-todo--header-line)))
+    (setq efrit-todo-ui--list-buffer (current-buffer)))
+  (setq-local efrit-todo-ui--keys (make-hash-table :test 'equal))
+  (setq-local efrit-todo-ui--unfolded (make-hash-table :test 'equal))
+  (setq-local efrit-todo-ui--folded-sessions (make-hash-table :test 'equal))
+  (setq-local efrit-todo-ui--summaries (make-hash-table :test 'equal))
+  (setq-local revert-buffer-function (lambda (&rest _) (efrit-todo-ui--redraw-all)))
+  (setq-local header-line-format '(:eval (efrit-todo-ui--header-line)))
   (setq-local truncate-lines nil)
   (setq-local word-wrap t)
   (setq-local wrap-prefix "      ")
-  (setq-local efrit-todo--drawn (make-hash-table :test 'equal))
+  (setq-local efrit-todo-ui--drawn (make-hash-table :test 'equal))
   (setq buffer-undo-list t)
-  (add-hook 'window-buffer-change-functions #'efrit-todo--on-display nil t)
-  (add-hook 'kill-buffer-hook #'efrit-todo--stop-timer nil t)
-  (efrit-todo--stop-timer)
+  (add-hook 'window-buffer-change-functions #'efrit-todo-ui--on-display nil t)
+  (add-hook 'kill-buffer-hook #'efrit-todo-ui--stop-timer nil t)
+  (efrit-todo-ui--stop-timer)
   (when efrit-todo-refresh-interval
-    (setq efrit-todo--timer (run-with-timer efrit-todo-refresh-interval
+    (setq efrit-todo-ui--timer (run-with-timer efrit-todo-refresh-interval
                                             efrit-todo-refresh-interval
-                                            #'efrit-todo--tick))))
+                                            #'efrit-todo-ui--tick))))
 
-(defun efrit-todo--buffer ()
+(defun efrit-todo-ui--buffer ()
   "Return *efrit-todos*, creating and drawing it when needed."
   (let ((buffer (get-buffer efrit-todo-buffer-name)))
     (unless (and buffer (with-current-buffer buffer (derived-mode-p 'efrit-todo-list-mode)))
       (setq buffer (get-buffer-create efrit-todo-buffer-name))
       (with-current-buffer buffer
         (efrit-todo-list-mode)
-        (efrit-todo--redraw-all)))
+        (efrit-todo-ui--redraw-all)))
     buffer))
 
 ;;;###autoload
@@ -773,19 +777,20 @@ With SESSION, or interactively with a prefix argument, move to that
 session's section."
   (interactive (list (and current-prefix-arg
                           (completing-read "Session: " (reverse (efrit-todo-sessions)) nil t))))
-  (let ((buffer (efrit-todo--buffer)))
+  (let ((buffer (efrit-todo-ui--buffer)))
     (pop-to-buffer buffer efrit-todo-display-buffer-action)
-    (efrit-todo--catch-up)
+    (efrit-todo-ui--catch-up)
     (when session
-      (efrit-todo--goto-session session))
+      (efrit-todo-ui--goto-session session))
     buffer))
 
+;;;###autoload
 (defun efrit-todo-refresh ()
   "Redraw every session from the module."
   (interactive)
-  (efrit-todo--redraw-all))
+  (efrit-todo-ui--redraw-all))
 
-(defun efrit-todo--goto-line-kind (direction kinds)
+(defun efrit-todo-ui--goto-line-kind (direction kinds)
   "Move DIRECTION (1 or -1) lines to the next line of one of KINDS.
 Return non-nil when one was found; otherwise leave point alone."
   (let ((start (point))
@@ -797,32 +802,34 @@ Return non-nil when one was found; otherwise leave point alone."
     (unless found (goto-char start))
     found))
 
+;;;###autoload
 (defun efrit-todo-next-item (&optional n)
   "Move to the next item, or the Nth next one."
   (interactive "p")
   (dotimes (_ (abs (or n 1)))
-    (unless (efrit-todo--goto-line-kind (if (< (or n 1) 0) -1 1) '(item))
+    (unless (efrit-todo-ui--goto-line-kind (if (< (or n 1) 0) -1 1) '(item))
       (user-error "No %s item" (if (< (or n 1) 0) "previous" "next")))))
 
+;;;###autoload
 (defun efrit-todo-previous-item (&optional n)
   "Move to the previous item, or the Nth previous one."
   (interactive "p")
   (efrit-todo-next-item (- (or n 1))))
 
-(defun efrit-todo--session-at-point ()
+(defun efrit-todo-ui--session-at-point ()
   "Return the session of the section at point, or the header's session."
   (or (get-text-property (line-beginning-position) 'efrit-todo-session)
-      (efrit-todo--header-session)
+      (efrit-todo-ui--header-session)
       (or efrit-todo-current-session "default")))
 
-(defun efrit-todo--item-at-point ()
+(defun efrit-todo-ui--item-at-point ()
   "Return (SESSION . ID) of the item on this line, or signal a `user-error'."
   (let ((id (get-text-property (line-beginning-position) 'efrit-todo-item)))
     (unless id
       (user-error "No todo item on this line"))
     (cons (get-text-property (line-beginning-position) 'efrit-todo-session) id)))
 
-(defun efrit-todo--apply-edit (function &rest args)
+(defun efrit-todo-ui--apply-edit (function &rest args)
   "Call the user-edit FUNCTION with ARGS and tell the user what happened.
 The module's complaint about bad input becomes a `user-error'."
   (let ((note (condition-case err
@@ -832,81 +839,91 @@ The module's complaint about bad input becomes a `user-error'."
     (if (string-empty-p note)
         (message "Efrit-todo: nothing to change")
       (message "Efrit-todo: %s (the agent reads this with its next tool result)" note))
-    (efrit-todo--catch-up)
+    (efrit-todo-ui--catch-up)
     note))
 
+;;;###autoload
 (defun efrit-todo-mark-completed ()
   "Mark the item at point completed."
   (interactive)
-  (pcase-let ((`(,session . ,id) (efrit-todo--item-at-point)))
-    (efrit-todo--apply-edit #'efrit-todo-user-set-status id 'completed session)))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id 'completed session)))
 
+;;;###autoload
 (defun efrit-todo-mark-cancelled ()
   "Mark the item at point cancelled."
   (interactive)
-  (pcase-let ((`(,session . ,id) (efrit-todo--item-at-point)))
-    (efrit-todo--apply-edit #'efrit-todo-user-set-status id 'cancelled session)))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id 'cancelled session)))
 
+;;;###autoload
 (defun efrit-todo-edit-item (content)
   "Replace the content of the item at point with CONTENT."
   (interactive
-   (pcase-let* ((`(,session . ,id) (efrit-todo--item-at-point))
+   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
                 (item (seq-find (lambda (item) (equal (plist-get item :id) id))
                                 (efrit-todo-list session))))
      (list (read-string (format "Edit %s: " id) (plist-get item :content)))))
-  (pcase-let ((`(,session . ,id) (efrit-todo--item-at-point)))
-    (efrit-todo--apply-edit #'efrit-todo-user-edit-content id content session)))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-edit-content id content session)))
 
+;;;###autoload
 (defun efrit-todo-add-item (content)
   "Add a pending item with CONTENT at the end of the session at point."
-  (interactive (list (read-string (format "Add to %s: " (efrit-todo--session-at-point)))))
-  (let ((session (efrit-todo--session-at-point)))
-    (efrit-todo--apply-edit #'efrit-todo-user-add content session)))
+  (interactive (list (read-string (format "Add to %s: " (efrit-todo-ui--session-at-point)))))
+  (let ((session (efrit-todo-ui--session-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-add content session)))
 
-(defun efrit-todo--move (offset)
+(defun efrit-todo-ui--move (offset)
   "Move the item at point OFFSET places, refusing to move past either end."
-  (pcase-let* ((`(,session . ,id) (efrit-todo--item-at-point))
+  (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
                (items (efrit-todo-list session))
                (index (seq-position items id (lambda (item id) (equal (plist-get item :id) id))))
                (target (+ (or index 0) offset)))
     (unless (and index (<= 0 target) (< target (length items)))
       (user-error "Efrit-todo: %s is already %s" id (if (< offset 0) "first" "last")))
-    (efrit-todo--apply-edit #'efrit-todo-user-move id offset session)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-move id offset session)))
 
+;;;###autoload
 (defun efrit-todo-move-item-up ()
   "Move the item at point one place up."
   (interactive)
-  (efrit-todo--move -1))
+  (efrit-todo-ui--move -1))
 
+;;;###autoload
 (defun efrit-todo-move-item-down ()
   "Move the item at point one place down."
   (interactive)
-  (efrit-todo--move 1))
+  (efrit-todo-ui--move 1))
 
+;;;###autoload
 (defun efrit-todo-clear-finished ()
   "Remove the completed and cancelled items of the session at point."
   (interactive)
-  (efrit-todo--apply-edit #'efrit-todo-user-clear-finished (efrit-todo--session-at-point)))
+  (efrit-todo-ui--apply-edit #'efrit-todo-user-clear-finished (efrit-todo-ui--session-at-point)))
 
+;;;###autoload
 (defun efrit-todo-drop-stopped ()
   "Let the list of the stopped session at point go.
 The next agent command starts afresh instead of going on with it; the
 list itself stays as it is."
   (interactive)
-  (let ((session (efrit-todo--session-at-point)))
+  (let ((session (efrit-todo-ui--session-at-point)))
     (if (efrit-todo-drop-unfinished session)
         (message "Efrit-todo: the next command will not go on with %s" session)
       (message "Efrit-todo: %s did not stop with items open" session))
-    (efrit-todo--catch-up)))
+    (efrit-todo-ui--catch-up)))
 
+;;;###autoload
 (defun efrit-todo-undo-change ()
   "Undo the newest change to the list of the session at point."
   (interactive)
-  (let ((note (efrit-todo-undo (efrit-todo--session-at-point))))
+  (let ((note (efrit-todo-undo (efrit-todo-ui--session-at-point))))
     (message "Efrit-todo: %s" (or note "nothing to undo"))
-    (efrit-todo--catch-up)
+    (efrit-todo-ui--catch-up)
     note))
 
+;;;###autoload
 (defun efrit-todo-toggle-fold ()
   "Fold or unfold the item at point, or the session on a heading.
 An unfolded item shows its tool calls; a folded session hides its items."
@@ -918,87 +935,89 @@ An unfolded item shows its tool calls; a folded session hides its items."
       (user-error "Nothing to fold here"))
     (if id
         (let ((key (cons session id)))
-          (unless (or (gethash key efrit-todo--unfolded)
-                      (gethash id (efrit-todo--calls-by-item session)))
+          (unless (or (gethash key efrit-todo-ui--unfolded)
+                      (gethash id (efrit-todo-ui--calls-by-item session)))
             (user-error "Efrit-todo: no tool calls under %s" id))
-          (if (gethash key efrit-todo--unfolded)
-              (remhash key efrit-todo--unfolded)
-            (puthash key t efrit-todo--unfolded)))
-      (if (gethash session efrit-todo--folded-sessions)
-          (remhash session efrit-todo--folded-sessions)
-        (puthash session t efrit-todo--folded-sessions)))
-    (efrit-todo--redraw-session session)
+          (if (gethash key efrit-todo-ui--unfolded)
+              (remhash key efrit-todo-ui--unfolded)
+            (puthash key t efrit-todo-ui--unfolded)))
+      (if (gethash session efrit-todo-ui--folded-sessions)
+          (remhash session efrit-todo-ui--folded-sessions)
+        (puthash session t efrit-todo-ui--folded-sessions)))
+    (efrit-todo-ui--redraw-session session)
     ;; Folding moves the tool-call lines away; stay on the item itself.
     (when (and id (not (eq (get-text-property (line-beginning-position) 'efrit-todo-line) 'item)))
-      (efrit-todo--goto-line-kind -1 '(item)))))
+      (efrit-todo-ui--goto-line-kind -1 '(item)))))
 
-(defun efrit-todo--goto-session (session)
+(defun efrit-todo-ui--goto-session (session)
   "Move point to the heading of SESSION."
-  (let ((bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+  (let ((bounds (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
     (unless bounds
-      (efrit-todo--redraw-all)
-      (setq bounds (efrit-todo--section-bounds (efrit-todo--key session))))
+      (efrit-todo-ui--redraw-all)
+      (setq bounds (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
     (when bounds
       (goto-char (car bounds))
       (dolist (window (get-buffer-window-list (current-buffer) nil t))
         (set-window-point window (point))))))
 
+;;;###autoload
 (defun efrit-todo-choose-session (session)
   "Put SESSION in the header line and move to its section."
   (interactive
    (list (completing-read "Session: " (reverse (efrit-todo-sessions)) nil t nil nil
-                          (efrit-todo--session-at-point))))
-  (setq efrit-todo--selected session)
-  (efrit-todo--goto-session session)
+                          (efrit-todo-ui--session-at-point))))
+  (setq efrit-todo-ui--selected session)
+  (efrit-todo-ui--goto-session session)
   (force-mode-line-update))
 
+;;;###autoload
 (defun efrit-todo-help ()
   "Show the keys of the *efrit-todos* buffer."
   (interactive)
   (with-help-window (help-buffer)
     (princ "Keys of *efrit-todos*.  The agent is told about every edit with its next tool result.\n\n")
-    (pcase-dolist (`(,key ,_ ,description) efrit-todo--key-table)
+    (pcase-dolist (`(,key ,_ ,description) efrit-todo-ui--key-table)
       (princ (format "%-9s %s\n" key description)))
     (princ "\nRET also folds; M-x customize-group RET efrit-todo-ui for the options.\n")))
 
 ;;;; Auto-show
 
-(defvar efrit-todo--auto-shown (make-hash-table :test 'equal)
+(defvar efrit-todo-ui--auto-shown (make-hash-table :test 'equal)
   "Sessions for which `efrit-todo-auto-show' has already shown the buffer.")
 
-(defun efrit-todo--maybe-auto-show (session)
+(defun efrit-todo-ui--maybe-auto-show (session)
   "Show the buffer if SESSION has its first list.
 The caller checks that the user wants that: `efrit-todo-auto-show'."
-  (when (and (not (gethash session efrit-todo--auto-shown))
+  (when (and (not (gethash session efrit-todo-ui--auto-shown))
              (> (plist-get (efrit-todo-counts session) :total) 0))
-    (puthash session t efrit-todo--auto-shown)
-    (let ((buffer (efrit-todo--buffer)))
-      (unless (efrit-todo--visible-p buffer)
+    (puthash session t efrit-todo-ui--auto-shown)
+    (let ((buffer (efrit-todo-ui--buffer)))
+      (unless (efrit-todo-ui--visible-p buffer)
         (display-buffer buffer efrit-todo-display-buffer-action)
-        (with-current-buffer buffer (efrit-todo--catch-up))))))
+        (with-current-buffer buffer (efrit-todo-ui--catch-up))))))
 
 ;;;; The mode line
 
-(defvar efrit-todo--mode-line-session nil
+(defvar efrit-todo-ui--mode-line-session nil
   "Session the mode-line indicator is about, or nil.")
 
-(defvar efrit-todo--mode-line-cache nil
+(defvar efrit-todo-ui--mode-line-cache nil
   "The indicator as last computed.")
 
-(defvar efrit-todo--mode-line-dirty t
-  "Non-nil when `efrit-todo--mode-line-cache' needs computing again.")
+(defvar efrit-todo-ui--mode-line-dirty t
+  "Non-nil when `efrit-todo-ui--mode-line-cache' needs computing again.")
 
-(defvar efrit-todo-mode-line-format '(:eval (efrit-todo--mode-line))
+(defvar efrit-todo-mode-line-format '(:eval (efrit-todo-ui--mode-line))
   "The mode-line construct of `efrit-todo-mode-line-mode'.")
 (put 'efrit-todo-mode-line-format 'risky-local-variable t)
 
-(defvar efrit-todo--mode-line-map
+(defvar efrit-todo-ui--mode-line-map
   (let ((map (make-sparse-keymap)))
     (define-key map [mode-line mouse-1] #'efrit-todo-show)
     map)
   "Keymap of the mode-line indicator.")
 
-(defun efrit-todo--open-count (counts)
+(defun efrit-todo-ui--open-count (counts)
   "Return how many items in COUNTS are pending or in progress."
   (+ (plist-get counts :pending) (plist-get counts :in-progress)))
 
@@ -1006,7 +1025,7 @@ The caller checks that the user wants that: `efrit-todo-auto-show'."
   "Return the mode-line indicator for SESSION, escaped for the mode line.
 nil when SESSION has no list.  SESSION defaults to the session that
 changed last."
-  (let* ((session (or session efrit-todo--mode-line-session))
+  (let* ((session (or session efrit-todo-ui--mode-line-session))
          (counts (and session (efrit-todo-counts session))))
     (when (and counts (> (plist-get counts :total) 0))
       (let* ((tripped (plist-get (efrit-todo-breaker session) :tripped))
@@ -1017,60 +1036,60 @@ changed last."
                           ((efrit-todo-stopped session) " stopped")
                           (current
                            (concat " " (truncate-string-to-width
-                                        (efrit-todo--one-line (plist-get current :active-form))
+                                        (efrit-todo-ui--one-line (plist-get current :active-form))
                                         efrit-todo-mode-line-max-length nil nil t)))
-                          ((zerop (efrit-todo--open-count counts)) " done")
+                          ((zerop (efrit-todo-ui--open-count counts)) " done")
                           (t "")))))
-        (propertize (efrit-todo--escape text)
+        (propertize (efrit-todo-ui--escape text)
                     'face (if tripped 'efrit-todo-mode-line-tripped 'efrit-todo-mode-line)
                     'mouse-face 'mode-line-highlight
-                    'local-map efrit-todo--mode-line-map
-                    'help-echo (lambda (&rest _) (efrit-todo--mode-line-help session)))))))
+                    'local-map efrit-todo-ui--mode-line-map
+                    'help-echo (lambda (&rest _) (efrit-todo-ui--mode-line-help session)))))))
 
-(defun efrit-todo--mode-line-help (session)
+(defun efrit-todo-ui--mode-line-help (session)
   "Return the help-echo of the indicator: the whole list of SESSION."
   (condition-case nil
-      (let ((glyphs (efrit-todo--glyph-table)))
+      (let ((glyphs (efrit-todo-ui--glyph-table)))
         (concat
-         (format "%s: %s\n" session (efrit-todo--progress (efrit-todo-counts session)))
+         (format "%s: %s\n" session (efrit-todo-ui--progress (efrit-todo-counts session)))
          (if-let* ((stopped (efrit-todo-stopped session)))
-             (format "Stopped: %s\n" (efrit-todo--one-line (plist-get stopped :reason)))
+             (format "Stopped: %s\n" (efrit-todo-ui--one-line (plist-get stopped :reason)))
            "")
          (mapconcat (lambda (item)
                       (format "%s %s %s"
                               (alist-get (plist-get item :status) glyphs "?")
                               (plist-get item :id)
-                              (efrit-todo--one-line (plist-get item :content))))
+                              (efrit-todo-ui--one-line (plist-get item :content))))
                     (efrit-todo-list session) "\n")
          "\nmouse-1: show *efrit-todos*"))
     (error "Efrit-todo")))
 
-(defun efrit-todo--mode-line ()
+(defun efrit-todo-ui--mode-line ()
   "Return the cached indicator, computing it when it is out of date.
 Runs inside redisplay, so it never signals."
-  (when efrit-todo--mode-line-dirty
-    (setq efrit-todo--mode-line-dirty nil)
-    (setq efrit-todo--mode-line-cache
+  (when efrit-todo-ui--mode-line-dirty
+    (setq efrit-todo-ui--mode-line-dirty nil)
+    (setq efrit-todo-ui--mode-line-cache
           (condition-case err
               (let ((text (efrit-todo-mode-line-text)))
                 (and text (list " " text " ")))
             (error (message "Efrit-todo: mode line: %s" (error-message-string err))
                    nil))))
-  efrit-todo--mode-line-cache)
+  efrit-todo-ui--mode-line-cache)
 
-(defun efrit-todo--has-list-p (session)
+(defun efrit-todo-ui--has-list-p (session)
   "Return non-nil when SESSION has at least one item."
   (> (plist-get (efrit-todo-counts session) :total) 0))
 
-(defun efrit-todo--mode-line-follow (session)
+(defun efrit-todo-ui--mode-line-follow (session)
   "Make the indicator follow SESSION, which changed."
-  (cond ((efrit-todo--has-list-p session)
-         (setq efrit-todo--mode-line-session session))
-        ((or (null efrit-todo--mode-line-session)
-             (equal session efrit-todo--mode-line-session))
-         (setq efrit-todo--mode-line-session
-               (seq-find #'efrit-todo--has-list-p (reverse (efrit-todo-sessions))))))
-  (setq efrit-todo--mode-line-dirty t)
+  (cond ((efrit-todo-ui--has-list-p session)
+         (setq efrit-todo-ui--mode-line-session session))
+        ((or (null efrit-todo-ui--mode-line-session)
+             (equal session efrit-todo-ui--mode-line-session))
+         (setq efrit-todo-ui--mode-line-session
+               (seq-find #'efrit-todo-ui--has-list-p (reverse (efrit-todo-sessions))))))
+  (setq efrit-todo-ui--mode-line-dirty t)
   (force-mode-line-update t))
 
 ;;;###autoload
@@ -1089,34 +1108,34 @@ whole list in its help-echo and opens *efrit-todos* on a click."
   (when efrit-todo-mode-line-mode
     (unless global-mode-string (setq global-mode-string '("")))
     (setq global-mode-string (append global-mode-string '(efrit-todo-mode-line-format)))
-    (setq efrit-todo--mode-line-session
-          (seq-find #'efrit-todo--has-list-p (reverse (efrit-todo-sessions)))))
-  (setq efrit-todo--mode-line-dirty t)
+    (setq efrit-todo-ui--mode-line-session
+          (seq-find #'efrit-todo-ui--has-list-p (reverse (efrit-todo-sessions)))))
+  (setq efrit-todo-ui--mode-line-dirty t)
   (force-mode-line-update t))
 
 ;;;; Following the changes
 
-(defun efrit-todo--on-change (session)
+(defun efrit-todo-ui--on-change (session)
   "Update the buffer and indicator for SESSION, which just changed.
 This runs on every tool call: what it does when nothing is shown is
 only variable tests."
   (when efrit-todo-mode-line-mode
-    (efrit-todo--mode-line-follow session))
-  (let ((buffer efrit-todo--list-buffer))
+    (efrit-todo-ui--mode-line-follow session))
+  (let ((buffer efrit-todo-ui--list-buffer))
     (when (and buffer (buffer-live-p buffer)
                (with-current-buffer buffer (derived-mode-p 'efrit-todo-list-mode)))
       (with-current-buffer buffer
-        (efrit-todo--session-changed session))))
+        (efrit-todo-ui--session-changed session))))
   (when (and efrit-todo-auto-show (not noninteractive))
-    (efrit-todo--maybe-auto-show session)))
+    (efrit-todo-ui--maybe-auto-show session)))
 
-(add-hook 'efrit-todo-change-functions #'efrit-todo--on-change)
+(add-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change)
 
 (defun efrit-todo-ui-unload-function ()
   "Remove the hook and the indicator when this file is unloaded."
-  (remove-hook 'efrit-todo-change-functions #'efrit-todo--on-change)
+  (remove-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change)
   (efrit-todo-mode-line-mode -1)
-  (efrit-todo--stop-timer)
+  (efrit-todo-ui--stop-timer)
   nil)
 
 (provide 'efrit-todo-ui)

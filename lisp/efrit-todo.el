@@ -32,8 +32,9 @@
 ;; tells the model exactly what changed and what to do next.
 ;;
 ;; This file loads the module (offering to build it with cargo when it is
-;; missing), defines the public API, and keeps every name of Efrit's own
-;; efrit-todo.el, so that it can stand in for that file.
+;; missing) and defines the public API.  It loads efrit-todo-compat.el,
+;; which keeps every name of Efrit's own efrit-todo.el, so that this
+;; package can stand in for that file.
 ;;
 ;; Lists belong to sessions, named by strings.  Every function takes an
 ;; optional trailing SESSION; nil means `efrit-todo-current-session'.
@@ -121,7 +122,6 @@ An error in one function is reported and does not stop the others.")
                   (session input max-items max-content full-up-to
                            auto-complete known-tools))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
-(declare-function efrit-todo--module-structs "efrit-todo-module" (session old))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
 (declare-function efrit-todo--module-reset "efrit-todo-module" (session))
@@ -129,17 +129,6 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-tool-schemas "efrit-todo-module" ())
 (declare-function efrit-todo--module-prompt-guidance "efrit-todo-module"
                   (session full-up-to))
-(declare-function efrit-todo--module-add "efrit-todo-module"
-                  (session content priority max-items max-content))
-(declare-function efrit-todo--module-set-status "efrit-todo-module"
-                  (session id status))
-(declare-function efrit-todo--module-set-all "efrit-todo-module"
-                  (session items max-items max-content))
-(declare-function efrit-todo--module-allocate-id "efrit-todo-module" (session))
-(declare-function efrit-todo--module-id-counter "efrit-todo-module" (session))
-(declare-function efrit-todo--module-raise-counter "efrit-todo-module"
-                  (session n))
-(declare-function efrit-todo--module-clear "efrit-todo-module" (session))
 (declare-function efrit-todo--module-change-seq "efrit-todo-module" (session))
 (declare-function efrit-todo--module-begin-turn "efrit-todo-module" (session))
 (declare-function efrit-todo--module-user-edit "efrit-todo-module"
@@ -264,19 +253,12 @@ the others."
                 (funcall function session)))
           (error (efrit-todo--report-change-error function err)))))))
 
-(defvar efrit-todo--mirroring nil
-  "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
-
-(defvar efrit-todo--mirror-session nil
-  "Session whose list `efrit-todo--current-todos' holds.")
-
-(defvar efrit-todo--current-todos)
-(defvar efrit-todo--counter)
+(declare-function efrit-todo-compat--refresh-mirror "efrit-todo-compat" (session))
 
 (defun efrit-todo--changed (session)
   "Note that SESSION changed: refresh Efrit's variables, run the hook."
   (when (equal session (efrit-todo--session nil))
-    (efrit-todo--refresh-mirror session))
+    (efrit-todo-compat--refresh-mirror session))
   (efrit-todo--run-change-hook session))
 
 ;;;; Public API
@@ -703,6 +685,7 @@ a command left open last."
         (message "Efrit-todo: no unfinished list"))
       nil)))
 
+;;;###autoload
 (defun efrit-todo-breaker-reset (&optional session)
   "Reset the circuit breaker of SESSION so that tools may run again."
   (interactive (list (completing-read "Reset the breaker of session: "
@@ -723,285 +706,11 @@ a high score, :score runs from 0.0 to 1.0, :steps is a count, and
 
 ;;;; Efrit compatibility
 ;;
-;; Efrit's own code reads and sets these names.  The module stays the
-;; source of truth: the variables mirror the current session's list after
-;; every change, and a value Efrit sets directly is copied into the module.
+;; The names Efrit uses from its own efrit-todo.el live in their own file.
+;; It is part of this feature: loaded here, before anything can change a
+;; list, because `efrit-todo--changed' refreshes its mirror of the list.
 
-(cl-defstruct (efrit-todo-item
-               (:constructor efrit-todo-item-create)
-               (:type vector))
-  "A todo item in Efrit's shape, mirrored from the module."
-  id
-  content
-  status
-  priority
-  created-at
-  completed-at)
-
-;; Efrit's older code calls the accessors by their efrit-do- names.  They
-;; are outside this package's prefix, hence made in a loop rather than
-;; spelled out one by one.
-(dolist (name '("id" "content" "status" "priority" "created-at" "completed-at" "create"))
-  (defalias (intern (concat "efrit-do-todo-item-" name))
-    (intern (concat "efrit-todo-item-" name))))
-
-(defvar efrit-todo--current-todos nil
-  "The current session's items as `efrit-todo-item' vectors, in list order.
-Kept for Efrit, which reads and sets it; efrit-todo refreshes it after
-every change and copies a value set from outside into the module.")
-
-(defvar efrit-todo--counter 0
-  "How many ids the current session has issued.")
-
-(defun efrit-todo--status-from-efrit (status)
-  "Return the module spelling of Efrit's STATUS symbol."
-  (pcase status
-    ('todo "pending")
-    ((or 'pending 'in-progress 'completed 'cancelled) (symbol-name status))
-    (_ (signal 'efrit-todo-invalid-input
-               (list (format "status: expected todo, in-progress, completed or cancelled, got %s"
-                             (efrit-todo--describe status)))))))
-
-(defun efrit-todo--refresh-mirror (session)
-  "Set Efrit's variables from the list of SESSION."
-  (let ((efrit-todo--mirroring t)
-        ;; The structs of the same session are updated in place.
-        (old (and (equal session efrit-todo--mirror-session) efrit-todo--current-todos)))
-    (setq efrit-todo--mirror-session session)
-    ;; Setting a watched variable calls the watcher: skip it when the list
-    ;; was updated in place.
-    (let ((todos (efrit-todo--module-structs session old)))
-      (unless (eq todos efrit-todo--current-todos)
-        (setq efrit-todo--current-todos todos)))
-    (let ((counter (efrit-todo--module-id-counter session)))
-      (unless (eql counter efrit-todo--counter)
-        (setq efrit-todo--counter counter)))))
-
-(defun efrit-todo--mirror ()
-  "Return `efrit-todo--current-todos', refreshed if the session changed."
-  (let ((session (efrit-todo--session nil)))
-    (unless (equal session efrit-todo--mirror-session)
-      (efrit-todo--refresh-mirror session)))
-  efrit-todo--current-todos)
-
-(defun efrit-todo--struct-p (object)
-  "Return non-nil if OBJECT has the shape of an `efrit-todo-item'.
-The struct is a plain vector, so this is the only test there is."
-  (and (vectorp object) (= (length object) 6)))
-
-(defun efrit-todo--time (time)
-  "Return TIME, any Lisp time value, as a float, or nil."
-  (and time (ignore-errors (float-time time))))
-
-(defun efrit-todo--struct-plist (item)
-  "Return the module plist for ITEM, an `efrit-todo-item' (or anything else)."
-  (if (efrit-todo--struct-p item)
-      (list :id (efrit-todo-item-id item)
-            :content (efrit-todo-item-content item)
-            :status (let ((status (efrit-todo-item-status item)))
-                      (if (symbolp status) (efrit-todo--status-from-efrit status) status))
-            :priority (let ((priority (efrit-todo-item-priority item)))
-                        (if (symbolp priority) (and priority (symbol-name priority)) priority))
-            :created (efrit-todo--time (efrit-todo-item-created-at item))
-            :completed (efrit-todo--time (efrit-todo-item-completed-at item)))
-    item))
-
-(defun efrit-todo--adopt (todos)
-  "Copy TODOS, a list Efrit set directly, into the current session."
-  (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
-                                efrit-todo-max-items efrit-todo-max-content-length)
-    ;; The variable keeps what was set; when that is not a list of structs
-    ;; (the module also takes plists and tables), read the structs afresh.
-    (setq efrit-todo--mirror-session
-          (and (seq-every-p #'efrit-todo--struct-p todos) session))
-    (efrit-todo--run-change-hook session)))
-
-(defun efrit-todo--watch-variables (symbol value operation _where)
-  "Copy VALUE, set from outside into SYMBOL by OPERATION, into the module.
-Efrit clears its list with `setq' when a session starts; this keeps
-the module in step.  Never signals: it runs inside someone's `setq'."
-  (when (and (eq operation 'set) (not efrit-todo--mirroring))
-    (condition-case err
-        (pcase symbol
-          ('efrit-todo--current-todos
-           (if (listp value)
-               ;; Efrit empties the list when a command starts; a list a
-               ;; command left open stays, for the next one to take over.
-               (if (and (null value) (efrit-todo-stopped))
-                   (setq efrit-todo--mirror-session nil)
-                 (efrit-todo--adopt value))
-             (setq efrit-todo--mirror-session nil)
-             (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
-          ('efrit-todo--counter
-           (when (natnump value)
-             (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
-      (error
-       ;; The variable is about to hold what could not be adopted: read
-       ;; the list from the module again next time.
-       (setq efrit-todo--mirror-session nil)
-       (message "Efrit-todo: could not adopt %s: %s"
-                symbol (error-message-string err))))))
-
-(add-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
-(add-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
-
-(defun efrit-todo--generate-id ()
-  "Reserve and return a fresh id in the current session."
-  (let* ((session (efrit-todo--session nil))
-         (id (efrit-todo--module-allocate-id session)))
-    (efrit-todo--refresh-mirror session)
-    id))
-
-(defun efrit-todo--find-struct (id)
-  "Return the mirrored item with ID, or nil."
-  (seq-find (lambda (item) (equal (efrit-todo-item-id item) id))
-            (efrit-todo--mirror)))
-
-(defun efrit-todo-add (content &optional priority)
-  "Append a pending item with CONTENT and optional PRIORITY; return it.
-PRIORITY is low, medium (the default) or high."
-  (unless (memq priority '(nil low medium high))
-    (signal 'efrit-todo-invalid-input
-            (list (format "priority: expected low, medium or high, got %s"
-                          (efrit-todo--describe priority)))))
-  (let* ((session (efrit-todo--session nil))
-         (plist (efrit-todo--module-add session content
-                                        (symbol-name (or priority 'medium))
-                                        efrit-todo-max-items
-                                        efrit-todo-max-content-length)))
-    (efrit-todo--changed session)
-    (efrit-todo--find-struct (plist-get plist :id))))
-
-(defun efrit-todo-update-status (id new-status)
-  "Set the status of the item with ID to NEW-STATUS; return it, or nil.
-NEW-STATUS is todo, in-progress, completed or cancelled."
-  (unless (and (stringp id) (not (string-empty-p id)))
-    (signal 'efrit-todo-invalid-input
-            (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
-  (let* ((session (efrit-todo--session nil))
-         (plist (efrit-todo--module-set-status
-                 session id (efrit-todo--status-from-efrit new-status))))
-    (when plist
-      (efrit-todo--changed session)
-      (efrit-todo--find-struct id))))
-
-(defun efrit-todo-find (id)
-  "Return the item with ID in the current session, or nil."
-  (efrit-todo--find-struct id))
-
-(defun efrit-todo-get-all ()
-  "Return the items of the current session as `efrit-todo-item' vectors."
-  (efrit-todo--mirror))
-
-(defun efrit-todo-set-all (todos)
-  "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
-  (unless (proper-list-p todos)
-    (signal 'efrit-todo-invalid-input
-            (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
-  (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-set-all session (mapcar #'efrit-todo--struct-plist todos)
-                                efrit-todo-max-items efrit-todo-max-content-length)
-    (efrit-todo--changed session)
-    (efrit-todo--mirror)))
-
-(defun efrit-todo-clear ()
-  "Remove every item of the current session.
-Unlike Efrit's counter, the id counter keeps counting so that an id
-never comes back with another meaning."
-  (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-clear session)
-    (efrit-todo--changed session)))
-
-(defun efrit-todo-count ()
-  "Return the number of items in the current session."
-  (length (efrit-todo--mirror)))
-
-(defun efrit-todo-set-counter (n)
-  "Raise the id counter of the current session to N.
-It never goes down: lowering it would reissue ids."
-  (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-raise-counter session n)
-    (efrit-todo--refresh-mirror session)
-    efrit-todo--counter))
-
-(defun efrit-todo--status-mark (status)
-  "Return a short ASCII mark for STATUS."
-  (pcase status
-    ((or 'todo 'pending) "[ ]")
-    ('in-progress "[>]")
-    ('completed "[x]")
-    ('cancelled "[-]")
-    (_ "[?]")))
-
-(defun efrit-todo--format-item (item)
-  "Return one display line for ITEM, an `efrit-todo-item'."
-  (unless (efrit-todo--struct-p item)
-    (signal 'efrit-todo-invalid-input
-            (list (format "todos: expected efrit-todo-item vectors, got %s"
-                          (efrit-todo--describe item)))))
-  (format "%s %s %s%s"
-          (efrit-todo--status-mark (efrit-todo-item-status item))
-          (efrit-todo-item-id item)
-          (efrit-todo-item-content item)
-          (let ((priority (efrit-todo-item-priority item)))
-            (if (memq priority '(nil medium)) "" (format " (%s priority)" priority)))))
-
-(defun efrit-todo-format-list (todos &optional sort-by)
-  "Return TODOS as display lines, sorted by SORT-BY.
-SORT-BY is `status' (running first), `priority' (high first),
-`created' (oldest first) or nil (list order)."
-  (unless (proper-list-p todos)
-    (signal 'efrit-todo-invalid-input
-            (list (format "todos: expected a list, got a %s" (type-of todos)))))
-  (let* ((print-level 3)
-         (print-length 10)
-         (rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
-         (key (pcase sort-by
-                ('status (funcall rank '(in-progress todo pending completed cancelled)
-                                  #'efrit-todo-item-status))
-                ('priority (funcall rank '(high medium low) #'efrit-todo-item-priority))
-                ('created (lambda (item) (or (efrit-todo--time (efrit-todo-item-created-at item)) 0)))))
-         (sorted (if key
-                     (sort (copy-sequence todos)
-                           (lambda (a b) (< (funcall key a) (funcall key b))))
-                   todos)))
-    (when sorted
-      (mapconcat #'efrit-todo--format-item sorted "\n"))))
-
-(defun efrit-todo-format-for-display ()
-  "Return the current session's items as display lines."
-  (or (efrit-todo-format-list (efrit-todo--mirror)) "No current TODOs"))
-
-(defun efrit-todo-format-for-prompt ()
-  "Return the current list for the system prompt, or \"\" without one.
-Efrit calls this while building every request, so it never signals.
-It shows the live list, as Efrit's own function does; with
-`efrit-todo-efrit-mode' on, the prompt gets the fixed text of
-`efrit-todo-prompt-guidance' instead, which keeps the prompt cache."
-  (condition-case err
-      (if-let* ((items (efrit-todo-list)))
-          (concat (let ((counts (efrit-todo-counts)))
-                    (format "\n\nTODO LIST (%d/%d done):\n"
-                            (plist-get counts :completed) (plist-get counts :total)))
-                  (mapconcat (lambda (item)
-                               (format "  %s [%s] %s" (plist-get item :id)
-                                       (string-replace "-" "_" (symbol-name (plist-get item :status)))
-                                       (plist-get item :content)))
-                             items "\n")
-                  "\n")
-        "")
-    (error (message "Efrit-todo: %s" (error-message-string err))
-           "")))
-
-(defun efrit-todo-unload-function ()
-  "Stop watching variables when this file is unloaded.
-The module itself stays loaded: Emacs cannot unload modules."
-  (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo--watch-variables)
-  (remove-variable-watcher 'efrit-todo--counter #'efrit-todo--watch-variables)
-  (pcase-dolist (`(,_ . ,variable) efrit-todo--loop-option-keys)
-    (remove-variable-watcher variable #'efrit-todo--loop-option-changed))
-  nil)
+(require 'efrit-todo-compat)
 
 ;;;; History
 
@@ -1304,9 +1013,36 @@ Not in batch Emacs, which runs scripts rather than resuming work."
 
 (efrit-todo--restore-on-load)
 
+;;;; The *efrit-todos* buffer and the mode line
+;;
+;; They live in efrit-todo-ui.el, which requires this file; this file
+;; never requires it.  Its entry points are autoloaded instead, so that
+;; `(require 'efrit-todo)' alone offers them, and the change hook loads
+;; it when a list first changes, for `efrit-todo-auto-show'.  Commands
+;; of the buffer need no autoload: the buffer exists only once the UI
+;; is loaded.  Without the UI file beside this one (this file standing
+;; in for Efrit's efrit-todo.el), nothing is drawn.
+
+(declare-function efrit-todo-ui--on-change "efrit-todo-ui" (session))
+
+(when (locate-file "efrit-todo-ui" (list efrit-todo--directory) (get-load-suffixes))
+  (dolist (command '(efrit-todo-show efrit-todo-mode-line-mode efrit-todo-list-mode))
+    (autoload command "efrit-todo-ui" nil t))
+  (custom-autoload 'efrit-todo-mode-line-mode "efrit-todo-ui" nil)
+  (autoload 'efrit-todo-mode-line-text "efrit-todo-ui")
+  (autoload 'efrit-todo-ui--on-change "efrit-todo-ui")
+  (add-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change))
+
+(defun efrit-todo-unload-function ()
+  "Stop watching variables when this file is unloaded.
+Efrit's names go too, being part of this feature.  The module itself
+stays loaded: Emacs cannot unload modules."
+  (when (featurep 'efrit-todo-compat)
+    (unload-feature 'efrit-todo-compat t))
+  (pcase-dolist (`(,_ . ,variable) efrit-todo--loop-option-keys)
+    (remove-variable-watcher variable #'efrit-todo--loop-option-changed))
+  nil)
+
 (provide 'efrit-todo)
 
-;; The buffer and mode line draw nothing until asked for.  Soft, so that
-;; this file still works alone, as a stand-in for Efrit's efrit-todo.el.
-(require 'efrit-todo-ui nil t)
 ;;; efrit-todo.el ends here

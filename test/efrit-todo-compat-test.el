@@ -438,9 +438,9 @@
     (should (equal (efrit-todo-item-status (efrit-todo-find "t3")) 'in-progress))))
 
 (ert-deftest efrit-todo-compat-test-variable-matches-a-fresh-build ()
-  "Through random writes, edits, undos and session switches the variable
-equals the list built afresh from the module, and a write that changes
-one item reuses the other structs."
+  "The variable always equals the list built afresh from the module.
+So it does through random writes, edits, undos and session switches,
+and a write that changes one item reuses the other structs."
   (random "efrit-todo-mirror")           ; A fixed seed: the same steps every run.
   (let ((sessions (list (format "test-%s" (cl-gensym)) (format "test-%s" (cl-gensym))))
         (statuses ["pending" "in_progress" "completed" "cancelled"]))

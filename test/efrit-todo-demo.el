@@ -83,29 +83,22 @@
          tool "run_tests" "make test" "Ran 42 tests, 0 failures")
     (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told with its next tool result."
          cancel "t5")
-    (2.0 "All done: 6/7, t5 cancelled.  q leaves the list, C-x C-c quits Emacs."
-         write "{\"todos\": [
-        {\"id\": \"t1\", \"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
-        {\"id\": \"t2\", \"content\": \"Rename parse-config to config-parse in config.el\", \"status\": \"completed\"},
-        {\"id\": \"t3\", \"content\": \"Update the callers in main.el and cli.el\", \"status\": \"completed\"},
-        {\"id\": \"t6\", \"content\": \"Update main.el\", \"status\": \"completed\", \"parent\": \"t3\"},
-        {\"id\": \"t7\", \"content\": \"Update cli.el\", \"status\": \"completed\", \"parent\": \"t3\"},
-        {\"id\": \"t4\", \"content\": \"Run the test suite: 100%-pass\", \"status\": \"completed\"},
-        {\"id\": \"t5\", \"content\": \"Update the docs\", \"status\": \"cancelled\"}]}"))
+    (2.0 "All done: 6/7, t5 cancelled; t4 completed by its id alone.  q leaves the list, C-x C-c quits Emacs."
+         write "{\"merge\": true, \"todos\": [{\"id\": \"t4\", \"status\": \"completed\"}]}"))
   "Steps of the demo: (SECONDS CAPTION [ACTION ARGS...]).
 SECONDS is the pause before the step.  ACTION is `write' with the
 JSON the model sends, `tool' with a tool's name, input and result,
 or `cancel' with the id the user cancels.")
 
 (defun efrit-todo-demo--parse (json)
-  "Parse JSON the way Efrit parses tool input."
+  "Parse JSON as Efrit does for tool input."
   (let ((json-object-type 'hash-table)
         (json-array-type 'vector)
         (json-key-type 'string))
     (json-read-from-string json)))
 
 (defun efrit-todo-demo--perform (step session)
-  "Perform STEP in SESSION and return the text the model (or user) reads."
+  "Perform STEP in SESSION and return the text for the model (or user)."
   (pcase (cddr step)
     (`(write ,json)
      (condition-case err
@@ -139,7 +132,8 @@ or `cancel' with the id the user cancels.")
   (message "%s" caption))
 
 (defun efrit-todo-demo--play (steps)
-  "Perform the first of STEPS and schedule the rest."
+  "Perform the first step of a list and schedule the rest.
+STEPS is that list."
   (when steps
     (let ((step (car steps)))
       (run-with-timer

@@ -1,4 +1,4 @@
-;;; efrit-todo-efrit-mode-test.el --- The adapter's mode, without Efrit -*- lexical-binding: t; -*-
+;;; efrit-todo-efrit-mode-test.el --- ERT tests of the adapter's mode, without Efrit -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 
@@ -80,7 +80,7 @@
     (should (null (efrit-todo-list)))))
 
 (ert-deftest efrit-todo-efrit-mode-test-session-complete-is-guarded ()
-  "session_complete is refused once with open items, then allowed.
+  "A session_complete is refused once with open items, then allowed.
 The model gets a short confirmation; the report is kept for the user."
   (let ((efrit-todo-current-session (format "mode-%s" (random)))
         (input (make-hash-table :test 'equal)))

@@ -1,4 +1,4 @@
-;;; efrit-todo-efrit-test.el --- Efrit's own code on efrit-todo -*- lexical-binding: t; -*-
+;;; efrit-todo-efrit-test.el --- ERT tests of Efrit's own todo code on efrit-todo -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 
@@ -24,10 +24,10 @@
       (add-to-list 'load-path (expand-file-name dir root) t))
     (require 'efrit-do)
     (should (equal (symbol-file 'efrit-todo-add)
-                   (expand-file-name "efrit-todo.el" efrit-todo--directory)))))
+                   (expand-file-name "efrit-todo-compat.el" efrit-todo--directory)))))
 
 (defun efrit-todo-efrit-test--input (&rest items)
-  "Return a todo_write input as Efrit parses it, from ITEMS (content status)."
+  "Return a todo_write input in Efrit's parsed shape, from ITEMS (content status)."
   (let ((input (make-hash-table :test 'equal)))
     (puthash "todos"
              (vconcat (mapcar (lambda (item)

@@ -167,7 +167,7 @@ with Efrit's, and, like Efrit's, without ids."
   (format "\n[SESSION-COMPLETE: %s]" (or (gethash "message" input) "done")))
 
 (defun efrit-do--dispatch-tool (name input input-str)
-  "Run tool NAME on INPUT (or INPUT-STR, as its table entry says)."
+  "Run tool NAME on INPUT (or on INPUT-STR, if its table entry asks for it)."
   (pcase (cdr (assoc name efrit-do--tool-dispatch-table))
     (`(,handler . :input-str) (funcall handler input-str))
     (`(,handler . :tool-input) (funcall handler input))
@@ -192,7 +192,7 @@ with Efrit's, and, like Efrit's, without ids."
           '(("name" . "session_complete") ("description" . "Finish the session."))))
 
 (defun efrit-do--command-system-prompt (&optional _retry _error _code _session-id _extra)
-  "Return the system prompt, with the todo list as Efrit adds it."
+  "Return the system prompt, with the todo list where Efrit puts it."
   (concat "You are Efrit." (efrit-todo-format-for-prompt)))
 
 ;;;; The async loop
@@ -311,7 +311,7 @@ ERROR-MESSAGE and COMPLETION-MESSAGE go to the agent buffer."
     (funcall on-complete session stop-reason)))
 
 (defun efrit-do--capture-context (_command _result)
-  "Keep the result for later prompts (nothing to keep here).")
+  "Keep the result for a later prompt (nothing to keep here).")
 
 (defun efrit-do--display-result (command result &optional _error-p)
   "Append COMMAND and RESULT to *efrit-do*."
@@ -324,7 +324,7 @@ ERROR-MESSAGE and COMPLETION-MESSAGE go to the agent buffer."
   nil)
 
 (defun efrit-do--on-async-complete (session _stop-reason)
-  "Show SESSION's steps in *efrit-do*, each cut to 80 characters."
+  "Show the work log of SESSION in *efrit-do*, each step cut to 80 characters."
   (let* ((steps (reverse (efrit-session-work-log session)))
          (result (format "Completed %d steps:\n%s" (length steps)
                          (mapconcat (lambda (step)

@@ -5,10 +5,11 @@
 ;; `make fuzz' (part of `make test') runs this file in a batch Emacs
 ;; started with --module-assertions, which makes Emacs check every use of
 ;; the module API and abort on a misuse.  It calls every public function
-;; of efrit-todo.el, and sets Efrit's compatibility variables, with random
-;; nested Lisp values: strings (multibyte, unibyte, with NUL), numbers,
-;; symbols, vectors, hash tables, alists, plists, circular and dotted
-;; lists, buffers, markers and more, across several sessions.
+;; of efrit-todo.el and efrit-todo-compat.el, and sets Efrit's
+;; compatibility variables, with random nested Lisp values: strings
+;; (multibyte, unibyte, with NUL), numbers, symbols, vectors, hash
+;; tables, alists, plists, circular and dotted lists, buffers, markers
+;; and more, across several sessions.
 ;;
 ;; The seed is fixed, so a run is repeatable; the time is bounded by
 ;; EFRIT_TODO_FUZZ_SECONDS (default 25).  The test fails when a call
@@ -28,7 +29,7 @@
 (defvar efrit-todo-state-directory)
 
 (defconst efrit-todo-fuzz--excluded
-  '(efrit-todo-build-module efrit-todo-unload-function)
+  '(efrit-todo-build-module efrit-todo-unload-function efrit-todo-compat-unload-function)
   "Public functions not fuzzed: building runs cargo, unloading ends the test.")
 
 (defconst efrit-todo-fuzz--allowed
@@ -181,12 +182,14 @@ DEPTH bounds the nesting of random parts."
         (_ (make-string (* 1024 (efrit-todo-fuzz--pick [1 64 1024])) ?y))))))
 
 (defun efrit-todo-fuzz--functions ()
-  "Return the public functions defined in efrit-todo.el."
-  (let ((file (file-name-sans-extension (file-truename (locate-library "efrit-todo.el"))))
+  "Return the public functions defined in efrit-todo.el and its compat file."
+  (let ((files (mapcar (lambda (library)
+                         (file-name-sans-extension (file-truename (locate-library library))))
+                       '("efrit-todo.el" "efrit-todo-compat.el")))
         functions)
     (dolist (entry load-history)
       (when (and (stringp (car entry))
-                 (equal (file-name-sans-extension (file-truename (car entry))) file))
+                 (member (file-name-sans-extension (file-truename (car entry))) files))
         (dolist (element (cdr entry))
           (let ((name (and (eq (car-safe element) 'defun) (cdr element))))
             (when (and name (fboundp name)
@@ -223,7 +226,7 @@ A trailing argument is often a fuzz session, as SESSION is."
     args))
 
 (defun efrit-todo-fuzz--valid-write (session)
-  "Check that a valid write works in SESSION and the list reads back."
+  "Check that a valid write works in SESSION and the list comes back."
   (let ((text (efrit-todo-write
                "{\"todos\": [{\"content\": \"Fuzz check one\", \"status\": \"completed\"},
                              {\"content\": \"Fuzz check two\", \"status\": \"in_progress\"}]}"

@@ -1,4 +1,4 @@
-;;; efrit-todo-loop-test.el --- The agent-loop API through the module -*- lexical-binding: t; -*-
+;;; efrit-todo-loop-test.el --- ERT tests of the agent-loop API -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 
@@ -50,7 +50,7 @@
                     (efrit-todo-list)))))
 
 (defun efrit-todo-loop-test--call (tool input result &optional error-p)
-  "Run TOOL through the breaker and ledger with INPUT and RESULT."
+  "Run TOOL through the breaker and ledger with INPUT, RESULT and ERROR-P."
   (or (efrit-todo-before-tool tool input)
       (efrit-todo-after-tool tool input result error-p)))
 
@@ -112,8 +112,8 @@ tool is refused until reset."
       (should-not (plist-get (efrit-todo-breaker) :tripped)))))
 
 (ert-deftest efrit-todo-loop-test-before-tool-refuses-after-a-trip-anywhere ()
-  "Calls let through before are refused once their breaker trips, and
-only until it is reset; other sessions go on; bad names always signal.
+  "A tripped breaker refuses the calls it let through before, until reset.
+Other sessions go on; bad names always signal.
 While no breaker is tripped, `efrit-todo-before-tool' answers a session
 and tool it has seen without the module, so this is what keeps that honest."
   (let ((other (symbol-name (cl-gensym "loop-test-other-")))
@@ -213,7 +213,7 @@ Once spent, other tools are refused but the todo tools go ahead."
       (should-not (plist-get (efrit-todo-breaker) :tripped)))))
 
 (ert-deftest efrit-todo-loop-test-complete-is-refused-once-with-open-items ()
-  "session_complete with open items is refused once, listing them, then allowed."
+  "A session_complete with items open is refused once, naming them, then allowed."
   (efrit-todo-loop-test--in-session
     (efrit-todo-loop-test--plan "Fix the parser" "Update the changelog")
     (let ((first (efrit-todo-complete "All done")))
@@ -237,7 +237,7 @@ Once spent, other tools are refused but the todo tools go ahead."
     (should-not (efrit-todo-turn-end nil))))
 
 (ert-deftest efrit-todo-loop-test-pause-stops-continuation-and-is-reported ()
-  "todo_pause takes 1 to 500 characters, stops continuation, reaches the report."
+  "The todo_pause reason is 1 to 500 characters, stops continuation, is reported."
   (efrit-todo-loop-test--in-session
     (efrit-todo-loop-test--plan "Deploy")
     (should (eq (car (should-error (efrit-todo-pause "") :type 'efrit-todo-invalid-input))

@@ -1,4 +1,4 @@
-;;; efrit-todo-module-test.el --- Loading, building and guarding the module -*- lexical-binding: t; -*-
+;;; efrit-todo-module-test.el --- ERT tests of loading, building and guarding the module -*- lexical-binding: t; -*-
 
 ;;; Commentary:
 
@@ -56,7 +56,8 @@ the exit code and output as a cons."
 
 (ert-deftest efrit-todo-module-test-missing-module-in-batch-says-how-to-build ()
   "Without the module and nobody to ask, `require' explains what to run."
-  (let* ((dir (efrit-todo-module-test--copy '("lisp/efrit-todo.el" "Cargo.toml")))
+  (let* ((dir (efrit-todo-module-test--copy
+               '("lisp/efrit-todo.el" "lisp/efrit-todo-compat.el" "Cargo.toml")))
          (result (efrit-todo-module-test--child
                   dir '(condition-case err
                            (progn (require 'efrit-todo) (kill-emacs 0))
@@ -71,7 +72,7 @@ the exit code and output as a cons."
   "With `efrit-todo-module-auto-build' t, `require' builds the module with cargo."
   (skip-unless (executable-find "cargo"))
   (let* ((dir (efrit-todo-module-test--copy
-               '("lisp/efrit-todo.el" "Cargo.toml" "Cargo.lock" "src")))
+               '("lisp/efrit-todo.el" "lisp/efrit-todo-compat.el" "Cargo.toml" "Cargo.lock" "src")))
          (result (efrit-todo-module-test--child
                   dir '(progn
                          (setq efrit-todo-module-auto-build t)

@@ -4,7 +4,7 @@
 
 ;; `make test-efrit' loads this file, then efrit-todo-scenarios.el, to
 ;; run the scenarios through the efrit-do loop of the Efrit checkout
-;; that EFRIT_DIR names.  efrit-todo's lisp directory stays first in
+;; that EFRIT_DIR names.  efrit-todo's lisp/ directory stays first in
 ;; `load-path', so Efrit's `(require \\='efrit-todo)' gets this package.
 ;; Only Efrit's network call is replaced, by the scenarios' scripted
 ;; Claude.
@@ -25,7 +25,7 @@
   (require feature))
 
 (unless (equal (symbol-file 'efrit-todo-add)
-               (expand-file-name "efrit-todo.el" efrit-todo--directory))
+               (expand-file-name "efrit-todo-compat.el" efrit-todo--directory))
   (error "Efrit's own efrit-todo.el was loaded instead of efrit-todo's"))
 
 ;; Nothing pops up in batch.

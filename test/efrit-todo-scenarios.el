@@ -53,14 +53,14 @@
   "Makes tool_use ids unique.")
 
 (defun efrit-todo-scenarios--parse (json)
-  "Parse JSON the way Efrit parses an API response."
+  "Parse JSON as Efrit does for an API response."
   (let ((json-object-type 'hash-table)
         (json-array-type 'vector)
         (json-key-type 'string))
     (json-read-from-string json)))
 
 (defun efrit-todo-scenarios--tool (name input)
-  "Return a response that calls tool NAME with INPUT, an alist."
+  "Return a response asking for tool NAME with INPUT, an alist."
   (json-encode
    `(("content" . [(("type" . "tool_use")
                     ("id" . ,(format "toolu_%d" (cl-incf efrit-todo-scenarios--tool-counter)))
@@ -117,7 +117,7 @@ A scripted `api-error' fails the request through ERROR-CALLBACK."
   (setq efrit-todo-scenarios--stopped stop-reason))
 
 (defun efrit-todo-scenarios--nil-tool (_input)
-  "A tool that returns nothing."
+  "Return nothing, as a tool may."
   nil)
 
 (defun efrit-todo-scenarios--quit-tool (_input)
@@ -194,7 +194,7 @@ The mode is put back as it was afterwards."
          (efrit-todo-efrit-mode (if ,was-on 1 -1))))))
 
 (defun efrit-todo-scenarios--wait (done-p start &optional timeout)
-  "Let timers run until DONE-P returns non-nil or TIMEOUT seconds (10) after START."
+  "Let timers run until DONE-P is non-nil or TIMEOUT seconds (10) after START."
   (while (and (not (funcall done-p))
               (< (- (float-time) start) (or timeout 10)))
     (accept-process-output nil 0.02)))
@@ -227,7 +227,8 @@ Return the text the remote queue would send back."
       (efrit-remote-queue--execute-command command))))
 
 (defun efrit-todo-scenarios-run-repl (turns)
-  "Run TURNS, each (INPUT SCRIPT), in one REPL session with the mode on.
+  "Run a REPL conversation, with the mode on.
+TURNS are its turns, each (INPUT SCRIPT), run in one REPL session.
 Return the outcome of each turn, as `efrit-todo-scenarios-run' does."
   (efrit-todo-scenarios--fresh-buffers)
   (let ((session (efrit-repl-session-create)))
@@ -313,7 +314,7 @@ that holds text and no tool_result."
     (nreverse merged)))
 
 (defun efrit-todo-scenarios-request-problems (request)
-  "Return what makes REQUEST invalid for the Messages API, or nil.
+  "Return why REQUEST is invalid for the Messages API, or nil.
 Roles alternate from user, content is never empty, and every tool_use
 is answered by a tool_result in the next message.  Consecutive user
 messages count as one, as the API combines them: Efrit's REPL sends
@@ -413,7 +414,7 @@ its next input after the tool results of a finished turn."
   (format "Update the docstring of function-%d in file-%d.el" k k))
 
 (defun efrit-todo-scenarios--plan (n)
-  "Return a todo_write response planning N steps, the first in progress."
+  "Return a todo_write response planning N items, the first in progress."
   (efrit-todo-scenarios--tool
    "todo_write"
    `(("todos" . ,(vconcat (mapcar (lambda (k)
@@ -422,7 +423,8 @@ its next input after the tool results of a finished turn."
                                   (number-sequence 1 n)))))))
 
 (defun efrit-todo-scenarios--merge (&rest changes)
-  "Return a merged todo_write response for CHANGES, each (ID STATUS)."
+  "Return a merged todo_write response.
+CHANGES are what it carries, each (ID STATUS)."
   (efrit-todo-scenarios--tool
    "todo_write"
    `(("merge" . t)
@@ -431,12 +433,12 @@ its next input after the tool results of a finished turn."
                                   changes))))))
 
 (defun efrit-todo-scenarios--advance (k)
-  "Return the merged write that completes step K and starts the next."
+  "Return the merged write to complete step K and start the next."
   (efrit-todo-scenarios--merge (list (format "t%d" k) "completed")
                                (list (format "t%d" (1+ k)) "in_progress")))
 
 (defun efrit-todo-scenarios--long-plan-script (n)
-  "Return a script over an N-step plan that meets every text the model reads.
+  "Return a script over a plan of N items that meets every text for the model.
 Two steps are done by merged writes, the model then stops with items
 open (a continuation), calls session_complete (refused, items open)
 and calls it again (allowed)."
@@ -508,7 +510,7 @@ HOW names the way the command stops."
 (defconst efrit-todo-scenarios-names
   '(results-survive nil-result identical-forever ids-survive continuation guarded-completion
                     paused)
-  "Every scenario, in the order the issue lists them.")
+  "Every scenario, in the order the comparison prints them.")
 
 (defun efrit-todo-scenarios-play (name &optional mode)
   "Run scenario NAME with `efrit-todo-efrit-mode' per MODE; return the outcome."
@@ -516,7 +518,7 @@ HOW names the way the command stops."
     (efrit-todo-scenarios-run command script mode)))
 
 (defun efrit-todo-scenarios-compare ()
-  "Print each scenario's requests, tool runs and stop, with the mode off and on."
+  "Print the requests, tools run and stop of each scenario, the mode off and on."
   (princ (format "%-20s %8s %8s %8s %8s %7s %7s  %s\n" "scenario" "req off" "req on"
                  "runs off" "runs on" "s off" "s on" "stop off -> on"))
   (dolist (name efrit-todo-scenarios-names)
@@ -565,7 +567,7 @@ That is the agent buffer, *efrit-do* and the last result."
   (should (string-match-p regexp (plist-get outcome :last-result))))
 
 (ert-deftest efrit-todo-scenarios-results-survive ()
-  "eval_sexp gives 42, session_complete says done: the user sees both."
+  "An eval_sexp gives 42, session_complete says done: the user sees both."
   (let ((outcome (efrit-todo-scenarios-play 'results-survive)))
     (should (equal (plist-get outcome :stop) "session-complete"))
     (should (equal (plist-get outcome :runs) '("eval_sexp" "session_complete")))
@@ -666,7 +668,7 @@ That is the agent buffer, *efrit-do* and the last result."
     (efrit-todo-scenarios--should-be-valid outcome)))
 
 (ert-deftest efrit-todo-scenarios-guarded-completion ()
-  "session_complete with an item open is refused once, then allowed."
+  "A session_complete with an item open is refused once, then allowed."
   (let* ((outcome (efrit-todo-scenarios-play 'guarded-completion))
          (results (efrit-todo-scenarios-tool-results outcome)))
     (should (equal (plist-get outcome :stop) "session-complete"))
@@ -791,7 +793,7 @@ that changed would void the prompt cache of the whole conversation."
     (efrit-todo-scenarios--should-be-valid outcome)))
 
 (ert-deftest efrit-todo-scenarios-model-gets-a-short-completion ()
-  "session_complete sends the model a confirmation; the user gets the report.
+  "A session_complete sends the model a confirmation; the user gets the report.
 In the REPL the conversation goes on, so the tool result of
 session_complete is in the next turn's request."
   (let* ((outcomes
@@ -913,11 +915,12 @@ those ids are accepted, and the list finishes there."
                             (car (plist-get second :requests))))
                    (results (efrit-todo-scenarios-tool-results second)))
         (should (member (plist-get first :stop)
-                        (cdr (assq how '((interrupt "interrupted") (quit "interrupted")
-                                         (breaker "circuit-breaker") (api-error "api-error")
-                                         (pause "end_turn") (end-turn "end_turn")
-                                         (iteration-limit "iteration-limit"
-                                                          "iteration-limit-exceeded"))))))
+                        (pcase how
+                          ((or 'interrupt 'quit) '("interrupted"))
+                          ('breaker '("circuit-breaker"))
+                          ('api-error '("api-error"))
+                          ((or 'pause 'end-turn) '("end_turn"))
+                          ('iteration-limit '("iteration-limit" "iteration-limit-exceeded")))))
         (should (string-match-p
                  (concat "THE PREVIOUS COMMAND STOPPED while t2 was in progress ("
                          (regexp-quote

@@ -37,7 +37,7 @@ The directory is deleted afterwards, once pending saves are done."
          (delete-directory ,root t)))))
 
 (defun efrit-todo-store-test-session ()
-  "Return the name of a session no other test uses."
+  "Return the name of a session that no other test has."
   (format "store-test-%s" (cl-gensym)))
 
 (defun efrit-todo-store-test-write (session &rest items)
@@ -60,6 +60,18 @@ The directory is deleted afterwards, once pending saves are done."
     (insert-file-contents-literally file)
     (buffer-string)))
 
+(defmacro efrit-todo-store-test-with-saved (dir session items &rest body)
+  "Run BODY once SESSION, a new session, has ITEMS saved in DIR.
+DIR is a fresh state directory, as in `efrit-todo-store-test-with-dir';
+ITEMS, not evaluated, are the (CONTENT STATUS) lists that
+`efrit-todo-store-test-write' takes."
+  (declare (indent 3) (debug (symbolp symbolp sexp body)))
+  `(efrit-todo-store-test-with-dir ,dir
+     (let ((,session (efrit-todo-store-test-session)))
+       (efrit-todo-store-test-write ,session ,@(mapcar (lambda (item) (list 'quote item)) items))
+       (efrit-todo-save)
+       ,@body)))
+
 (defun efrit-todo-store-test-read-json (file)
   "Return FILE parsed as JSON, objects as alists with symbol keys."
   (with-temp-buffer
@@ -68,7 +80,7 @@ The directory is deleted afterwards, once pending saves are done."
       (json-read))))
 
 (defmacro efrit-todo-store-test-capturing-warnings (var &rest body)
-  "Run BODY with the texts of `display-warning' calls collected in VAR."
+  "Run BODY with the texts given to `display-warning' collected in VAR."
   (declare (indent 1) (debug (symbolp body)))
   `(let ((,var nil))
      (cl-letf (((symbol-function 'display-warning)
@@ -103,22 +115,19 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-a-change-is-saved-privately ()
   "A write lands in the session's file, mode 0600, in a directory of mode 0700."
-  (efrit-todo-store-test-with-dir dir
-    (let ((session (efrit-todo-store-test-session)))
-      (efrit-todo-store-test-write session '("Read the code" "in_progress") '("Fix it" "pending"))
-      (efrit-todo-save)
-      (let* ((file (efrit-todo-state-file session))
-             (json (efrit-todo-store-test-read-json file)))
-        (should (string-prefix-p (expand-file-name dir) file))
-        (should (= (file-modes file) #o600))
-        (should (= (file-modes dir) #o700))
-        (should (= (alist-get 'schema_version json) 2))
-        (should (equal (alist-get 'session json) session))
-        (should (= (alist-get 'id_counter json) 2))
-        (should (equal (mapcar (lambda (item) (alist-get 'status item)) (alist-get 'items json))
-                       '("in_progress" "pending")))
-        (should (equal (alist-get 'kind (car (alist-get 'history json))) "write"))
-        (should (equal (directory-files dir nil "\\`[^.]") (list (file-name-nondirectory file))))))))
+  (efrit-todo-store-test-with-saved dir session (("Read the code" "in_progress") ("Fix it" "pending"))
+    (let* ((file (efrit-todo-state-file session))
+           (json (efrit-todo-store-test-read-json file)))
+      (should (string-prefix-p (expand-file-name dir) file))
+      (should (= (file-modes file) #o600))
+      (should (= (file-modes dir) #o700))
+      (should (= (alist-get 'schema_version json) 2))
+      (should (equal (alist-get 'session json) session))
+      (should (= (alist-get 'id_counter json) 2))
+      (should (equal (mapcar (lambda (item) (alist-get 'status item)) (alist-get 'items json))
+                     '("in_progress" "pending")))
+      (should (equal (alist-get 'kind (car (alist-get 'history json))) "write"))
+      (should (equal (directory-files dir nil "\\`[^.]") (list (file-name-nondirectory file)))))))
 
 (ert-deftest efrit-todo-store-test-memory-only-writes-nothing ()
   "With `efrit-todo-state-directory' nil no file appears."
@@ -132,18 +141,15 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-an-invalid-write-leaves-the-file-alone ()
   "A write that signals leaves the bytes on disk exactly as they were."
-  (efrit-todo-store-test-with-dir dir
-    (let ((session (efrit-todo-store-test-session)))
-      (efrit-todo-store-test-write session '("Keep me" "in_progress"))
+  (efrit-todo-store-test-with-saved dir session (("Keep me" "in_progress"))
+    (let* ((file (efrit-todo-state-file session))
+           (before (efrit-todo-store-test-bytes file)))
+      (should-error (efrit-todo-store-test-write session '("Keep me" "done"))
+                    :type 'efrit-todo-invalid-input)
+      (should-error (efrit-todo-store-test-write session '("x" "pending" "t99"))
+                    :type 'efrit-todo-invalid-input)
       (efrit-todo-save)
-      (let* ((file (efrit-todo-state-file session))
-             (before (efrit-todo-store-test-bytes file)))
-        (should-error (efrit-todo-store-test-write session '("Keep me" "done"))
-                      :type 'efrit-todo-invalid-input)
-        (should-error (efrit-todo-store-test-write session '("x" "pending" "t99"))
-                      :type 'efrit-todo-invalid-input)
-        (efrit-todo-save)
-        (should (equal (efrit-todo-store-test-bytes file) before))))))
+      (should (equal (efrit-todo-store-test-bytes file) before)))))
 
 (ert-deftest efrit-todo-store-test-save-all-and-exit-hook ()
   "`efrit-todo-save' with ALL writes every session; exiting flushes."
@@ -285,21 +291,18 @@ The directory is deleted afterwards, once pending saves are done."
 
 (ert-deftest efrit-todo-store-test-restore-brings-a-list-back ()
   "A saved list comes back, with its ids, counter and history."
-  (efrit-todo-store-test-with-dir dir
-    (let ((session (efrit-todo-store-test-session)))
-      (efrit-todo-store-test-write session '("Step one" "completed") '("Step two" "in_progress"))
-      (efrit-todo-save)
-      (let ((saved (efrit-todo-list session))
-            (history (efrit-todo-history session)))
-        (let ((efrit-todo-state-directory nil))
-          (efrit-todo-store-test-write session '("Something else" "pending")))
-        (should-not (member session (efrit-todo-restore)))
-        (should (equal (efrit-todo-store-test-contents session) '("Something else")))
-        (should (member session (efrit-todo-restore t)))
-        (should (equal (efrit-todo-list session) saved))
-        (should (equal (efrit-todo-history session) history))
-        (efrit-todo-store-test-write session '("Step one" "completed") '("Step three" "pending"))
-        (should (equal (plist-get (car (last (efrit-todo-list session))) :id) "t4"))))))
+  (efrit-todo-store-test-with-saved dir session (("Step one" "completed") ("Step two" "in_progress"))
+    (let ((saved (efrit-todo-list session))
+          (history (efrit-todo-history session)))
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-store-test-write session '("Something else" "pending")))
+      (should-not (member session (efrit-todo-restore)))
+      (should (equal (efrit-todo-store-test-contents session) '("Something else")))
+      (should (member session (efrit-todo-restore t)))
+      (should (equal (efrit-todo-list session) saved))
+      (should (equal (efrit-todo-history session) history))
+      (efrit-todo-store-test-write session '("Step one" "completed") '("Step three" "pending"))
+      (should (equal (plist-get (car (last (efrit-todo-list session))) :id) "t4")))))
 
 (ert-deftest efrit-todo-store-test-names-that-are-not-file-names ()
   "Session names with slashes, dots, case and non-ASCII text stay apart and inside."
@@ -397,23 +400,20 @@ The directory is deleted afterwards, once pending saves are done."
 (ert-deftest efrit-todo-store-test-a-bad-record-field-keeps-the-list ()
   "A bad value in a record-only part drops that part with a warning naming it.
 The list comes back, and the file is not moved aside."
-  (efrit-todo-store-test-with-dir dir
-    (let ((session (efrit-todo-store-test-session)))
-      (efrit-todo-store-test-write session '("Keep me" "in_progress") '("And me" "pending"))
-      (efrit-todo-save)
-      (let ((file (efrit-todo-state-file session)))
-        (efrit-todo-store-test-edit-file file "\"breaker\":{\"tripped\":false,\"calls\":[0-9]+"
-                                         "\"breaker\":{\"tripped\":false,\"calls\":-1")
-        (let ((efrit-todo-state-directory nil))
-          (efrit-todo-reset session))
-        (efrit-todo-store-test-capturing-warnings warnings
-          (should (member session (efrit-todo-restore t)))
-          (should (= (length warnings) 1))
-          (should (string-match-p (regexp-quote file) (car warnings)))
-          (should (string-match-p "breaker\\.calls: .*dropped" (car warnings))))
-        (should (equal (efrit-todo-store-test-contents session) '("Keep me" "And me")))
-        (should (file-exists-p file))
-        (should-not (file-exists-p (concat file ".corrupt")))))))
+  (efrit-todo-store-test-with-saved dir session (("Keep me" "in_progress") ("And me" "pending"))
+    (let ((file (efrit-todo-state-file session)))
+      (efrit-todo-store-test-edit-file file "\"breaker\":{\"tripped\":false,\"calls\":[0-9]+"
+                                       "\"breaker\":{\"tripped\":false,\"calls\":-1")
+      (let ((efrit-todo-state-directory nil))
+        (efrit-todo-reset session))
+      (efrit-todo-store-test-capturing-warnings warnings
+        (should (member session (efrit-todo-restore t)))
+        (should (= (length warnings) 1))
+        (should (string-match-p (regexp-quote file) (car warnings)))
+        (should (string-match-p "breaker\\.calls: .*dropped" (car warnings))))
+      (should (equal (efrit-todo-store-test-contents session) '("Keep me" "And me")))
+      (should (file-exists-p file))
+      (should-not (file-exists-p (concat file ".corrupt"))))))
 
 (ert-deftest efrit-todo-store-test-restore-keeps-the-limits ()
   "A file over `efrit-todo-max-items' or the content length is left alone, saying why."
@@ -499,7 +499,7 @@ The list comes back, and the file is not moved aside."
 With \"restore\", it restores the session from the directory first.")
 
 (defun efrit-todo-store-test--other-emacs (dir session &optional restore)
-  "Run another Emacs that adds an item to SESSION in DIR; RESTORE it first."
+  "Run another Emacs to add an item to SESSION in DIR; RESTORE it first."
   (let ((process (efrit-todo-store-test--spawn
                   "efrit-todo-other" efrit-todo-store-test--other-emacs
                   dir session (if restore "restore" "fresh"))))
@@ -513,7 +513,7 @@ With \"restore\", it restores the session from the directory first.")
       (kill-buffer (process-buffer process)))))
 
 (ert-deftest efrit-todo-store-test-two-emacsen-never-overwrite-each-other ()
-  "A stale save over another Emacs's newer one keeps it as a conflict copy, with a warning.
+  "A stale save keeps another Emacs's newer one as a conflict copy, with a warning.
 So does a session name both Emacsen started in the same second."
   (skip-unless invocation-name)
   (efrit-todo-store-test-with-dir dir

@@ -705,6 +705,16 @@ With WITH-IDS, give them the ids t1, t2, ... in order."
               items)))
     (nreverse items)))
 
+(defun efrit-todo-test-resend-long-list-adding-one (n-completed n-cancelled n-pending)
+  "Resend the long list of N-COMPLETED, N-CANCELLED, N-PENDING items, plus one.
+The items go with their ids, and one pending item is added at the end,
+named as the next step number.  Return the result of the write."
+  (apply #'efrit-todo-test-write
+         (append (efrit-todo-test-long-list n-completed n-cancelled n-pending t)
+                 (list (efrit-todo-test-item
+                        (format "Step number %d" (+ n-completed n-cancelled n-pending 1))
+                        "pending")))))
+
 (ert-deftest efrit-todo-test-long-list-is-summarised ()
   "Above the threshold, a shown list counts what it leaves out."
   (efrit-todo-test-with-session
@@ -724,9 +734,7 @@ With WITH-IDS, give them the ids t1, t2, ... in order."
                                "Next: set t7 in_progress and start it (Step number 7)."))))
       ;; An item added to it: unchanged finished items are counted, not
       ;; shown; unchanged open ones and the new one are shown.
-      (let ((text (apply #'efrit-todo-test-write
-                         (append (efrit-todo-test-long-list 5 1 1 t)
-                                 (list (efrit-todo-test-item "Step number 8" "pending"))))))
+      (let ((text (efrit-todo-test-resend-long-list-adding-one 5 1 1)))
         (should (equal text
                        (concat "[TODO list updated: 5/8 done, 1 cancelled]\n"
                                "  t7 [pending] Step number 7\n"
@@ -755,9 +763,7 @@ With WITH-IDS, give them the ids t1, t2, ... in order."
   (efrit-todo-test-with-session
     (let ((efrit-todo-full-list-threshold 3))
       (apply #'efrit-todo-test-write (efrit-todo-test-long-list 0 0 6))
-      (let ((text (apply #'efrit-todo-test-write
-                         (append (efrit-todo-test-long-list 0 0 6 t)
-                                 (list (efrit-todo-test-item "Step number 7" "pending"))))))
+      (let ((text (efrit-todo-test-resend-long-list-adding-one 0 0 6)))
         (should (equal text
                        (concat "[TODO list updated: 0/7 done]\n"
                                "  t1 [pending] Step number 1\n"
@@ -791,9 +797,7 @@ With WITH-IDS, give them the ids t1, t2, ... in order."
   (efrit-todo-test-with-session
     (let ((efrit-todo-full-list-threshold 5))
       (apply #'efrit-todo-test-write (efrit-todo-test-long-list 3 0 1))
-      (let ((text (apply #'efrit-todo-test-write
-                         (append (efrit-todo-test-long-list 3 0 1 t)
-                                 (list (efrit-todo-test-item "Step number 5" "pending"))))))
+      (let ((text (efrit-todo-test-resend-long-list-adding-one 3 0 1)))
         (should (equal text
                        (concat "[TODO list updated: 3/5 done]\n"
                                "  t1 [completed] Step number 1\n"
@@ -804,9 +808,7 @@ With WITH-IDS, give them the ids t1, t2, ... in order."
                                "Next: set t4 in_progress and start it (Step number 4)."))))))
   (efrit-todo-test-with-session
     (apply #'efrit-todo-test-write (efrit-todo-test-long-list 30 0 1))
-    (let ((text (apply #'efrit-todo-test-write
-                       (append (efrit-todo-test-long-list 30 0 1 t)
-                               (list (efrit-todo-test-item "Step number 32" "pending"))))))
+    (let ((text (efrit-todo-test-resend-long-list-adding-one 30 0 1)))
       (should (string-match-p
                (regexp-quote "\n  ... and 30 unchanged finished items not shown (30 completed, 0 cancelled)\n")
                text))

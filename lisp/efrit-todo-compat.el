@@ -1,0 +1,413 @@
+;;; efrit-todo-compat.el --- The names Efrit uses from its own efrit-todo.el -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The efrit-todo developers
+
+;; Author: The efrit-todo developers
+;; Maintainer: The efrit-todo developers
+;; Version: 0.1.0
+;; Keywords: tools, convenience
+;; URL: https://github.com/efrit-todo/efrit-todo
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; This program is distributed in the hope that it will be useful,
+;; but WITHOUT ANY WARRANTY; without even the implied warranty of
+;; MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+;; GNU General Public License for more details.
+
+;; You should have received a copy of the GNU General Public License
+;; along with this program.  If not, see <https://www.gnu.org/licenses/>.
+
+;;; Commentary:
+
+;; Efrit has a file efrit-todo.el of its own.  efrit-todo.el of this
+;; package provides the same feature, so that it can stand in for that
+;; file when it comes first in `load-path'; then Efrit's code calls the
+;; names below, and they must behave as Efrit expects.  They act on the
+;; current session (`efrit-todo-current-session'), see a flat list and
+;; are backed by the module, which stays the source of truth: the two
+;; variables mirror the current session's list after every change, and a
+;; value Efrit sets directly is copied into the module.
+;;
+;; efrit-todo.el loads this file; it is not meant to be loaded alone.  It
+;; calls the core's functions only when Efrit calls it, so it requires
+;; nothing of the core, and the core requires it: one direction.
+;;
+;; Who in Efrit uses what (files under Efrit's lisp/):
+;;
+;; - `efrit-todo--current-todos': interfaces/efrit-do.el makes it
+;;   `efrit-do--current-todos' with `defvaralias'; through that name it
+;;   is set by `efrit-do--create-session-for-command' and `efrit-do-sync'
+;;   (in efrit-do.el) and by `efrit-do--handle-todo-write'
+;;   (interfaces/efrit-do-handlers.el), read by `efrit-do-show-todos',
+;;   `efrit-do--handle-format-todo-list', `efrit-agent-sync-todos'
+;;   (interfaces/efrit-agent-integration.el), `efrit-todos--render' and
+;;   `efrit-modeline--get-current-task' (support/efrit-ui-todos.el), and
+;;   set again by `efrit-todos-clear-completed' (same file).
+;; - `efrit-todo--counter': aliased as `efrit-do--todo-counter' in
+;;   efrit-do.el; set by `efrit-do--create-session-for-command',
+;;   `efrit-do-sync' and `efrit-do--handle-todo-write'.
+;; - The struct `efrit-todo-item' and its `efrit-do-todo-item-*'
+;;   aliases: `efrit-do--handle-todo-write' builds items with
+;;   `efrit-do-todo-item-create'; the accessors are read by
+;;   `efrit-do-show-todos', `efrit-agent--convert-todo-item',
+;;   `efrit-todos--render', `efrit-todos-clear-completed' and
+;;   `efrit-modeline--get-current-task'.
+;; - `efrit-todo--generate-id', `efrit-todo-add', `efrit-todo-find':
+;;   efrit-do.el aliases them as `efrit-do--generate-todo-id',
+;;   `efrit-do--add-todo' and `efrit-do--find-todo'; no Efrit code
+;;   calls those aliases today.
+;; - `efrit-todo-update-status': aliased as
+;;   `efrit-do--update-todo-status' in efrit-do.el, which
+;;   `efrit-agent-setup-todo-integration' advises (and
+;;   `efrit-agent-remove-todo-integration' un-advises).
+;; - `efrit-todo-clear': called by `efrit-do--clear-todos' (efrit-do.el),
+;;   which `efrit-do-clear-todos' and `efrit-do-clear-all' call.
+;; - `efrit-todo-format-list': called by `efrit-tools-format-todo-list'
+;;   (core/efrit-tools.el), which `efrit-do--handle-format-todo-list'
+;;   calls.
+;; - `efrit-todo-format-for-display': aliased as
+;;   `efrit-do--format-todos-for-display' in efrit-do.el, called by
+;;   `efrit-do-show-todos'.
+;; - `efrit-todo-format-for-prompt': aliased as
+;;   `efrit-do--format-todos-for-prompt' in efrit-do.el, called by
+;;   `efrit-do--command-system-prompt' (core/efrit-do-prompt.el) for
+;;   every request, so it never signals.
+;; - `efrit-todo-get-all', `efrit-todo-set-all', `efrit-todo-count',
+;;   `efrit-todo-set-counter': defined by Efrit's efrit-todo.el, called
+;;   by no Efrit code today; kept for code written against that file.
+;;
+;; Near-synonyms: `efrit-todo-count' (Efrit's: a number) and
+;; `efrit-todo-counts' (native: a plist by status); `efrit-todo-get-all'
+;; (Efrit's: item vectors) and `efrit-todo-list' (native: plists with
+;; ids, activeForm, parents and times); `efrit-todo-clear' (Efrit's:
+;; the items only) and `efrit-todo-reset' (native: list, breaker, ledger
+;; and guide); `efrit-todo-set-all' (Efrit's) and `efrit-todo-write'
+;; (native, with validation and the model's result);
+;; `efrit-todo-update-status' (Efrit's) and `efrit-todo-user-set-status'
+;; (native, a user edit the model is told about);
+;; `efrit-todo-format-for-prompt' (Efrit's: the live list) and
+;; `efrit-todo-prompt-guidance' (native: the same text for a whole
+;; session, which keeps the prompt cache).  New code should use the
+;; native names, in efrit-todo.el; these exist for Efrit.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'seq)
+(require 'subr-x)
+
+;; The core, efrit-todo.el, loads this file and defines these.
+(defvar efrit-todo-max-items)
+(defvar efrit-todo-max-content-length)
+(declare-function efrit-todo--session "efrit-todo" (session))
+(declare-function efrit-todo--describe "efrit-todo" (value))
+(declare-function efrit-todo--changed "efrit-todo" (session))
+(declare-function efrit-todo--run-change-hook "efrit-todo" (session))
+(declare-function efrit-todo-stopped "efrit-todo" (&optional session))
+(declare-function efrit-todo-list "efrit-todo" (&optional session))
+(declare-function efrit-todo-counts "efrit-todo" (&optional session))
+(declare-function efrit-todo--module-structs "efrit-todo-module" (session old))
+(declare-function efrit-todo--module-add "efrit-todo-module"
+                  (session content priority max-items max-content))
+(declare-function efrit-todo--module-set-status "efrit-todo-module"
+                  (session id status))
+(declare-function efrit-todo--module-set-all "efrit-todo-module"
+                  (session items max-items max-content))
+(declare-function efrit-todo--module-allocate-id "efrit-todo-module" (session))
+(declare-function efrit-todo--module-id-counter "efrit-todo-module" (session))
+(declare-function efrit-todo--module-raise-counter "efrit-todo-module"
+                  (session n))
+(declare-function efrit-todo--module-clear "efrit-todo-module" (session))
+
+(cl-defstruct (efrit-todo-item
+               (:constructor efrit-todo-item-create)
+               (:type vector))
+  "A todo item in Efrit's shape, mirrored from the module."
+  id
+  content
+  status
+  priority
+  created-at
+  completed-at)
+
+;; Efrit's older code calls the accessors by their efrit-do- names.  They
+;; are outside this package's prefix, hence made in a loop rather than
+;; spelled out one by one.
+(dolist (name '("id" "content" "status" "priority" "created-at" "completed-at" "create"))
+  (defalias (intern (concat "efrit-do-todo-item-" name))
+    (intern (concat "efrit-todo-item-" name))))
+
+(defvar efrit-todo--current-todos nil
+  "The current session's items as `efrit-todo-item' vectors, in list order.
+Kept for Efrit, which reads and sets it; efrit-todo refreshes it after
+every change and copies a value set from outside into the module.")
+
+(defvar efrit-todo--counter 0
+  "How many ids the current session has issued.")
+
+(defvar efrit-todo-compat--mirroring nil
+  "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
+
+(defvar efrit-todo-compat--mirror-session nil
+  "Session whose list `efrit-todo--current-todos' holds.")
+
+(defun efrit-todo-compat--status-from-efrit (status)
+  "Return the module spelling of Efrit's STATUS symbol."
+  (pcase status
+    ('todo "pending")
+    ((or 'pending 'in-progress 'completed 'cancelled) (symbol-name status))
+    (_ (signal 'efrit-todo-invalid-input
+               (list (format "status: expected todo, in-progress, completed or cancelled, got %s"
+                             (efrit-todo--describe status)))))))
+
+(defun efrit-todo-compat--refresh-mirror (session)
+  "Set Efrit's variables from the list of SESSION."
+  (let ((efrit-todo-compat--mirroring t)
+        ;; The structs of the same session are updated in place.
+        (old (and (equal session efrit-todo-compat--mirror-session) efrit-todo--current-todos)))
+    (setq efrit-todo-compat--mirror-session session)
+    ;; Setting a watched variable calls the watcher: skip it when the list
+    ;; was updated in place.
+    (let ((todos (efrit-todo--module-structs session old)))
+      (unless (eq todos efrit-todo--current-todos)
+        (setq efrit-todo--current-todos todos)))
+    (let ((counter (efrit-todo--module-id-counter session)))
+      (unless (eql counter efrit-todo--counter)
+        (setq efrit-todo--counter counter)))))
+
+(defun efrit-todo-compat--mirror ()
+  "Return `efrit-todo--current-todos', refreshed if the session changed."
+  (let ((session (efrit-todo--session nil)))
+    (unless (equal session efrit-todo-compat--mirror-session)
+      (efrit-todo-compat--refresh-mirror session)))
+  efrit-todo--current-todos)
+
+(defun efrit-todo-compat--struct-p (object)
+  "Return non-nil if OBJECT has the shape of an `efrit-todo-item'.
+The struct is a plain vector, so this is the only test there is."
+  (and (vectorp object) (= (length object) 6)))
+
+(defun efrit-todo-compat--time (time)
+  "Return TIME, any Lisp time value, as a float, or nil."
+  (and time (ignore-errors (float-time time))))
+
+(defun efrit-todo-compat--struct-plist (item)
+  "Return the module plist for ITEM, an `efrit-todo-item' (or anything else)."
+  (if (efrit-todo-compat--struct-p item)
+      (list :id (efrit-todo-item-id item)
+            :content (efrit-todo-item-content item)
+            :status (let ((status (efrit-todo-item-status item)))
+                      (if (symbolp status) (efrit-todo-compat--status-from-efrit status) status))
+            :priority (let ((priority (efrit-todo-item-priority item)))
+                        (if (symbolp priority) (and priority (symbol-name priority)) priority))
+            :created (efrit-todo-compat--time (efrit-todo-item-created-at item))
+            :completed (efrit-todo-compat--time (efrit-todo-item-completed-at item)))
+    item))
+
+(defun efrit-todo-compat--adopt (todos)
+  "Copy TODOS, a list Efrit set directly, into the current session."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
+                                efrit-todo-max-items efrit-todo-max-content-length)
+    ;; The variable keeps what was set; when that is not a list of structs
+    ;; (the module also takes plists and tables), read the structs afresh.
+    (setq efrit-todo-compat--mirror-session
+          (and (seq-every-p #'efrit-todo-compat--struct-p todos) session))
+    (efrit-todo--run-change-hook session)))
+
+(defun efrit-todo-compat--watch-variables (symbol value operation _where)
+  "Copy VALUE, set from outside into SYMBOL by OPERATION, into the module.
+Efrit clears its list with `setq' when a session starts; this keeps
+the module in step.  Never signals: it runs inside someone's `setq'."
+  (when (and (eq operation 'set) (not efrit-todo-compat--mirroring))
+    (condition-case err
+        (pcase symbol
+          ('efrit-todo--current-todos
+           (if (listp value)
+               ;; Efrit empties the list when a command starts; a list a
+               ;; command left open stays, for the next one to take over.
+               (if (and (null value) (efrit-todo-stopped))
+                   (setq efrit-todo-compat--mirror-session nil)
+                 (efrit-todo-compat--adopt value))
+             (setq efrit-todo-compat--mirror-session nil)
+             (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
+          ('efrit-todo--counter
+           (when (natnump value)
+             (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
+      (error
+       ;; The variable is about to hold what could not be adopted: read
+       ;; the list from the module again next time.
+       (setq efrit-todo-compat--mirror-session nil)
+       (message "Efrit-todo: could not adopt %s: %s"
+                symbol (error-message-string err))))))
+
+(add-variable-watcher 'efrit-todo--current-todos #'efrit-todo-compat--watch-variables)
+(add-variable-watcher 'efrit-todo--counter #'efrit-todo-compat--watch-variables)
+
+(defun efrit-todo--generate-id ()
+  "Reserve and return a fresh id in the current session."
+  (let* ((session (efrit-todo--session nil))
+         (id (efrit-todo--module-allocate-id session)))
+    (efrit-todo-compat--refresh-mirror session)
+    id))
+
+(defun efrit-todo-compat--find-struct (id)
+  "Return the mirrored item with ID, or nil."
+  (seq-find (lambda (item) (equal (efrit-todo-item-id item) id))
+            (efrit-todo-compat--mirror)))
+
+(defun efrit-todo-add (content &optional priority)
+  "Append a pending item with CONTENT and optional PRIORITY; return it.
+PRIORITY is low, medium (the default) or high."
+  (unless (memq priority '(nil low medium high))
+    (signal 'efrit-todo-invalid-input
+            (list (format "priority: expected low, medium or high, got %s"
+                          (efrit-todo--describe priority)))))
+  (let* ((session (efrit-todo--session nil))
+         (plist (efrit-todo--module-add session content
+                                        (symbol-name (or priority 'medium))
+                                        efrit-todo-max-items
+                                        efrit-todo-max-content-length)))
+    (efrit-todo--changed session)
+    (efrit-todo-compat--find-struct (plist-get plist :id))))
+
+(defun efrit-todo-update-status (id new-status)
+  "Set the status of the item with ID to NEW-STATUS; return it, or nil.
+NEW-STATUS is todo, in-progress, completed or cancelled."
+  (unless (and (stringp id) (not (string-empty-p id)))
+    (signal 'efrit-todo-invalid-input
+            (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
+  (let* ((session (efrit-todo--session nil))
+         (plist (efrit-todo--module-set-status
+                 session id (efrit-todo-compat--status-from-efrit new-status))))
+    (when plist
+      (efrit-todo--changed session)
+      (efrit-todo-compat--find-struct id))))
+
+(defun efrit-todo-find (id)
+  "Return the item with ID in the current session, or nil."
+  (efrit-todo-compat--find-struct id))
+
+(defun efrit-todo-get-all ()
+  "Return the items of the current session as `efrit-todo-item' vectors."
+  (efrit-todo-compat--mirror))
+
+(defun efrit-todo-set-all (todos)
+  "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
+  (unless (proper-list-p todos)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
+                                efrit-todo-max-items efrit-todo-max-content-length)
+    (efrit-todo--changed session)
+    (efrit-todo-compat--mirror)))
+
+(defun efrit-todo-clear ()
+  "Remove every item of the current session.
+Unlike Efrit's counter, the id counter keeps counting so that an id
+never comes back with another meaning."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-clear session)
+    (efrit-todo--changed session)))
+
+(defun efrit-todo-count ()
+  "Return the number of items in the current session."
+  (length (efrit-todo-compat--mirror)))
+
+(defun efrit-todo-set-counter (n)
+  "Raise the id counter of the current session to N.
+It never goes down: lowering it would reissue ids."
+  (let ((session (efrit-todo--session nil)))
+    (efrit-todo--module-raise-counter session n)
+    (efrit-todo-compat--refresh-mirror session)
+    efrit-todo--counter))
+
+(defun efrit-todo-compat--status-mark (status)
+  "Return a short ASCII mark for STATUS."
+  (pcase status
+    ((or 'todo 'pending) "[ ]")
+    ('in-progress "[>]")
+    ('completed "[x]")
+    ('cancelled "[-]")
+    (_ "[?]")))
+
+(defun efrit-todo-compat--format-item (item)
+  "Return one display line for ITEM, an `efrit-todo-item'."
+  (unless (efrit-todo-compat--struct-p item)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected efrit-todo-item vectors, got %s"
+                          (efrit-todo--describe item)))))
+  (format "%s %s %s%s"
+          (efrit-todo-compat--status-mark (efrit-todo-item-status item))
+          (efrit-todo-item-id item)
+          (efrit-todo-item-content item)
+          (let ((priority (efrit-todo-item-priority item)))
+            (if (memq priority '(nil medium)) "" (format " (%s priority)" priority)))))
+
+(defun efrit-todo-format-list (todos &optional sort-by)
+  "Return TODOS as display lines, sorted by SORT-BY.
+SORT-BY is `status' (running first), `priority' (high first),
+`created' (oldest first) or nil (list order)."
+  (unless (proper-list-p todos)
+    (signal 'efrit-todo-invalid-input
+            (list (format "todos: expected a list, got a %s" (type-of todos)))))
+  (let* ((print-level 3)
+         (print-length 10)
+         (rank (lambda (order key) (lambda (item) (or (seq-position order (funcall key item)) 99))))
+         (key (pcase sort-by
+                ('status (funcall rank '(in-progress todo pending completed cancelled)
+                                  #'efrit-todo-item-status))
+                ('priority (funcall rank '(high medium low) #'efrit-todo-item-priority))
+                ('created (lambda (item) (or (efrit-todo-compat--time (efrit-todo-item-created-at item)) 0)))))
+         (sorted (if key
+                     (sort (copy-sequence todos)
+                           (lambda (a b) (< (funcall key a) (funcall key b))))
+                   todos)))
+    (when sorted
+      (mapconcat #'efrit-todo-compat--format-item sorted "\n"))))
+
+(defun efrit-todo-format-for-display ()
+  "Return the current session's items as display lines."
+  (or (efrit-todo-format-list (efrit-todo-compat--mirror)) "No current TODOs"))
+
+(defun efrit-todo-format-for-prompt ()
+  "Return the current list for the system prompt, or \"\" without one.
+Efrit calls this while building every request, so it never signals.
+It shows the live list, as Efrit's own function does; with
+`efrit-todo-efrit-mode' on, the prompt gets the fixed text of
+`efrit-todo-prompt-guidance' instead, which keeps the prompt cache."
+  (condition-case err
+      (if-let* ((items (efrit-todo-list)))
+          (concat (let ((counts (efrit-todo-counts)))
+                    (format "\n\nTODO LIST (%d/%d done):\n"
+                            (plist-get counts :completed) (plist-get counts :total)))
+                  (mapconcat (lambda (item)
+                               (format "  %s [%s] %s" (plist-get item :id)
+                                       (string-replace "-" "_" (symbol-name (plist-get item :status)))
+                                       (plist-get item :content)))
+                             items "\n")
+                  "\n")
+        "")
+    (error (message "Efrit-todo: %s" (error-message-string err))
+           "")))
+
+(defun efrit-todo-compat-unload-function ()
+  "Stop watching Efrit's variables when this file is unloaded."
+  (remove-variable-watcher 'efrit-todo--current-todos #'efrit-todo-compat--watch-variables)
+  (remove-variable-watcher 'efrit-todo--counter #'efrit-todo-compat--watch-variables)
+  nil)
+
+(provide 'efrit-todo-compat)
+
+;; Local Variables:
+;; package-lint-main-file: "efrit-todo.el"
+;; End:
+
+;;; efrit-todo-compat.el ends here

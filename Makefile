@@ -17,7 +17,7 @@ BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
-$(MODULE): Cargo.toml $(wildcard src/*.rs)
+$(MODULE): Cargo.toml $(wildcard src/*.rs src/ffi/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 

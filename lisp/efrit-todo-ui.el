@@ -989,7 +989,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
   "Show the buffer if SESSION has its first list.
 The caller checks that the user wants that: `efrit-todo-auto-show'."
   (when (and (not (gethash session efrit-todo-ui--auto-shown))
-             (> (plist-get (efrit-todo-counts session) :total) 0))
+             (> (efrit-todo--item-count session) 0))
     (puthash session t efrit-todo-ui--auto-shown)
     (let ((buffer (efrit-todo-ui--buffer)))
       (unless (efrit-todo-ui--visible-p buffer)

@@ -130,6 +130,7 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-prompt-guidance "efrit-todo-module"
                   (session full-up-to))
 (declare-function efrit-todo--module-change-seq "efrit-todo-module" (session))
+(declare-function efrit-todo--module-item-count "efrit-todo-module" (session))
 (declare-function efrit-todo--module-begin-turn "efrit-todo-module" (session))
 (declare-function efrit-todo--module-user-edit "efrit-todo-module"
                   (session op id arg max-items max-content))
@@ -297,6 +298,12 @@ Keys: :id :content :active-form :status :parent :priority :created
 subtask of, nil for a top-level item.  Times are floats as
 `float-time' gives them, or nil."
   (efrit-todo--module-items (efrit-todo--session session)))
+
+(defun efrit-todo--item-count (&optional session)
+  "Return how many items SESSION's list holds.
+Unlike `efrit-todo-counts' it makes no garbage, for code that runs on
+every tool call."
+  (efrit-todo--module-item-count (efrit-todo--session session)))
 
 (defun efrit-todo-counts (&optional session)
   "Return a plist counting the items of SESSION by status.

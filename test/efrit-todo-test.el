@@ -1709,6 +1709,19 @@ It shows the list as it was then, with ids, and how to update it."
 
 ;;;; Errors and panics
 
+(ert-deftest efrit-todo-test-item-count ()
+  "The item count agrees with the list, for a session with none too."
+  (efrit-todo-test-with-session
+    (should (= (efrit-todo--item-count) 0))
+    (should (= (efrit-todo--item-count "no-such-session-for-counting") 0))
+    (efrit-todo-test-write (efrit-todo-test-item "One" "in_progress")
+                           (efrit-todo-test-item "Two" "pending")
+                           (efrit-todo-test-item "Three" "pending"))
+    (should (= (efrit-todo--item-count) 3))
+    (should (= (efrit-todo--item-count) (length (efrit-todo-list))))
+    (efrit-todo-reset)
+    (should (= (efrit-todo--item-count) 0))))
+
 (ert-deftest efrit-todo-test-loop-options-are-read-by-key ()
   "The module reads loop options by key; a wrong key or value is named."
   (let ((options (list :max-result-chars 7 :hard-cap 3)))

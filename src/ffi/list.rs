@@ -358,6 +358,17 @@ fn change_seq<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     })
 }
 
+/// How many items SESSION's list holds: a fixnum, nothing to collect,
+/// for callers that run on every change.
+#[defun]
+fn item_count<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
+    guarded(env, || {
+        with_existing(env, session, |env, s| {
+            (s.map_or(0, |s| s.items.len()) as i64).into_lisp(env)
+        })
+    })
+}
+
 /// A new id for SESSION, for Efrit's `efrit-todo-add'.
 #[defun]
 fn allocate_id<'e>(env: &'e Env, session: Value<'e>) -> Result<String> {

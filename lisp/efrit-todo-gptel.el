@@ -239,7 +239,7 @@ gptel passes an argument the model left out as nil, and JSON false as
     (efrit-todo-invalid-input (format "Error in todo_pause: %s" (cadr err)))))
 
 (defun efrit-todo-gptel--tool-function (name keys)
-  "Return the function that runs tool NAME, whose arguments are KEYS."
+  "Return the function for tool NAME, whose arguments are KEYS."
   (let ((handler (if (equal name "todo_pause")
                      #'efrit-todo-gptel--todo-pause
                    #'efrit-todo-gptel--todo-write)))

@@ -1,0 +1,121 @@
+;;; efrit-todo-real-gptel.el --- Load a real gptel for the gptel scenarios -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; `make test-gptel' (and test/efrit-todo-gptel-test.el whenever
+;; GPTEL_DIR is set) loads this file to run the gptel scenarios through
+;; the gptel checkout that GPTEL_DIR names.  GPTEL_LOAD_PATH may add
+;; directories (colon-separated) for its dependencies: on Emacs 28 gptel
+;; needs compat (a checkout of emacs-compat/compat loads from source).
+;;
+;; gptel is not changed at all: it talks over HTTP, with url.el, to an
+;; OpenAI-compatible server run inside this Emacs on 127.0.0.1, which
+;; answers each request with what `efrit-todo-gptel-harness-transport'
+;; says (a JSON string, `error' for an HTTP 500, or `hang' to leave the
+;; request unanswered until it is aborted).
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+
+(let ((root (getenv "GPTEL_DIR")))
+  (unless (and root (file-exists-p (expand-file-name "gptel.el" root)))
+    (error "GPTEL_DIR does not name a gptel checkout: %S" root))
+  (dolist (dir (reverse (split-string (or (getenv "GPTEL_LOAD_PATH") "") path-separator t)))
+    (add-to-list 'load-path (expand-file-name dir)))
+  (add-to-list 'load-path (expand-file-name root) t))
+
+(require 'gptel)
+(require 'gptel-openai)
+
+(defvar gptel-version)
+(defvar gptel-backend)
+(defvar gptel-model)
+(defvar gptel-use-curl)
+(defvar gptel-stream)
+(defvar gptel--request-alist)
+(declare-function gptel-make-openai "gptel-openai" (name &rest args))
+(declare-function gptel-fsm-info "gptel-request" (fsm))
+
+(defconst efrit-todo-gptel-harness-kind
+  (format "gptel %s from %s%s" gptel-version (getenv "GPTEL_DIR")
+          (let ((default-directory (file-name-as-directory (getenv "GPTEL_DIR"))))
+            (condition-case nil
+                (concat " at commit "
+                        (string-trim (car (process-lines "git" "rev-parse" "--short" "HEAD"))))
+              (error ""))))
+  "What the gptel scenarios run against.")
+
+(defvar efrit-todo-gptel-harness-transport nil
+  "Function from a request's JSON to the response's JSON, `error' or `hang'.")
+
+;;;; The server
+
+(defun efrit-todo-real-gptel--reply (process status body)
+  "Send an HTTP reply with STATUS and BODY on PROCESS and close it."
+  (let ((bytes (encode-coding-string body 'utf-8)))
+    (process-send-string
+     process
+     (format "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+             status (length bytes)))
+    (process-send-string process bytes)
+    (process-send-eof process)))
+
+(defun efrit-todo-real-gptel--filter (process chunk)
+  "Collect CHUNK of a request on PROCESS; answer it once it is whole."
+  (let ((data (concat (or (process-get process 'data) "") chunk)))
+    (process-put process 'data data)
+    (when (string-match "\r\n\r\n" data)
+      (let* ((head (substring data 0 (match-beginning 0)))
+             (body (substring data (match-end 0)))
+             (length (and (string-match "^content-length: *\\([0-9]+\\)" (downcase head))
+                          (string-to-number (match-string 1 (downcase head))))))
+        (when (and length (>= (length body) length) (not (process-get process 'answered)))
+          (process-put process 'answered t)
+          (let ((response (condition-case err
+                              (funcall efrit-todo-gptel-harness-transport
+                                       (decode-coding-string body 'utf-8))
+                            (error (message "Test server: %S" err) 'error))))
+            (cond ((eq response 'hang))
+                  ((stringp response) (efrit-todo-real-gptel--reply process "200 OK" response))
+                  (t (efrit-todo-real-gptel--reply
+                      process "500 Internal Server Error"
+                      "{\"error\":{\"message\":\"scripted failure\",\"type\":\"server_error\"}}")))))))))
+
+(defvar efrit-todo-real-gptel--server
+  (make-network-process :name "efrit-todo-gptel-server" :server t :host "127.0.0.1"
+                        :service t :family 'ipv4 :coding 'binary
+                        :filter #'efrit-todo-real-gptel--filter)
+  "The OpenAI-compatible server gptel talks to.")
+
+(defvar efrit-todo-real-gptel--backend
+  (gptel-make-openai "efrit-todo-test"
+    :host (format "127.0.0.1:%d" (process-contact efrit-todo-real-gptel--server :service))
+    :protocol "http" :endpoint "/v1/chat/completions" :stream nil :key "none"
+    :models '(fake))
+  "gptel's backend for the test server.")
+
+;;;; The harness
+
+(defun efrit-todo-gptel-harness-chat-buffer (name)
+  "Return a fresh chat buffer called NAME, talking to the test server."
+  (when (get-buffer name)
+    (let ((kill-buffer-query-functions nil))
+      (kill-buffer name)))
+  (with-current-buffer (get-buffer-create name)
+    (text-mode)
+    (setq-local gptel-backend efrit-todo-real-gptel--backend
+                gptel-model 'fake
+                gptel-use-curl nil
+                gptel-stream nil)
+    (current-buffer)))
+
+(defun efrit-todo-gptel-harness-busy-p (buffer)
+  "Return non-nil while a request of BUFFER is in flight."
+  (seq-some (lambda (entry)
+              (eq (plist-get (gptel-fsm-info (cadr entry)) :buffer) buffer))
+            gptel--request-alist))
+
+(provide 'efrit-todo-real-gptel)
+;;; efrit-todo-real-gptel.el ends here

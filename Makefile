@@ -8,7 +8,7 @@ LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
-.PHONY: build test cargo-test ert loop test-efrit fuzz lint tmux-test bench demo clean help
+.PHONY: build test cargo-test ert loop test-efrit test-gptel fuzz lint tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -34,6 +34,13 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 	  $$REAL -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
 	  $$REAL -f efrit-todo-scenarios-compare; \
 	  EMACS="$(EMACS)" test/efrit-suites.sh "$(EFRIT_DIR)"; fi
+
+# GPTEL_LOAD_PATH adds directories (colon-separated) for gptel's own
+# dependencies, e.g. a compat checkout on Emacs 28.
+test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR
+	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: GPTEL_DIR is unset, skipping the real-gptel suite (make ert runs it against the fake gptel)"; else \
+	  GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
+	  $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; fi
 
 # --module-assertions makes Emacs check every use of the module API.  The
 # seed is fixed; EFRIT_TODO_FUZZ_SECONDS bounds the time (default 25).

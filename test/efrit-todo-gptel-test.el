@@ -43,6 +43,7 @@
 (declare-function gptel-make-tool "gptel-request" (&rest slots))
 (declare-function gptel-get-tool "gptel-request" (path))
 (declare-function gptel-get-preset "gptel" (name))
+(declare-function gptel-tool-name "gptel-request" (tool))
 (declare-function efrit-todo-gptel-harness-chat-buffer "efrit-todo-fake-gptel" (name))
 (declare-function efrit-todo-gptel-harness-busy-p "efrit-todo-fake-gptel" (buffer))
 
@@ -82,7 +83,7 @@
 ;;;; The scripted model
 
 (defvar efrit-todo-gptel-test--script nil
-  "Answers still to give: JSON strings, `hang', `error', or functions of the request.")
+  "Answers still to give: JSON, `hang', `error' or functions of the request.")
 
 (defvar efrit-todo-gptel-test--requests nil
   "Requests received, newest first, parsed into alists.")
@@ -627,11 +628,16 @@ write by id finishes the list."
                (requests nil))
           (should (gptel-get-preset 'efrit-todo))
           (with-current-buffer chat
-            (gptel-with-preset 'efrit-todo
-              (setq requests (efrit-todo-gptel-test-send
-                              chat "Plan with the preset"
-                              (list (efrit-todo-gptel-test--todos '("Plan" "completed"))
-                                    (efrit-todo-gptel-test--text "Planned."))))))
+            ;; `gptel-with-preset' is a macro of gptel, which the
+            ;; byte-compiler does not have: expand it at run time.
+            (eval `(gptel-with-preset 'efrit-todo
+                     (funcall ',(lambda ()
+                                 (setq requests
+                                       (efrit-todo-gptel-test-send
+                                        chat "Plan with the preset"
+                                        (list (efrit-todo-gptel-test--todos '("Plan" "completed"))
+                                              (efrit-todo-gptel-test--text "Planned.")))))))
+                  t))
           (should efrit-todo-gptel-mode)
           (efrit-todo-gptel-test--check-requests requests)
           (should (equal (sort (efrit-todo-gptel-test--tool-names (car requests)) #'string<)

@@ -6,7 +6,9 @@
 ;; GPTEL_DIR is set) loads this file to run the gptel scenarios through
 ;; the gptel checkout that GPTEL_DIR names.  GPTEL_LOAD_PATH may add
 ;; directories (colon-separated) for its dependencies: on Emacs 28 gptel
-;; needs compat (a checkout of emacs-compat/compat loads from source).
+;; needs compat (a checkout of emacs-compat/compat loads from source);
+;; without one on the path, a checkout named compat* beside GPTEL_DIR,
+;; or compat installed by package.el or Debian, is used.
 ;;
 ;; gptel is not changed at all: it talks over HTTP, with url.el, to an
 ;; OpenAI-compatible server run inside this Emacs on 127.0.0.1, which
@@ -18,16 +20,29 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'seq)
 
 (let ((root (getenv "GPTEL_DIR")))
   (unless (and root (file-exists-p (expand-file-name "gptel.el" root)))
     (error "GPTEL_DIR does not name a gptel checkout: %S" root))
   (dolist (dir (reverse (split-string (or (getenv "GPTEL_LOAD_PATH") "") path-separator t)))
     (add-to-list 'load-path (expand-file-name dir)))
-  (add-to-list 'load-path (expand-file-name root) t))
+  (add-to-list 'load-path (expand-file-name root) t)
+  ;; gptel needs compat before Emacs 30: take a checkout beside gptel's,
+  ;; or one package.el or Debian installed, when none is on the path.
+  (unless (locate-library "compat")
+    (when-let* ((dir (seq-find
+                      (lambda (dir) (file-exists-p (expand-file-name "compat.el" dir)))
+                      (append (file-expand-wildcards
+                               (expand-file-name "../compat*" (directory-file-name root)))
+                              (file-expand-wildcards
+                               (locate-user-emacs-file "elpa/compat-*"))
+                              (file-expand-wildcards "/usr/share/emacs/site-lisp/elpa/compat-*")))))
+      (add-to-list 'load-path dir t))))
 
-(require 'gptel)
-(require 'gptel-openai)
+;; Required by name at run time: the byte-compiler has no gptel to load.
+(dolist (feature '(gptel gptel-openai))
+  (require feature))
 
 (defvar gptel-version)
 (defvar gptel-backend)
@@ -39,12 +54,13 @@
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 
 (defconst efrit-todo-gptel-harness-kind
-  (format "gptel %s from %s%s" gptel-version (getenv "GPTEL_DIR")
+  (format "gptel %s from %s%s, compat from %s" gptel-version (getenv "GPTEL_DIR")
           (let ((default-directory (file-name-as-directory (getenv "GPTEL_DIR"))))
             (condition-case nil
                 (concat " at commit "
                         (string-trim (car (process-lines "git" "rev-parse" "--short" "HEAD"))))
-              (error ""))))
+              (error "")))
+          (if (featurep 'compat) (file-name-directory (locate-library "compat")) "nowhere"))
   "What the gptel scenarios run against.")
 
 (defvar efrit-todo-gptel-harness-transport nil

@@ -36,11 +36,14 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 	  EMACS="$(EMACS)" test/efrit-suites.sh "$(EFRIT_DIR)"; fi
 
 # GPTEL_LOAD_PATH adds directories (colon-separated) for gptel's own
-# dependencies, e.g. a compat checkout on Emacs 28.
-test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR
+# dependencies, e.g. a compat checkout on Emacs 28.  The scenarios run
+# three times: gptel over curl, over curl with streamed responses, and
+# over url.el.
+test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (curl, streamed, url.el)
 	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: GPTEL_DIR is unset, skipping the real-gptel suite (make ert runs it against the fake gptel)"; else \
-	  GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
-	  $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; fi
+	  set -e; for transport in "" "EFRIT_TODO_GPTEL_STREAM=1" "EFRIT_TODO_GPTEL_CURL=0"; do \
+	    env $$transport GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
+	      $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; done; fi
 
 # --module-assertions makes Emacs check every use of the module API.  The
 # seed is fixed; EFRIT_TODO_FUZZ_SECONDS bounds the time (default 25).

@@ -21,6 +21,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'seq)
+(require 'json)
 
 (let ((root (getenv "GPTEL_DIR")))
   (unless (and root (file-exists-p (expand-file-name "gptel.el" root)))
@@ -54,13 +55,18 @@
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 
 (defconst efrit-todo-gptel-harness-kind
-  (format "gptel %s from %s%s, compat from %s" gptel-version (getenv "GPTEL_DIR")
+  (format "gptel %s from %s%s, compat from %s, over %s"
+          gptel-version (getenv "GPTEL_DIR")
           (let ((default-directory (file-name-as-directory (getenv "GPTEL_DIR"))))
             (condition-case nil
                 (concat " at commit "
                         (string-trim (car (process-lines "git" "rev-parse" "--short" "HEAD"))))
               (error "")))
-          (if (featurep 'compat) (file-name-directory (locate-library "compat")) "nowhere"))
+          (if (featurep 'compat) (file-name-directory (locate-library "compat")) "nowhere")
+          (cond ((or (equal (getenv "EFRIT_TODO_GPTEL_CURL") "0") (not (executable-find "curl")))
+                 "url.el")
+                ((equal (getenv "EFRIT_TODO_GPTEL_STREAM") "1") "curl, streamed")
+                (t "curl")))
   "What the gptel scenarios run against.")
 
 (defvar efrit-todo-gptel-harness-transport nil
@@ -68,15 +74,35 @@
 
 ;;;; The server
 
-(defun efrit-todo-real-gptel--reply (process status body)
-  "Send an HTTP reply with STATUS and BODY on PROCESS and close it."
+(defun efrit-todo-real-gptel--reply (process status body &optional type)
+  "Send an HTTP reply with STATUS and BODY on PROCESS and close it.
+TYPE is the content type, JSON unless given."
   (let ((bytes (encode-coding-string body 'utf-8)))
     (process-send-string
      process
-     (format "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-             status (length bytes)))
+     (format "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+             status (or type "application/json") (length bytes)))
     (process-send-string process bytes)
     (process-send-eof process)))
+
+(defun efrit-todo-real-gptel--events (response)
+  "Return RESPONSE, a chat completion in JSON, as the stream of its events.
+One chunk carries the whole message as its delta, the next the finish
+reason, then the stream ends, as OpenAI's server-sent events do."
+  (let* ((parsed (json-parse-string response :object-type 'alist :array-type 'list
+                                    :null-object nil :false-object :json-false))
+         (choice (car (alist-get 'choices parsed)))
+         (message (alist-get 'message choice))
+         (calls (seq-map-indexed (lambda (call index) (cons (cons 'index index) call))
+                                 (alist-get 'tool_calls message)))
+         (delta `((role . "assistant")
+                  ,@(and (alist-get 'content message) `((content . ,(alist-get 'content message))))
+                  ,@(and calls `((tool_calls . ,(vconcat calls))))))
+         (event (lambda (data) (concat "data: " (json-encode data) "\n\n"))))
+    (concat (funcall event `((choices . [((index . 0) (delta . ,delta))])))
+            (funcall event `((choices . [((index . 0) (delta . ,(make-hash-table))
+                                          (finish_reason . ,(alist-get 'finish_reason choice)))])))
+            "data: [DONE]\n\n")))
 
 (defun efrit-todo-real-gptel--filter (process chunk)
   "Collect CHUNK of a request on PROCESS; answer it once it is whole."
@@ -94,6 +120,11 @@
                                        (decode-coding-string body 'utf-8))
                             (error (message "Test server: %S" err) 'error))))
             (cond ((eq response 'hang))
+                  ((and (stringp response)
+                        (string-match-p "\"stream\": *true" body))
+                   (efrit-todo-real-gptel--reply process "200 OK"
+                                                 (efrit-todo-real-gptel--events response)
+                                                 "text/event-stream"))
                   ((stringp response) (efrit-todo-real-gptel--reply process "200 OK" response))
                   (t (efrit-todo-real-gptel--reply
                       process "500 Internal Server Error"
@@ -108,11 +139,21 @@
 (defvar efrit-todo-real-gptel--backend
   (gptel-make-openai "efrit-todo-test"
     :host (format "127.0.0.1:%d" (process-contact efrit-todo-real-gptel--server :service))
-    :protocol "http" :endpoint "/v1/chat/completions" :stream nil :key "none"
+    :protocol "http" :endpoint "/v1/chat/completions" :stream t :key "none"
     :models '(fake))
   "gptel's backend for the test server.")
 
 ;;;; The harness
+
+;; gptel reads `gptel-use-curl' where the request is sent, not in the
+;; chat buffer: set it globally.  curl is gptel's default when found;
+;; EFRIT_TODO_GPTEL_CURL=0 makes gptel use url.el instead.  With curl,
+;; EFRIT_TODO_GPTEL_STREAM=1 has responses streamed, as server-sent
+;; events.
+(setq gptel-use-curl (and (not (equal (getenv "EFRIT_TODO_GPTEL_CURL") "0"))
+                          (executable-find "curl")
+                          t)
+      gptel-stream (and gptel-use-curl (equal (getenv "EFRIT_TODO_GPTEL_STREAM") "1")))
 
 (defun efrit-todo-gptel-harness-chat-buffer (name)
   "Return a fresh chat buffer called NAME, talking to the test server."
@@ -123,8 +164,7 @@
     (text-mode)
     (setq-local gptel-backend efrit-todo-real-gptel--backend
                 gptel-model 'fake
-                gptel-use-curl nil
-                gptel-stream nil)
+                gptel-stream (default-value 'gptel-stream))
     (current-buffer)))
 
 (defun efrit-todo-gptel-harness-busy-p (buffer)

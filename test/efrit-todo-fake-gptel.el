@@ -28,9 +28,11 @@
 ;;   `gptel-pre-response-hook' when a response arrives, and
 ;;   `gptel-post-response-functions' (START END) when the request ends:
 ;;   with a response, an error or an abort;
-;; - `gptel-abort', and presets: `gptel-make-preset', `gptel-get-preset'
-;;   and `gptel-with-preset' (keys :pre :post :tools and any gptel-KEY,
-;;   values as is or as (:append LIST) or (:function FUNCTION)).
+;; - `gptel-abort', and presets: `gptel-make-preset', `gptel-get-preset',
+;;   `gptel-with-preset', and @NAME in a prompt, which applies preset
+;;   NAME to that request only, before its transforms run (keys :pre
+;;   :post :tools and any gptel-KEY, values as is or as (:append LIST)
+;;   or (:function FUNCTION)).
 ;;
 ;; Tool confirmation is not modelled: tools run without asking.  The
 ;; network is `efrit-todo-gptel-harness-transport', a function from the
@@ -179,17 +181,18 @@
     (`(:function ,function) (funcall function value))
     (_ spec)))
 
-(defun efrit-todo-fake-gptel--apply-preset (keys)
-  "Set the options of preset KEYS."
+(defun efrit-todo-fake-gptel--apply-preset (keys &optional setter)
+  "Set the options of preset KEYS with SETTER (default `set')."
   (when-let* ((pre (plist-get keys :pre))) (funcall pre))
   (cl-loop for (key value) on keys by #'cddr
            unless (memq key '(:description :pre :post :parents))
            do (let* ((variable (efrit-todo-fake-gptel--variable key))
                      (new (efrit-todo-fake-gptel--modify (symbol-value variable) value)))
-                (set variable (if (eq key :tools)
-                                  (cl-remove-duplicates (mapcar #'gptel-get-tool new)
-                                                        :test #'eq :from-end t)
-                                new))))
+                (funcall (or setter #'set) variable
+                         (if (eq key :tools)
+                             (cl-remove-duplicates (mapcar #'gptel-get-tool new)
+                                                   :test #'eq :from-end t)
+                           new))))
   (when-let* ((post (plist-get keys :post))) (funcall post)))
 
 (defun efrit-todo-fake-gptel--with-preset (name body)
@@ -235,16 +238,36 @@
                                 (list function)))
                             value))))
 
-(defun efrit-todo-fake-gptel--transform (fsm)
-  "Run the prompt transforms for FSM in a prompt buffer; return its settings.
-The value is (SYSTEM . TOOLS)."
+(defun efrit-todo-fake-gptel--preset-in (text)
+  "Return (PRESET . TEXT-WITHOUT-IT) if TEXT names a known preset as @NAME."
+  (let ((start 0) found)
+    (while (and (not found)
+                (string-match "\\(?:^\\|[[:space:]]\\)@\\([^[:space:]]+\\)" text start))
+      (let ((name (intern-soft (match-string 1 text))))
+        (if (and name (gptel-get-preset name))
+            (setq found (cons name (string-trim (concat (substring text 0 (1- (match-beginning 1)))
+                                                        (substring text (match-end 1))))))
+          (setq start (match-end 0)))))
+    found))
+
+(defun efrit-todo-fake-gptel--transform (fsm text)
+  "Run the prompt transforms for FSM's user TEXT in a prompt buffer.
+A preset named in TEXT as @NAME is applied there first, buffer-locally,
+and taken out of TEXT.  Return (SYSTEM TOOLS TEXT)."
   (let ((buffer (plist-get (gptel-fsm-info fsm) :buffer))
-        (prompt (generate-new-buffer " *gptel-prompt*")))
+        (prompt (generate-new-buffer " *gptel-prompt*"))
+        (preset (efrit-todo-fake-gptel--preset-in text)))
     (unwind-protect
         (with-current-buffer prompt
           (dolist (variable '(gptel-system-prompt gptel-tools gptel-use-tools
                                                   gptel-prompt-transform-functions))
             (set (make-local-variable variable) (buffer-local-value variable buffer)))
+          (when preset
+            (setq text (cdr preset))
+            (efrit-todo-fake-gptel--apply-preset
+             (gptel-get-preset (car preset))
+             (lambda (symbol value) (set (make-local-variable symbol) value))))
+          (insert text)
           (dolist (function (efrit-todo-fake-gptel--hook-functions
                              'gptel-prompt-transform-functions))
             (goto-char (point-max))
@@ -252,7 +275,7 @@ The value is (SYSTEM . TOOLS)."
               (0 (funcall function))
               (1 (funcall function fsm))
               (_ (funcall function #'ignore fsm))))
-          (cons gptel-system-prompt (and gptel-use-tools gptel-tools)))
+          (list gptel-system-prompt (and gptel-use-tools gptel-tools) text))
       (kill-buffer prompt))))
 
 (defun gptel-send (&optional _arg)
@@ -262,13 +285,13 @@ The value is (SYSTEM . TOOLS)."
          (start (or efrit-todo-fake-gptel--seen (point-min)))
          (text (string-trim (buffer-substring-no-properties start (max start (point)))))
          (fsm (gptel-make-fsm :info (list :buffer buffer :position (point-max-marker)))))
-    (unless (string-empty-p text)
-      (setq efrit-todo-fake-gptel--messages
-            (append efrit-todo-fake-gptel--messages
-                    (list `((role . "user") (content . ,text))))))
-    (pcase-let ((`(,system . ,tools) (efrit-todo-fake-gptel--transform fsm)))
+    (pcase-let ((`(,system ,tools ,text) (efrit-todo-fake-gptel--transform fsm text)))
       (plist-put (gptel-fsm-info fsm) :system system)
-      (plist-put (gptel-fsm-info fsm) :tools tools))
+      (plist-put (gptel-fsm-info fsm) :tools tools)
+      (unless (string-empty-p text)
+        (setq efrit-todo-fake-gptel--messages
+              (append efrit-todo-fake-gptel--messages
+                      (list `((role . "user") (content . ,text)))))))
     (setq efrit-todo-fake-gptel--seen (point-max-marker))
     (push (cons buffer fsm) efrit-todo-fake-gptel--running)
     (efrit-todo-fake-gptel--request fsm)

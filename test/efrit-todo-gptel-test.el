@@ -646,6 +646,38 @@ write by id finishes the list."
           (should (= (length (efrit-todo-ledger (efrit-todo-gptel-session chat))) 1)))
       (efrit-todo-gptel-mode (if was-on 1 -1)))))
 
+(ert-deftest efrit-todo-gptel-test-the-preset-in-a-prompt ()
+  "@efrit-todo in a prompt switches it all on for that request."
+  (let ((was-on efrit-todo-gptel-mode))
+    (efrit-todo-gptel-mode -1)
+    (unwind-protect
+        (let* ((chat (efrit-todo-gptel-test--chat '("echo")))
+               (requests (efrit-todo-gptel-test-send
+                          chat "@efrit-todo Plan this"
+                          (list (efrit-todo-gptel-test--todos '("Plan" "in_progress")
+                                                              '("Do" "pending"))
+                                (efrit-todo-gptel-test--tool "echo" '((text . "x")))
+                                (efrit-todo-gptel-test--merge '("t1" "completed")
+                                                              '("t2" "completed"))
+                                (efrit-todo-gptel-test--text "Planned and done."))))
+               (session (efrit-todo-gptel-session chat))
+               (user (alist-get 'content (seq-find (lambda (m) (equal (alist-get 'role m) "user"))
+                                                    (efrit-todo-gptel-test--messages
+                                                     (car requests))))))
+          (should efrit-todo-gptel-mode)
+          (efrit-todo-gptel-test--check-requests requests)
+          (should (= (length requests) 4))
+          (should (equal (string-trim (efrit-todo-gptel-test--content-text user)) "Plan this"))
+          (should (member "todo_write" (efrit-todo-gptel-test--tool-names (car requests))))
+          (should (efrit-todo-gptel-test--system-has-guidance-p (car requests)))
+          ;; Managed: every call is in the ledger, the list is done.
+          (should (equal (mapcar (lambda (entry) (plist-get entry :tool)) (efrit-todo-ledger session))
+                         '("todo_write" "echo" "todo_write")))
+          (should (equal (plist-get (efrit-todo-counts session) :completed) 2))
+          ;; The chat buffer itself still offers only what it did.
+          (should (equal (buffer-local-value 'gptel-tools chat) (list (gptel-get-tool "echo")))))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
 (defun efrit-todo-gptel-test--ours-in-hooks ()
   "Return the hooks that hold one of the mode's functions."
   (seq-filter (lambda (entry)

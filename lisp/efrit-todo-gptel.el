@@ -528,8 +528,13 @@ The breaker's stop comes after every call of a response is recorded.")
   (unless (require 'gptel nil t)
     (user-error "Efrit-todo: gptel is not installed"))
   (efrit-todo-gptel--register)
-  (pcase-dolist (`(,hook ,function ,depth) efrit-todo-gptel--hooks)
-    (add-hook hook function depth))
+  ;; In a buffer where a hook has a local value without t, `add-hook'
+  ;; changes that value instead of the global one, and a preset applied
+  ;; to one request turns the mode on in gptel's prompt buffer, where
+  ;; `gptel-prompt-transform-functions' is local.
+  (with-temp-buffer
+    (pcase-dolist (`(,hook ,function ,depth) efrit-todo-gptel--hooks)
+      (add-hook hook function depth)))
   (advice-add 'gptel-abort :before #'efrit-todo-gptel--abort)
   ;; Before the lists are saved on exit (depth 90).
   (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50))
@@ -538,7 +543,7 @@ The breaker's stop comes after every call of a response is recorded.")
   "Remove the hooks from their global values and from every buffer."
   (pcase-dolist (`(,hook ,function ,_) efrit-todo-gptel--hooks)
     (when (boundp hook)
-      (remove-hook hook function)
+      (with-temp-buffer (remove-hook hook function))
       (dolist (buffer (buffer-list))
         (when (local-variable-p hook buffer)
           (with-current-buffer buffer

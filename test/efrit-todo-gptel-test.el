@@ -24,7 +24,7 @@
 (require 'seq)
 (require 'subr-x)
 (require 'efrit-todo)
-(if (getenv "GPTEL_DIR")
+(if (not (member (getenv "GPTEL_DIR") '(nil "")))
     (require 'efrit-todo-real-gptel)
   (require 'efrit-todo-fake-gptel))
 (require 'efrit-todo-gptel)
@@ -689,7 +689,15 @@ write by id finishes the list."
   (let ((was-on efrit-todo-gptel-mode))
     (unwind-protect
         (progn
-          (efrit-todo-gptel-mode 1)
+          (efrit-todo-gptel-mode -1)
+          ;; Turned on where the hooks are local, as in gptel's prompt
+          ;; buffer, the mode still changes their global values.
+          (with-temp-buffer
+            (setq-local gptel-prompt-transform-functions '(ignore))
+            (setq-local gptel-post-response-functions '(ignore))
+            (efrit-todo-gptel-mode 1)
+            (should (equal gptel-prompt-transform-functions '(ignore)))
+            (should (equal gptel-post-response-functions '(ignore))))
           (should (= (length (efrit-todo-gptel-test--ours-in-hooks))
                      (length efrit-todo-gptel--hooks)))
           (should (advice-member-p #'efrit-todo-gptel--abort 'gptel-abort))

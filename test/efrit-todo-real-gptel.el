@@ -3,7 +3,7 @@
 ;;; Commentary:
 
 ;; `make test-gptel' (and test/efrit-todo-gptel-test.el whenever
-;; GPTEL_DIR is set) loads this file to run the gptel scenarios through
+;; GPTEL_DIR is set and not empty) loads this file to run the gptel scenarios through
 ;; the gptel checkout that GPTEL_DIR names.  GPTEL_LOAD_PATH may add
 ;; directories (colon-separated) for its dependencies: on Emacs 28 gptel
 ;; needs compat (a checkout of emacs-compat/compat loads from source);

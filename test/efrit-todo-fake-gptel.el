@@ -29,7 +29,8 @@
 ;;   `gptel-post-response-functions' (START END) when the request ends:
 ;;   with a response, an error or an abort;
 ;; - `gptel-abort', and presets: `gptel-make-preset', `gptel-get-preset',
-;;   `gptel-with-preset', and @NAME in a prompt, which applies preset
+;;   `gptel-with-preset', `gptel-preset' (what the menu runs when a preset
+;;   is picked), and @NAME in a prompt, which applies preset
 ;;   NAME to that request only, before its transforms run (keys :pre
 ;;   :post :tools and any gptel-KEY, values as is or as (:append LIST)
 ;;   or (:function FUNCTION)).
@@ -206,6 +207,13 @@
       (when (symbolp name) (setq gptel--preset name))
       (efrit-todo-fake-gptel--apply-preset keys)
       (funcall body))))
+
+(defun gptel-preset (preset &optional setter)
+  "Load gptel PRESET with SETTER, as the menu does (default: globally)."
+  (unless (gptel-get-preset preset)
+    (user-error "No gptel preset %s" preset))
+  (funcall (or setter #'set) 'gptel--preset preset)
+  (efrit-todo-fake-gptel--apply-preset (gptel-get-preset preset) setter))
 
 (defmacro gptel-with-preset (name &rest body)
   "Run BODY with gptel preset NAME applied."

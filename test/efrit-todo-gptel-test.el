@@ -43,6 +43,7 @@
 (declare-function gptel-make-tool "gptel-request" (&rest slots))
 (declare-function gptel-get-tool "gptel-request" (path))
 (declare-function gptel-get-preset "gptel" (name))
+(declare-function gptel-preset "gptel-transient" (preset &optional setter))
 (declare-function gptel-tool-name "gptel-request" (tool))
 (declare-function efrit-todo-gptel-harness-chat-buffer "efrit-todo-fake-gptel" (name))
 (declare-function efrit-todo-gptel-harness-busy-p "efrit-todo-fake-gptel" (buffer))
@@ -644,6 +645,37 @@ write by id finishes the list."
                          '("echo" "todo_pause" "todo_write")))
           (should (efrit-todo-gptel-test--system-has-guidance-p (car requests)))
           (should (= (length (efrit-todo-ledger (efrit-todo-gptel-session chat))) 1)))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
+(ert-deftest efrit-todo-gptel-test-the-preset-from-the-menu ()
+  "The preset picked in gptel's menu for one chat switches it on there."
+  (skip-unless (fboundp 'gptel-preset))
+  (let ((was-on efrit-todo-gptel-mode))
+    (efrit-todo-gptel-mode -1)
+    (unwind-protect
+        (let ((chat (efrit-todo-gptel-test--chat '("echo")))
+              (other (efrit-todo-gptel-test--chat '("echo"))))
+          ;; What the menu runs for a preset whose scope is the buffer.
+          (with-current-buffer chat
+            (gptel-preset 'efrit-todo (lambda (symbol value)
+                                        (set (make-local-variable symbol) value))))
+          (should efrit-todo-gptel-mode)
+          (should (equal (mapcar #'gptel-tool-name (buffer-local-value 'gptel-tools chat))
+                         '("echo" "todo_write" "todo_pause")))
+          (should (equal (mapcar #'gptel-tool-name (buffer-local-value 'gptel-tools other))
+                         '("echo")))
+          (let* ((requests (efrit-todo-gptel-test-send
+                            chat "Plan"
+                            (list (efrit-todo-gptel-test--todos '("Plan" "in_progress")
+                                                                '("Do" "pending"))
+                                  (efrit-todo-gptel-test--text "Stopping here.")
+                                  (efrit-todo-gptel-test--merge '("t1" "completed")
+                                                                '("t2" "completed"))
+                                  (efrit-todo-gptel-test--text "Done."))))
+                 (session (efrit-todo-gptel-session chat)))
+            (efrit-todo-gptel-test--check-requests requests)
+            (should (= (length (efrit-todo-gptel-test-continuations requests)) 1))
+            (should (equal (plist-get (efrit-todo-counts session) :completed) 2))))
       (efrit-todo-gptel-mode (if was-on 1 -1)))))
 
 (ert-deftest efrit-todo-gptel-test-the-preset-in-a-prompt ()

@@ -3,12 +3,14 @@
 ;;; Commentary:
 
 ;; `make test-gptel' (and test/efrit-todo-gptel-test.el whenever
-;; GPTEL_DIR is set and not empty) loads this file to run the gptel scenarios through
-;; the gptel checkout that GPTEL_DIR names.  GPTEL_LOAD_PATH may add
-;; directories (colon-separated) for its dependencies: on Emacs 28 gptel
-;; needs compat (a checkout of emacs-compat/compat loads from source);
-;; without one on the path, a checkout named compat* beside GPTEL_DIR,
-;; or compat installed by package.el or Debian, is used.
+;; GPTEL_DIR is set and not empty) loads this file to run the gptel
+;; scenarios through the gptel checkout that GPTEL_DIR names.
+;; GPTEL_LOAD_PATH may add directories (colon-separated) for its
+;; dependencies: on Emacs 28 gptel needs compat (a checkout of
+;; emacs-compat/compat loads from source), and its menu a transient
+;; newer than Emacs's own.  Without them on the path, checkouts beside
+;; GPTEL_DIR (compat*, transient*, and what they need in turn), or
+;; what package.el or Debian installed, are used when recent enough.
 ;;
 ;; gptel is not changed at all: it talks over HTTP, with url.el, to an
 ;; OpenAI-compatible server run inside this Emacs on 127.0.0.1, which
@@ -23,27 +25,81 @@
 (require 'seq)
 (require 'json)
 
+(defun efrit-todo-real-gptel--candidates (name)
+  "Return directories that hold NAME.el: checkouts beside gptel's, installs.
+A checkout is a directory NAME* beside GPTEL_DIR, or its lisp/; an
+install is package.el's or Debian's NAME-VERSION directory."
+  (let ((beside (expand-file-name (concat "../" name "*")
+                                  (directory-file-name (getenv "GPTEL_DIR")))))
+    (seq-filter (lambda (dir) (file-exists-p (expand-file-name (concat name ".el") dir)))
+                (append (file-expand-wildcards beside)
+                        (file-expand-wildcards (concat beside "/lisp"))
+                        (file-expand-wildcards (locate-user-emacs-file (concat "elpa/" name "-*")))
+                        (file-expand-wildcards
+                         (concat "/usr/share/emacs/site-lisp/elpa/" name "-*"))))))
+
+(defun efrit-todo-real-gptel--package (file)
+  "Return the package description in the headers of FILE, or nil."
+  (with-temp-buffer
+    (insert-file-contents file)
+    (ignore-errors (package-buffer-info))))
+
+(defun efrit-todo-real-gptel--requirements (file)
+  "Return the packages FILE requires, as (NAME VERSION-LIST)."
+  (let ((package (efrit-todo-real-gptel--package file)))
+    (and package (package-desc-reqs package))))
+
+(defun efrit-todo-real-gptel--version (file)
+  "Return the version of the package FILE heads, a list, or (0)."
+  (let ((package (and file (efrit-todo-real-gptel--package file))))
+    (or (and package (package-desc-version package)) '(0))))
+
+(defun efrit-todo-real-gptel--provide (name &optional version)
+  "Put a library NAME of VERSION (a list) or later on `load-path', if one is found.
+Its own requirements are looked for the same way.  Return non-nil
+when NAME is on the path, found or already there."
+  (or (and (locate-library name)
+           (or (null version)
+               (version-list-<= version (efrit-todo-real-gptel--version
+                                         (locate-library (concat name ".el"))))))
+      (seq-some
+       (lambda (dir)
+         (let ((file (expand-file-name (concat name ".el") dir)))
+           (when (and (or (null version)
+                          (version-list-<= version (efrit-todo-real-gptel--version file)))
+                      (seq-every-p (lambda (requirement)
+                                     (or (memq (car requirement) '(emacs seq))
+                                         (efrit-todo-real-gptel--provide
+                                          (symbol-name (car requirement)))))
+                                   (efrit-todo-real-gptel--requirements file)))
+             (add-to-list 'load-path dir)
+             t)))
+       (efrit-todo-real-gptel--candidates name))))
+
+(require 'package)
+
 (let ((root (getenv "GPTEL_DIR")))
   (unless (and root (file-exists-p (expand-file-name "gptel.el" root)))
     (error "GPTEL_DIR does not name a gptel checkout: %S" root))
   (dolist (dir (reverse (split-string (or (getenv "GPTEL_LOAD_PATH") "") path-separator t)))
     (add-to-list 'load-path (expand-file-name dir)))
   (add-to-list 'load-path (expand-file-name root) t)
-  ;; gptel needs compat before Emacs 30: take a checkout beside gptel's,
-  ;; or one package.el or Debian installed, when none is on the path.
-  (unless (locate-library "compat")
-    (when-let* ((dir (seq-find
-                      (lambda (dir) (file-exists-p (expand-file-name "compat.el" dir)))
-                      (append (file-expand-wildcards
-                               (expand-file-name "../compat*" (directory-file-name root)))
-                              (file-expand-wildcards
-                               (locate-user-emacs-file "elpa/compat-*"))
-                              (file-expand-wildcards "/usr/share/emacs/site-lisp/elpa/compat-*")))))
-      (add-to-list 'load-path dir t))))
+  ;; gptel needs compat before Emacs 30, and its menu a recent transient
+  ;; (Emacs 28 has 0.3.7): take checkouts beside gptel's, or what
+  ;; package.el or Debian installed, when none is on the path.
+  (efrit-todo-real-gptel--provide "compat")
+  (let ((transient (assq 'transient (efrit-todo-real-gptel--requirements
+                                     (expand-file-name "gptel.el" root)))))
+    (efrit-todo-real-gptel--provide "transient" (cadr transient))))
 
 ;; Required by name at run time: the byte-compiler has no gptel to load.
 (dolist (feature '(gptel gptel-openai))
   (require feature))
+
+;; The menu, when a transient recent enough was found.
+(condition-case err
+    (require 'gptel-transient)
+  (error (message "efrit-todo-real-gptel: no gptel menu: %s" (error-message-string err))))
 
 (defvar gptel-version)
 (defvar gptel-backend)
@@ -55,7 +111,7 @@
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 
 (defconst efrit-todo-gptel-harness-kind
-  (format "gptel %s from %s%s, compat from %s, over %s"
+  (format "gptel %s from %s%s, compat from %s, %s, over %s"
           gptel-version (getenv "GPTEL_DIR")
           (let ((default-directory (file-name-as-directory (getenv "GPTEL_DIR"))))
             (condition-case nil
@@ -63,6 +119,9 @@
                         (string-trim (car (process-lines "git" "rev-parse" "--short" "HEAD"))))
               (error "")))
           (if (featurep 'compat) (file-name-directory (locate-library "compat")) "nowhere")
+          (if (featurep 'gptel-transient)
+              (format "transient %s" (bound-and-true-p transient-version))
+            "no menu")
           (cond ((or (equal (getenv "EFRIT_TODO_GPTEL_CURL") "0") (not (executable-find "curl")))
                  "url.el")
                 ((equal (getenv "EFRIT_TODO_GPTEL_STREAM") "1") "curl, streamed")

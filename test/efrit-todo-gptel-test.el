@@ -571,6 +571,86 @@ write by id finishes the list."
         (should-not (efrit-todo-stopped session))
         (should-not (efrit-todo-gptel-test-continuations requests))))))
 
+;;;; Closing Emacs mid-request and opening the chat again
+
+(defun efrit-todo-gptel-test-child-first (directory chat-file)
+  "In a child Emacs: plan in CHAT-FILE, then close Emacs mid-request.
+DIRECTORY is the state directory."
+  (setq efrit-todo-state-directory directory)
+  (efrit-todo-gptel-mode 1)
+  (let ((chat (find-file-noselect chat-file)))
+    (with-current-buffer chat
+      (setq-local gptel-tools (mapcar #'gptel-get-tool '("todo_write" "todo_pause"))))
+    (efrit-todo-gptel-test-send
+     chat "Write the report"
+     (list (efrit-todo-gptel-test--todos '("Collect the numbers" "in_progress")
+                                         '("Write the text" "pending"))
+           'hang)
+     t)
+    (efrit-todo-gptel-test--wait (lambda () (= (length efrit-todo-gptel-test--requests) 2)))
+    (with-current-buffer chat
+      (let ((save-silently t)) (save-buffer)))
+    (kill-emacs 0)))
+
+(defun efrit-todo-gptel-test-child-second (directory chat-file)
+  "In a child Emacs: restore, open CHAT-FILE, go on; say what happened.
+DIRECTORY is the state directory; the outcome goes to CHAT-FILE.outcome."
+  (setq efrit-todo-state-directory directory)
+  (efrit-todo-restore)
+  (efrit-todo-gptel-mode 1)
+  (let* ((chat (find-file-noselect chat-file))
+         (session (efrit-todo-gptel-session chat))
+         (stopped (efrit-todo-stopped session)))
+    (with-current-buffer chat
+      (setq-local gptel-tools (mapcar #'gptel-get-tool '("todo_write" "todo_pause"))))
+    (let ((requests (efrit-todo-gptel-test-send
+                     chat "Go on"
+                     (list (efrit-todo-gptel-test--merge '("t1" "completed") '("t2" "completed"))
+                           (efrit-todo-gptel-test--text "The report is written.")))))
+      (with-temp-file (concat chat-file ".outcome")
+        (prin1 (list :stopped stopped
+                     :system (efrit-todo-gptel-test--system (car requests))
+                     :results (efrit-todo-gptel-test-tool-results requests)
+                     :counts (efrit-todo-counts session))
+               (current-buffer)))
+      (kill-emacs 0))))
+
+(defun efrit-todo-gptel-test--child (function directory chat-file)
+  "Run FUNCTION with DIRECTORY and CHAT-FILE in a child Emacs."
+  (with-temp-buffer
+    (let ((status (call-process
+                   (expand-file-name invocation-name invocation-directory) nil t nil
+                   "-Q" "--batch" "-L" (file-name-directory (locate-library "efrit-todo"))
+                   "-L" (file-name-directory (locate-library "efrit-todo-gptel-test"))
+                   "-l" "efrit-todo-gptel-test"
+                   "--eval" (format "(%s %S %S)" function directory chat-file))))
+      (unless (equal status 0)
+        (message "%s" (buffer-string)))
+      (should (equal status 0)))))
+
+(ert-deftest efrit-todo-gptel-test-closing-emacs-leaves-the-list-for-the-chat ()
+  "Emacs closed mid-request: the chat file opened again goes on with its list.
+The stop is saved with the list; the next Emacs restores it, and the
+first request of the chat says why it stopped and uses the same ids."
+  (let* ((directory (file-name-as-directory (make-temp-file "efrit-todo-gptel" t)))
+         (chat-file (expand-file-name "chat.txt" (make-temp-file "efrit-todo-gptel-chat" t))))
+    (unwind-protect
+        (progn
+          (efrit-todo-gptel-test--child 'efrit-todo-gptel-test-child-first directory chat-file)
+          (efrit-todo-gptel-test--child 'efrit-todo-gptel-test-child-second directory chat-file)
+          (let ((outcome (with-temp-buffer
+                           (insert-file-contents (concat chat-file ".outcome"))
+                           (read (current-buffer)))))
+            (should (equal (plist-get (plist-get outcome :stopped) :reason)
+                           "Emacs was closed while the request ran"))
+            (should (string-search "Emacs was closed while the request ran"
+                                   (plist-get outcome :system)))
+            (should (string-match-p "^t1 completed: Collect the numbers$"
+                                    (car (plist-get outcome :results))))
+            (should (equal (plist-get (plist-get outcome :counts) :completed) 2))))
+      (delete-directory directory t)
+      (delete-directory (file-name-directory chat-file) t))))
+
 (ert-deftest efrit-todo-gptel-test-a-failed-request-leaves-the-list ()
   "A request that fails with items open leaves them for the next one."
   (efrit-todo-gptel-test--with-mode

@@ -136,7 +136,7 @@ of a chat's turn, so the prompt cache holds."
 (defvar-local efrit-todo-gptel--timer nil
   "The timer that sends a pending continuation message, or nil.")
 
-(defvar efrit-todo-gptel--buffers (make-hash-table :test 'equal)
+(defvar efrit-todo-gptel--buffers (make-hash-table :test 'equal :weakness 'value)
   "The chat buffer of each session this file named, by session name.")
 
 (defun efrit-todo-gptel--base-name (buffer)
@@ -313,7 +313,10 @@ system prompt of this request only."
       (if (not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
           (with-current-buffer buffer
             (unless (eq fsm efrit-todo-gptel--fsm)
-              (setq efrit-todo-gptel--active nil)))
+              ;; The user wrote again: no continuation is due any more.
+              (setq efrit-todo-gptel--active nil
+                    efrit-todo-gptel--continuing nil)
+              (efrit-todo-gptel--cancel-timer)))
         (let ((session (with-current-buffer buffer
                          (efrit-todo-gptel--begin-request fsm tools))))
           (when efrit-todo-gptel-guidance

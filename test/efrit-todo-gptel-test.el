@@ -571,6 +571,41 @@ write by id finishes the list."
         (should-not (efrit-todo-stopped session))
         (should-not (efrit-todo-gptel-test-continuations requests))))))
 
+;;;; Loading
+
+(ert-deftest efrit-todo-gptel-test-gptel-is-loaded-only-on-request ()
+  "efrit-todo never loads gptel; efrit-todo-gptel waits for it.
+Loaded before gptel, it gives gptel the tools and the preset as soon
+as gptel is loaded."
+  (let* ((gptel (if (member (getenv "GPTEL_DIR") '(nil ""))
+                    "efrit-todo-fake-gptel"
+                  "efrit-todo-real-gptel"))
+         (form `(progn
+                  (require 'efrit-todo)
+                  (require 'efrit-todo-ui)
+                  (require 'efrit-todo-efrit)
+                  (princ (format "after efrit-todo: %S\n" (featurep 'gptel)))
+                  (require 'efrit-todo-gptel)
+                  (princ (format "after efrit-todo-gptel: %S\n" (featurep 'gptel)))
+                  (require ',(intern gptel))
+                  (princ (format "tools: %S\n"
+                                 (mapcar (lambda (name)
+                                           (and (ignore-errors (gptel-get-tool name)) name))
+                                         '("todo_write" "todo_pause"))))
+                  (princ (format "preset: %S\n" (and (gptel-get-preset 'efrit-todo) t)))))
+         (output (with-temp-buffer
+                   (call-process (expand-file-name invocation-name invocation-directory)
+                                 nil '(t nil) nil
+                                 "-Q" "--batch"
+                                 "-L" (file-name-directory (locate-library "efrit-todo"))
+                                 "-L" (file-name-directory (locate-library "efrit-todo-gptel-test"))
+                                 "--eval" (prin1-to-string form))
+                   (buffer-string))))
+    (should (string-search "after efrit-todo: nil\n" output))
+    (should (string-search "after efrit-todo-gptel: nil\n" output))
+    (should (string-search "tools: (\"todo_write\" \"todo_pause\")\n" output))
+    (should (string-search "preset: t\n" output))))
+
 ;;;; Closing Emacs mid-request and opening the chat again
 
 (defun efrit-todo-gptel-test-child-first (directory chat-file)

@@ -45,6 +45,9 @@
 (declare-function gptel-get-preset "gptel" (name))
 (declare-function gptel-preset "gptel-transient" (preset &optional setter))
 (declare-function gptel-tool-name "gptel-request" (tool))
+(declare-function efrit-todo-show "efrit-todo-ui" (&optional session))
+(declare-function efrit-todo-mode-line-text "efrit-todo-ui" (&optional session))
+(defvar efrit-todo-mode-line-mode)
 (declare-function efrit-todo-gptel-harness-chat-buffer "efrit-todo-fake-gptel" (name))
 (declare-function efrit-todo-gptel-harness-busy-p "efrit-todo-fake-gptel" (buffer))
 
@@ -715,6 +718,53 @@ first request of the chat says why it stopped and uses the same ids."
                                (efrit-todo-list (efrit-todo-gptel-session chat)))
                        '("t1" "t2"))))
       (should (member (efrit-todo-gptel-session a) (efrit-todo-sessions))))))
+
+(ert-deftest efrit-todo-gptel-test-the-list-the-mode-line-and-undo-follow-the-chat ()
+  "*efrit-todos*, the mode line, history and undo work on a chat's list.
+The user's edit in *efrit-todos* reaches the model in its next result."
+  (efrit-todo-gptel-test--with-mode
+    (let* ((chat (efrit-todo-gptel-test--chat))
+           (session (efrit-todo-gptel-session chat))
+           (was-on efrit-todo-mode-line-mode))
+      (efrit-todo-mode-line-mode 1)
+      (unwind-protect
+          (progn
+            (efrit-todo-gptel-test-send
+             chat "Plan three things"
+             (list (efrit-todo-gptel-test--todos '("One" "in_progress") '("Two" "pending")
+                                                 '("Three" "pending"))
+                   (efrit-todo-gptel-test--todos '("One" "completed") '("Two" "in_progress")
+                                                 '("Three" "pending"))
+                   (efrit-todo-gptel-test--tool "todo_pause" '((reason . "Lunch.")))
+                   (efrit-todo-gptel-test--text "Back later.")))
+            ;; The mode line follows the chat's list.
+            (should (string-match-p "Todo 1/3" (efrit-todo-mode-line-text)))
+            ;; *efrit-todos* has a section for the chat, with its items.
+            (with-current-buffer (save-window-excursion (efrit-todo-show session))
+              (should (string-search session (buffer-string)))
+              (should (string-search "Three" (buffer-string))))
+            ;; History and undo act on the chat's list from the chat buffer.
+            (should (equal (mapcar (lambda (change) (plist-get change :kind))
+                                   (with-current-buffer chat (efrit-todo-history)))
+                           (mapcar (lambda (change) (plist-get change :kind))
+                                   (efrit-todo-history session))))
+            (with-current-buffer chat (efrit-todo-undo))
+            (should (equal (mapcar (lambda (item) (plist-get item :status)) (efrit-todo-list session))
+                           '(in-progress pending pending)))
+            ;; The user cancels t3; the model hears of it with its next result.
+            (efrit-todo-user-set-status "t3" 'cancelled session)
+            (let* ((requests (efrit-todo-gptel-test-send
+                              chat "Go on"
+                              (list (efrit-todo-gptel-test--merge '("t1" "completed")
+                                                                  '("t2" "completed"))
+                                    (efrit-todo-gptel-test--text "Done."))))
+                   (result (car (efrit-todo-gptel-test-tool-results requests))))
+              (should (string-match-p "t3" result))
+              (should (string-match-p "user" result))
+              (should (equal (plist-get (efrit-todo-counts session) :cancelled) 1))))
+        (efrit-todo-mode-line-mode (if was-on 1 -1))
+        (when (get-buffer "*efrit-todos*")
+          (kill-buffer "*efrit-todos*"))))))
 
 (ert-deftest efrit-todo-gptel-test-requests-without-todo-tools-are-left-alone ()
   "A request that does not offer todo_write is gptel's own: no breaker, no notices."

@@ -122,6 +122,25 @@
                           (arguments . ,(json-encode (or input (make-hash-table))))))]))
           (finish_reason . "tool_calls"))]))))
 
+(defun efrit-todo-gptel-test--tools (&rest calls)
+  "Return an answer that calls several tools at once, CALLS each (NAME INPUT)."
+  (json-encode
+   `((choices
+      . [((index . 0)
+          (message
+           (role . "assistant")
+           (content)
+           (tool_calls
+            . ,(vconcat
+                (mapcar (lambda (call)
+                          `((id . ,(format "call_%d" (cl-incf efrit-todo-gptel-test--counter)))
+                            (type . "function")
+                            (function (name . ,(car call))
+                                      (arguments . ,(json-encode (or (cadr call)
+                                                                     (make-hash-table)))))))
+                        calls))))
+          (finish_reason . "tool_calls"))]))))
+
 (defun efrit-todo-gptel-test--text (text)
   "Return an answer that ends the turn saying TEXT."
   (json-encode `((choices . [((index . 0)
@@ -431,6 +450,10 @@ names the rule, and the next request of the chat sees the results."
       ;; the second refusal in a row trips: six requests, not forty-one.
       (should (= (length requests) 6))
       (should (equal efrit-todo-gptel-test--runs '("echo" "echo" "echo")))
+      ;; The refused calls did not run, so they are not recorded as run.
+      (should (= (seq-count (lambda (entry) (equal (plist-get entry :tool) "echo"))
+                            (efrit-todo-ledger session))
+                 3))
       (should (string-match-p "same call to echo" (car (last results))))
       (should (string-prefix-p "stopped by the circuit breaker: "
                                (plist-get (efrit-todo-stopped session) :reason)))
@@ -448,6 +471,39 @@ names the rule, and the next request of the chat sees the results."
                           (efrit-todo-gptel-test--messages (car next))))
         ;; A new request of the user gets a fresh breaker and goes on.
         (should-not (plist-get (efrit-todo-breaker session) :tripped))))))
+
+(ert-deftest efrit-todo-gptel-test-several-calls-in-one-response ()
+  "Calls made together are each checked, run, recorded and answered.
+gptel checks every call of a response before the first runs, so three
+identical calls made together all run; a fourth is refused."
+  (efrit-todo-gptel-test--with-mode
+    (let* ((chat (efrit-todo-gptel-test--chat))
+           (echo '("echo" ((text . "twice"))))
+           (requests (efrit-todo-gptel-test-send
+                      chat "Plan and echo"
+                      (list (efrit-todo-gptel-test--tools
+                             '("todo_write" ((todos . [((content . "Echo") (status . "in_progress"))])))
+                             '("echo" ((text . "one")))
+                             '("quiet" nil))
+                            (efrit-todo-gptel-test--tools echo echo echo)
+                            (efrit-todo-gptel-test--tools echo)
+                            (efrit-todo-gptel-test--merge '("t1" "completed"))
+                            (efrit-todo-gptel-test--text "Echoed."))))
+           (session (efrit-todo-gptel-session chat))
+           (results (mapcar #'efrit-todo-gptel-test--new-tool-results requests)))
+      (efrit-todo-gptel-test--check-requests requests)
+      (should (= (length requests) 5))
+      (should (equal (mapcar #'length results) '(0 3 3 1 1)))
+      (should (string-match-p "^  t1 \\[in_progress\\] Echo" (car (nth 1 results))))
+      (should (string-prefix-p "echo: one\n" (nth 1 (nth 1 results))))
+      (should (string-match-p "quiet returned no output" (nth 2 (nth 1 results))))
+      ;; Three identical calls ran; the one after them was refused.
+      (should (= (seq-count (lambda (name) (equal name "echo")) efrit-todo-gptel-test--runs) 4))
+      (dolist (refused (nth 3 results))
+        (should (string-match-p "same call to echo" refused)))
+      (should (equal (mapcar (lambda (entry) (plist-get entry :tool)) (efrit-todo-ledger session))
+                     '("todo_write" "echo" "quiet" "echo" "echo" "echo" "todo_write")))
+      (should (equal (plist-get (efrit-todo-counts session) :completed) 1)))))
 
 (ert-deftest efrit-todo-gptel-test-output-is-kept ()
   "Every tool's output reaches the model as it is; nothing is lost.

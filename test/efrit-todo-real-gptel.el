@@ -146,21 +146,27 @@ TYPE is the content type, JSON unless given."
 
 (defun efrit-todo-real-gptel--events (response)
   "Return RESPONSE, a chat completion in JSON, as the stream of its events.
-One chunk carries the whole message as its delta, the next the finish
-reason, then the stream ends, as OpenAI's server-sent events do."
+As OpenAI streams: a chunk with the text, one chunk per tool call (its
+index, id, name and arguments), one with the finish reason, then the
+end of the stream."
   (let* ((parsed (json-parse-string response :object-type 'alist :array-type 'list
                                     :null-object nil :false-object :json-false))
          (choice (car (alist-get 'choices parsed)))
          (message (alist-get 'message choice))
-         (calls (seq-map-indexed (lambda (call index) (cons (cons 'index index) call))
-                                 (alist-get 'tool_calls message)))
-         (delta `((role . "assistant")
-                  ,@(and (alist-get 'content message) `((content . ,(alist-get 'content message))))
-                  ,@(and calls `((tool_calls . ,(vconcat calls))))))
-         (event (lambda (data) (concat "data: " (json-encode data) "\n\n"))))
-    (concat (funcall event `((choices . [((index . 0) (delta . ,delta))])))
-            (funcall event `((choices . [((index . 0) (delta . ,(make-hash-table))
-                                          (finish_reason . ,(alist-get 'finish_reason choice)))])))
+         (event (lambda (delta &optional finish)
+                  (concat "data: "
+                          (json-encode `((choices . [((index . 0) (delta . ,delta)
+                                                      ,@(and finish `((finish_reason . ,finish))))])))
+                          "\n\n"))))
+    (concat (funcall event `((role . "assistant")
+                             ,@(and (alist-get 'content message)
+                                    `((content . ,(alist-get 'content message))))))
+            (mapconcat (lambda (call)
+                         (funcall event `((tool_calls . [,call]))))
+                       (seq-map-indexed (lambda (call index) (cons (cons 'index index) call))
+                                        (alist-get 'tool_calls message))
+                       "")
+            (funcall event (make-hash-table) (alist-get 'finish_reason choice))
             "data: [DONE]\n\n")))
 
 (defun efrit-todo-real-gptel--filter (process chunk)

@@ -12,11 +12,15 @@
 ;; GPTEL_DIR (compat*, transient*, and what they need in turn), or
 ;; what package.el or Debian installed, are used when recent enough.
 ;;
-;; gptel is not changed at all: it talks over HTTP, with url.el, to an
-;; OpenAI-compatible server run inside this Emacs on 127.0.0.1, which
-;; answers each request with what `efrit-todo-gptel-harness-transport'
-;; says (a JSON string, `error' for an HTTP 500, or `hang' to leave the
-;; request unanswered until it is aborted).
+;; gptel is not changed at all: it talks HTTP (over curl, or url.el
+;; with EFRIT_TODO_GPTEL_CURL=0) to a server run inside this Emacs on
+;; 127.0.0.1, as OpenAI's chat completions (streamed with
+;; EFRIT_TODO_GPTEL_STREAM=1) or, with EFRIT_TODO_GPTEL_BACKEND=anthropic,
+;; as Anthropic's Messages API.  The server answers each request with
+;; what `efrit-todo-gptel-harness-transport' says (a JSON string, `error'
+;; for an HTTP 500, or `hang' to leave the request unanswered until it is
+;; aborted); Anthropic's requests and answers are translated from and to
+;; OpenAI's shape, in which the scenarios read them.
 
 ;;; Code:
 
@@ -93,7 +97,7 @@ when NAME is on the path, found or already there."
     (efrit-todo-real-gptel--provide "transient" (cadr transient))))
 
 ;; Required by name at run time: the byte-compiler has no gptel to load.
-(dolist (feature '(gptel gptel-openai))
+(dolist (feature '(gptel gptel-openai gptel-anthropic))
   (require feature))
 
 ;; The menu, when a transient recent enough was found.
@@ -108,10 +112,11 @@ when NAME is on the path, found or already there."
 (defvar gptel-stream)
 (defvar gptel--request-alist)
 (declare-function gptel-make-openai "gptel-openai" (name &rest args))
+(declare-function gptel-make-anthropic "gptel-anthropic" (name &rest args))
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 
 (defconst efrit-todo-gptel-harness-kind
-  (format "gptel %s from %s%s, compat from %s, %s, over %s"
+  (format "gptel %s from %s%s, compat from %s, %s, over %s, %s"
           gptel-version (getenv "GPTEL_DIR")
           (let ((default-directory (file-name-as-directory (getenv "GPTEL_DIR"))))
             (condition-case nil
@@ -125,7 +130,9 @@ when NAME is on the path, found or already there."
           (cond ((or (equal (getenv "EFRIT_TODO_GPTEL_CURL") "0") (not (executable-find "curl")))
                  "url.el")
                 ((equal (getenv "EFRIT_TODO_GPTEL_STREAM") "1") "curl, streamed")
-                (t "curl")))
+                (t "curl"))
+          (if (equal (getenv "EFRIT_TODO_GPTEL_BACKEND") "anthropic")
+              "Anthropic's API" "OpenAI's API"))
   "What the gptel scenarios run against.")
 
 (defvar efrit-todo-gptel-harness-transport nil
@@ -169,6 +176,86 @@ end of the stream."
             (funcall event (make-hash-table) (alist-get 'finish_reason choice))
             "data: [DONE]\n\n")))
 
+;;;; Anthropic's Messages API, in and out of OpenAI's shape
+
+(defun efrit-todo-real-gptel--text-of (content)
+  "Return the text of CONTENT: a string, or a list of content blocks."
+  (if (stringp content)
+      content
+    (mapconcat (lambda (block) (or (alist-get 'text block) ""))
+               (seq-filter (lambda (block) (equal (alist-get 'type block) "text")) content)
+               "")))
+
+(defun efrit-todo-real-gptel--from-anthropic (body)
+  "Return BODY, a request to Anthropic's Messages API, as OpenAI's JSON.
+The scripted model and the scenarios read every request in the shape
+of OpenAI's chat completions."
+  (let* ((request (json-parse-string body :object-type 'alist :array-type 'list
+                                     :null-object nil :false-object :json-false))
+         (system (alist-get 'system request))
+         (messages (and system `(((role . "system")
+                                  (content . ,(efrit-todo-real-gptel--text-of system)))))))
+    (dolist (message (alist-get 'messages request))
+      (let ((role (alist-get 'role message))
+            (content (alist-get 'content message)))
+        (cond
+         ((stringp content)
+          (push `((role . ,role) (content . ,content)) messages))
+         ((equal role "assistant")
+          (let ((text (efrit-todo-real-gptel--text-of content))
+                (calls (delq nil (mapcar
+                                  (lambda (block)
+                                    (when (equal (alist-get 'type block) "tool_use")
+                                      `((id . ,(alist-get 'id block)) (type . "function")
+                                        (function (name . ,(alist-get 'name block))
+                                                  (arguments . ,(json-encode
+                                                                 (or (alist-get 'input block)
+                                                                     (make-hash-table))))))))
+                                  content))))
+            (push `((role . "assistant") (content . ,(and (not (string-empty-p text)) text))
+                    ,@(and calls `((tool_calls . ,(vconcat calls)))))
+                  messages)))
+         (t
+          (dolist (block content)
+            (when (equal (alist-get 'type block) "tool_result")
+              (push `((role . "tool") (tool_call_id . ,(alist-get 'tool_use_id block))
+                      (content . ,(efrit-todo-real-gptel--text-of (alist-get 'content block))))
+                    messages)))
+          (let ((text (efrit-todo-real-gptel--text-of content)))
+            (unless (string-empty-p text)
+              (push `((role . "user") (content . ,text)) messages)))))))
+    (json-encode
+     `((model . ,(alist-get 'model request))
+       (messages . ,(vconcat (nreverse messages)))
+       ,@(and (alist-get 'tools request)
+              `((tools . ,(vconcat
+                           (mapcar (lambda (tool)
+                                     `((type . "function")
+                                       (function (name . ,(alist-get 'name tool))
+                                                 (description . ,(alist-get 'description tool))
+                                                 (parameters . ,(alist-get 'input_schema tool)))))
+                                   (alist-get 'tools request))))))))))
+
+(defun efrit-todo-real-gptel--to-anthropic (response)
+  "Return RESPONSE, an OpenAI chat completion in JSON, as Anthropic's message."
+  (let* ((parsed (json-parse-string response :object-type 'alist :array-type 'list
+                                    :null-object nil :false-object :json-false))
+         (message (alist-get 'message (car (alist-get 'choices parsed))))
+         (calls (alist-get 'tool_calls message)))
+    (json-encode
+     `((id . "msg_efrit_todo_test") (type . "message") (role . "assistant") (model . "fake")
+       (content . ,(vconcat
+                    (and (alist-get 'content message)
+                         `(((type . "text") (text . ,(alist-get 'content message)))))
+                    (mapcar (lambda (call)
+                              (let ((function (alist-get 'function call)))
+                                `((type . "tool_use") (id . ,(alist-get 'id call))
+                                  (name . ,(alist-get 'name function))
+                                  (input . ,(json-parse-string (alist-get 'arguments function))))))
+                            calls)))
+       (stop_reason . ,(if calls "tool_use" "end_turn"))
+       (usage (input_tokens . 1) (output_tokens . 1))))))
+
 (defun efrit-todo-real-gptel--filter (process chunk)
   "Collect CHUNK of a request on PROCESS; answer it once it is whole."
   (let ((data (concat (or (process-get process 'data) "") chunk)))
@@ -180,10 +267,16 @@ end of the stream."
                           (string-to-number (match-string 1 (downcase head))))))
         (when (and length (>= (length body) length) (not (process-get process 'answered)))
           (process-put process 'answered t)
-          (let ((response (condition-case err
-                              (funcall efrit-todo-gptel-harness-transport
-                                       (decode-coding-string body 'utf-8))
-                            (error (message "Test server: %S" err) 'error))))
+          (let* ((anthropic (string-match-p "\\`POST /v1/messages" head))
+                 (request (decode-coding-string body 'utf-8))
+                 (response (condition-case err
+                               (funcall efrit-todo-gptel-harness-transport
+                                        (if anthropic
+                                            (efrit-todo-real-gptel--from-anthropic request)
+                                          request))
+                             (error (message "Test server: %S" err) 'error))))
+            (when (and anthropic (stringp response))
+              (setq response (efrit-todo-real-gptel--to-anthropic response)))
             (cond ((eq response 'hang))
                   ((and (stringp response)
                         (string-match-p "\"stream\": *true" body))
@@ -202,11 +295,16 @@ end of the stream."
   "The OpenAI-compatible server gptel talks to.")
 
 (defvar efrit-todo-real-gptel--backend
-  (gptel-make-openai "efrit-todo-test"
-    :host (format "127.0.0.1:%d" (process-contact efrit-todo-real-gptel--server :service))
-    :protocol "http" :endpoint "/v1/chat/completions" :stream t :key "none"
-    :models '(fake))
-  "gptel's backend for the test server.")
+  (let ((host (format "127.0.0.1:%d" (process-contact efrit-todo-real-gptel--server :service))))
+    (if (equal (getenv "EFRIT_TODO_GPTEL_BACKEND") "anthropic")
+        (gptel-make-anthropic "efrit-todo-test"
+          :host host :protocol "http" :endpoint "/v1/messages" :stream nil :key "none"
+          :models '(fake))
+      (gptel-make-openai "efrit-todo-test"
+        :host host :protocol "http" :endpoint "/v1/chat/completions" :stream t :key "none"
+        :models '(fake))))
+  "gptel's backend for the test server: OpenAI's, or with
+EFRIT_TODO_GPTEL_BACKEND=anthropic, Anthropic's (not streamed).")
 
 ;;;; The harness
 

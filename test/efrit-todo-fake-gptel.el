@@ -35,6 +35,12 @@
 ;;   :post :tools and any gptel-KEY, values as is or as (:append LIST)
 ;;   or (:function FUNCTION)).
 ;;
+;; The registries keep gptel's internal names and shapes,
+;; `gptel--known-tools' (category, then name, to tool) and
+;; `gptel--known-presets' (name to keys), which efrit-todo-gptel.el
+;; edits only when it is unloaded, as gptel offers no way to remove a
+;; tool or a preset.
+;;
 ;; Tool confirmation is not modelled: tools run without asking.  The
 ;; network is `efrit-todo-gptel-harness-transport', a function from the
 ;; request's JSON to the response's JSON (or `error', or `hang' for a

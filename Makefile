@@ -13,7 +13,7 @@ CHECKDOC_LATER := bench/efrit-todo-bench.el bench/efrit-todo-bench-efrit.el
 CHECKDOC_ONLY := $(filter-out $(CHECKDOC_LATER),$(wildcard test/*.el bench/*.el))
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
-.PHONY: build test cargo-test ert loop test-efrit fuzz lint tmux-test bench demo clean help
+.PHONY: build test cargo-test ert loop test-efrit test-gptel fuzz lint tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -39,6 +39,16 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 	  $$REAL -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
 	  $$REAL -f efrit-todo-scenarios-compare; \
 	  EMACS="$(EMACS)" test/efrit-suites.sh "$(EFRIT_DIR)"; fi
+
+# GPTEL_LOAD_PATH adds directories (colon-separated) for gptel's own
+# dependencies, e.g. a compat checkout on Emacs 28.  The scenarios run
+# four times: gptel's OpenAI backend over curl, over curl with streamed
+# responses and over url.el, and its Anthropic backend over curl.
+test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (4 ways)
+	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: GPTEL_DIR is unset, skipping the real-gptel suite (make ert runs it against the fake gptel)"; else \
+	  set -e; for transport in "" "EFRIT_TODO_GPTEL_STREAM=1" "EFRIT_TODO_GPTEL_CURL=0" "EFRIT_TODO_GPTEL_BACKEND=anthropic"; do \
+	    env $$transport GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
+	      $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; done; fi
 
 # --module-assertions makes Emacs check every use of the module API.  The
 # seed is fixed; EFRIT_TODO_FUZZ_SECONDS bounds the time (default 25).

@@ -300,7 +300,7 @@ subtask of, nil for a top-level item.  Times are floats as
   (efrit-todo--module-items (efrit-todo--session session)))
 
 (defun efrit-todo--item-count (&optional session)
-  "Return how many items SESSION's list holds.
+  "Return the number of items in SESSION's list.
 Unlike `efrit-todo-counts' it makes no garbage, for code that runs on
 every tool call."
   (efrit-todo--module-item-count (efrit-todo--session session)))

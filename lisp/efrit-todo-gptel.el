@@ -1,0 +1,663 @@
+;;; efrit-todo-gptel.el --- Efrit-todo's todo list and breaker for gptel chats -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The efrit-todo authors
+
+;; Author: The efrit-todo authors
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1"))
+;; Keywords: tools, convenience
+;; URL: https://github.com/efrit-todo/efrit-todo
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; This program is distributed in the hope that it will be useful,
+;; but WITHOUT ANY WARRANTY; without even the implied warranty of
+;; MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+;; GNU General Public License for more details.
+
+;; You should have received a copy of the GNU General Public License
+;; along with this program.  If not, see <https://www.gnu.org/licenses/>.
+
+;;; Commentary:
+
+;; The efrit-todo backend for gptel (karthink/gptel) chats, loaded only
+;; when asked for: `efrit-todo.el' never requires gptel, and this file
+;; needs gptel only once it is loaded.
+;;
+;; - todo_write and todo_pause are gptel tools (category "efrit-todo"),
+;;   made from the same Rust schemas that validate their input;
+;; - while `efrit-todo-gptel-mode' is on, every tool call of a request
+;;   that offers todo_write passes `efrit-todo-before-tool' (a refusal
+;;   is the call's result) and `efrit-todo-after-tool' (the output is
+;;   kept, notices follow it), and a tripped breaker stops the request
+;;   with its reason;
+;; - a response that ends with items open gets a continuation message,
+;;   at most `efrit-todo-gptel-max-continuations' per request;
+;; - each chat buffer is an efrit-todo session of its own, so the
+;;   *efrit-todos* buffer, the mode line, history, undo and saving work
+;;   as they do for Efrit; a request aborted with items open leaves
+;;   them for the next request in that buffer;
+;; - the gptel preset `efrit-todo' switches all of it on.
+;;
+;; Everything goes through gptel's documented hooks:
+;; `gptel-prompt-transform-functions', `gptel-pre-tool-call-functions',
+;; `gptel-post-tool-call-functions', `gptel-post-request-hook',
+;; `gptel-pre-response-hook', `gptel-post-response-functions', plus
+;; advice on `gptel-abort'.  Turning the mode off removes them, and
+;; unloading this file removes the tools and the preset as well.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'seq)
+(require 'subr-x)
+(require 'efrit-todo)
+(require 'efrit-todo-ui nil t)
+
+;; gptel's variables and functions, used only once gptel is loaded.
+(defvar gptel-tools)
+(defvar gptel-use-tools)
+(defvar gptel-system-prompt)
+(defvar gptel-prompt-transform-functions)
+(defvar gptel-pre-tool-call-functions)
+(defvar gptel-post-tool-call-functions)
+(defvar gptel-post-request-hook)
+(defvar gptel-pre-response-hook)
+(defvar gptel-post-response-functions)
+(defvar gptel--known-tools)
+(defvar gptel--known-presets)
+(declare-function gptel-make-tool "gptel-request" (&rest slots))
+(declare-function gptel-make-preset "gptel" (name &rest keys))
+(declare-function gptel-tool-name "gptel-request" (tool))
+(declare-function gptel-fsm-info "gptel-request" (fsm))
+(declare-function gptel-send "gptel" (&optional arg))
+(declare-function gptel-abort "gptel-request" (buf))
+
+(defgroup efrit-todo-gptel nil
+  "Efrit-todo's todo tools, breaker and continuation in gptel chats."
+  :group 'efrit-todo
+  :prefix "efrit-todo-gptel-")
+
+(defcustom efrit-todo-gptel-max-continuations 2
+  "Most continuation messages sent after one request of the user.
+When a response ends with todo items open and no todo_pause, the
+model is asked to go on, in a message added to the chat buffer and
+sent, at most this many times before the user writes again (and no
+more than `efrit-todo-max-continuations' allows).  0 sends none."
+  :type 'natnum
+  :group 'efrit-todo-gptel)
+
+(defcustom efrit-todo-gptel-guidance t
+  "Non-nil to add efrit-todo's guidance to the system prompt.
+The text, from `efrit-todo-prompt-guidance', says how to plan with
+todo_write and record changes by id; it is the same on every request
+of a chat's turn, so the prompt cache holds."
+  :type 'boolean
+  :group 'efrit-todo-gptel)
+
+(defconst efrit-todo-gptel-tool-names '("todo_write" "todo_pause")
+  "The names of the tools this file gives gptel.")
+
+(defconst efrit-todo-gptel--category "efrit-todo"
+  "The category of efrit-todo's tools in gptel's tool registry.")
+
+;;;; Sessions: one per chat buffer
+
+(defvar-local efrit-todo-gptel--session nil
+  "The efrit-todo session of this chat buffer, once it has one.")
+(put 'efrit-todo-gptel--session 'permanent-local t)
+
+(defvar-local efrit-todo-gptel--fsm nil
+  "The state of the request this buffer's managed request chain began with.")
+
+(defvar-local efrit-todo-gptel--active nil
+  "Non-nil from the start of a request that offers todo_write to its end.")
+
+(defvar-local efrit-todo-gptel--response-ok nil
+  "Non-nil once the response to the latest request arrived.")
+
+(defvar-local efrit-todo-gptel--ended nil
+  "Why this buffer's request chain was stopped (breaker, abort), or nil.")
+
+(defvar-local efrit-todo-gptel--blocked nil
+  "The argument lists of the tool calls refused in the latest response.")
+
+(defvar-local efrit-todo-gptel--continuations 0
+  "Continuation messages sent since the user's last request.")
+
+(defvar-local efrit-todo-gptel--continuing nil
+  "Non-nil while a continuation message is being sent.")
+
+(defvar-local efrit-todo-gptel--timer nil
+  "The timer that sends a pending continuation message, or nil.")
+
+(defvar efrit-todo-gptel--buffers (make-hash-table :test 'equal :weakness 'value)
+  "The chat buffer of each session this file named, by session name.")
+
+(defun efrit-todo-gptel--base-name (buffer)
+  "Return the session name BUFFER would have: after its file, else its name."
+  (concat "gptel:" (with-current-buffer buffer
+                     (if buffer-file-name
+                         (abbreviate-file-name buffer-file-name)
+                       (buffer-name)))))
+
+(defun efrit-todo-gptel-session (&optional buffer)
+  "Return the efrit-todo session of the gptel chat BUFFER, naming it if new.
+BUFFER defaults to the current buffer.  The name follows the file
+the buffer visits, else the buffer's name, so that a saved list comes
+back with the chat; a name another live buffer uses gets a suffix.
+The buffer's `efrit-todo-current-session' is set to it, so that the
+efrit-todo commands run there act on the chat's list."
+  (with-current-buffer (or buffer (current-buffer))
+    (unless efrit-todo-gptel--session
+      (let* ((base (efrit-todo-gptel--base-name (current-buffer)))
+             (name base)
+             (n 1))
+        (while (let ((owner (gethash name efrit-todo-gptel--buffers)))
+                 (and owner (buffer-live-p owner) (not (eq owner (current-buffer)))))
+          (setq n (1+ n)
+                name (format "%s<%d>" base n)))
+        (puthash name (current-buffer) efrit-todo-gptel--buffers)
+        (setq efrit-todo-gptel--session name)))
+    (unless (equal efrit-todo-current-session efrit-todo-gptel--session)
+      (setq-local efrit-todo-current-session efrit-todo-gptel--session))
+    efrit-todo-gptel--session))
+
+(defun efrit-todo-gptel--open-p (session)
+  "Return non-nil if SESSION has pending or running items."
+  (let ((counts (efrit-todo-counts session)))
+    (> (+ (plist-get counts :pending) (plist-get counts :in-progress)) 0)))
+
+(defun efrit-todo-gptel--note-stop (session reason)
+  "Note that the request working on SESSION stopped for REASON.
+With items open the list is kept for the next request of the chat."
+  (condition-case err
+      (efrit-todo-stop (truncate-string-to-width reason 280 nil nil "...") session)
+    (error (message "Efrit-todo: could not note the stop of %s: %s"
+                    session (error-message-string err)))))
+
+(defun efrit-todo-gptel--tripped (session)
+  "Return the reason the breaker of SESSION tripped, or nil."
+  (let ((breaker (efrit-todo-breaker session)))
+    (and (plist-get breaker :tripped) (plist-get breaker :reason))))
+
+;;;; The tools
+
+(defun efrit-todo-gptel--plist (object)
+  "Return OBJECT, a schema part with string-keyed alists, as plists.
+Alists become plists with keyword keys, at every level; vectors and
+other values stay as they are."
+  (if (and (consp object) (consp (car object)) (stringp (caar object)))
+      (cl-loop for (key . value) in object
+               append (list (intern (concat ":" key)) (efrit-todo-gptel--plist value)))
+    object))
+
+(defun efrit-todo-gptel--args (input-schema)
+  "Return gptel's argument list for a tool whose schema is INPUT-SCHEMA.
+Each property becomes (:name NAME :type TYPE ...), with the rest of
+its schema kept, and :optional t unless it is required."
+  (let ((required (append (cdr (assoc "required" input-schema)) nil)))
+    (mapcar (lambda (property)
+              (let* ((spec (efrit-todo-gptel--plist (cdr property)))
+                     (type (plist-get spec :type)))
+                (append (list :name (car property)
+                              :type (if (stringp type) (intern type) type))
+                        (cl-loop for (key value) on spec by #'cddr
+                                 unless (eq key :type) append (list key value))
+                        (unless (member (car property) required) (list :optional t)))))
+            (cdr (assoc "properties" input-schema)))))
+
+(defun efrit-todo-gptel--arg-names (input-schema)
+  "Return the keywords of INPUT-SCHEMA's properties, in order."
+  (mapcar (lambda (property) (intern (concat ":" (car property))))
+          (cdr (assoc "properties" input-schema))))
+
+(defun efrit-todo-gptel--tool-input (keys values)
+  "Return the tool input plist of KEYS and VALUES, without absent values.
+gptel passes an argument the model left out as nil, and JSON false as
+`:json-false'."
+  (cl-loop for key in keys
+           for value in values
+           unless (memq value '(nil :null))
+           append (list key value)))
+
+(defun efrit-todo-gptel--todo-write (input)
+  "Run todo_write with INPUT, a plist, in the current chat's session."
+  (condition-case err
+      (efrit-todo-write input (efrit-todo-gptel-session))
+    (efrit-todo-invalid-input (format "Error in todo_write: %s" (cadr err)))))
+
+(defun efrit-todo-gptel--todo-pause (input)
+  "Run todo_pause with INPUT, a plist, in the current chat's session."
+  (condition-case err
+      (efrit-todo-pause (plist-get input :reason) (efrit-todo-gptel-session))
+    (efrit-todo-invalid-input (format "Error in todo_pause: %s" (cadr err)))))
+
+(defun efrit-todo-gptel--tool-function (name keys)
+  "Return the function for tool NAME, whose arguments are KEYS."
+  (let ((handler (if (equal name "todo_pause")
+                     #'efrit-todo-gptel--todo-pause
+                   #'efrit-todo-gptel--todo-write)))
+    (lambda (&rest values)
+      (funcall handler (efrit-todo-gptel--tool-input keys values)))))
+
+(defun efrit-todo-gptel--register-tools ()
+  "Register todo_write and todo_pause with gptel, from the Rust schemas."
+  (dolist (schema (efrit-todo-tool-schemas))
+    (let ((name (cdr (assoc "name" schema)))
+          (input-schema (cdr (assoc "input_schema" schema))))
+      (when (member name efrit-todo-gptel-tool-names)
+        (gptel-make-tool
+         :name name
+         :function (efrit-todo-gptel--tool-function
+                    name (efrit-todo-gptel--arg-names input-schema))
+         :description (cdr (assoc "description" schema))
+         :args (efrit-todo-gptel--args input-schema)
+         :category efrit-todo-gptel--category
+         :include t)))))
+
+(defun efrit-todo-gptel--todo-tool-p (tool)
+  "Return non-nil if TOOL, a gptel tool or its name, is todo_write."
+  (equal (if (stringp tool) tool (ignore-errors (gptel-tool-name tool))) "todo_write"))
+
+;;;; Requests
+
+(defun efrit-todo-gptel--add-guidance (system guidance)
+  "Return the system prompt SYSTEM with GUIDANCE added at its end.
+SYSTEM is a string, nil, or a list whose first element is the system
+message; a function is left alone."
+  (cond ((null system) guidance)
+        ((stringp system) (concat system "\n\n" guidance))
+        ((and (consp system) (or (null (car system)) (stringp (car system))))
+         (cons (efrit-todo-gptel--add-guidance (car system) guidance) (cdr system)))
+        (t system)))
+
+(defun efrit-todo-gptel--begin-request (fsm tools)
+  "Start managing the request of state FSM in this chat buffer.
+TOOLS are the request's tools.  A request the user sent begins a
+turn: fresh breaker, ledger and continuation budget, the same list,
+and a list a stopped request left open is taken over.  A
+continuation goes on with the turn.  Return the session."
+  (let ((session (efrit-todo-gptel-session)))
+    (unless (eq fsm efrit-todo-gptel--fsm)
+      (setq efrit-todo-gptel--fsm fsm
+            efrit-todo-gptel--active t
+            efrit-todo-gptel--ended nil
+            efrit-todo-gptel--response-ok nil
+            efrit-todo-gptel--blocked nil)
+      (setq-local efrit-todo-known-tools
+                  (delq nil (mapcar (lambda (tool) (ignore-errors (gptel-tool-name tool)))
+                                    tools)))
+      (if efrit-todo-gptel--continuing
+          (setq efrit-todo-gptel--continuing nil)
+        (setq efrit-todo-gptel--continuations 0)
+        (efrit-todo-gptel--cancel-timer)
+        (efrit-todo-begin-turn session)
+        (when (efrit-todo-stopped session)
+          (efrit-todo-resume session))))
+    session))
+
+(defun efrit-todo-gptel--transform (fsm)
+  "Prepare the request of state FSM, in gptel's prompt buffer.
+A request that offers todo_write is managed: its chat buffer's session
+begins a turn (or goes on with one), and the guidance is added to the
+system prompt of this request only."
+  (let ((buffer (plist-get (gptel-fsm-info fsm) :buffer))
+        (tools (and (bound-and-true-p gptel-use-tools) (bound-and-true-p gptel-tools))))
+    (when (buffer-live-p buffer)
+      (if (not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
+          (with-current-buffer buffer
+            (unless (eq fsm efrit-todo-gptel--fsm)
+              ;; The user wrote again: no continuation is due any more.
+              (setq efrit-todo-gptel--active nil
+                    efrit-todo-gptel--continuing nil)
+              (efrit-todo-gptel--cancel-timer)))
+        (let ((session (with-current-buffer buffer
+                         (efrit-todo-gptel--begin-request fsm tools))))
+          (when efrit-todo-gptel-guidance
+            (let ((guidance (condition-case nil
+                                (efrit-todo-prompt-guidance session)
+                              (error nil))))
+              (when (and guidance (not (string-empty-p guidance)))
+                (setq-local gptel-system-prompt
+                            (efrit-todo-gptel--add-guidance gptel-system-prompt
+                                                            guidance))))))))))
+
+(defun efrit-todo-gptel--managed-buffer (call)
+  "Return the chat buffer of tool CALL when its request is managed."
+  (let ((buffer (or (and (plist-get call :buffer) (get-buffer (plist-get call :buffer)))
+                    (current-buffer))))
+    (and (buffer-live-p buffer)
+         (buffer-local-value 'efrit-todo-gptel--active buffer)
+         buffer)))
+
+(defun efrit-todo-gptel--input (args)
+  "Return the tool arguments ARGS, a plist, as Efrit's hash table of input."
+  (let ((table (make-hash-table :test 'equal)))
+    (cl-loop for (key value) on args by #'cddr
+             do (puthash (if (keywordp key) (substring (symbol-name key) 1) (format "%s" key))
+                         value table))
+    table))
+
+(defun efrit-todo-gptel--error-result-p (result)
+  "Return non-nil if tool RESULT, a string, reports an error.
+gptel gives a tool that signalled the error's symbol and data as
+its result, and a call it could not run starts with \"Error\"."
+  (and (stringp result)
+       (string-match "\\`[ \t\n]*\\(<tool_call_error>\\|Error\\b\\|\\([a-z][-a-z]*\\) \\)"
+                     result)
+       (or (match-beginning 1)
+           (let ((symbol (intern-soft (match-string 2 result))))
+             (and symbol (get symbol 'error-conditions) t)))))
+
+(defun efrit-todo-gptel--pre-tool (call)
+  "Check tool CALL with the breaker before the tool is run: refusal or nil.
+CALL is the plist gptel gives `gptel-pre-tool-call-functions'.  The
+refusal is sent as the call's result, marked as an error."
+  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call)))
+    (with-current-buffer buffer
+      (let* ((args (plist-get call :args))
+             (refusal (condition-case err
+                          (efrit-todo-before-tool (format "%s" (plist-get call :name))
+                                                  (efrit-todo-gptel--input args)
+                                                  (efrit-todo-gptel-session))
+                        (efrit-todo-invalid-input
+                         (message "Efrit-todo: %s" (cadr err))
+                         nil))))
+        (when refusal
+          (push args efrit-todo-gptel--blocked)
+          (list :block refusal))))))
+
+(defun efrit-todo-gptel--post-tool (call)
+  "Record tool CALL in the ledger and the breaker; return notices, if any.
+CALL is the plist gptel gives `gptel-post-tool-call-functions'.  The
+output is kept as it is; notices (warnings, reminders, what the user
+changed) follow it.  A result gptel made of nil or an empty string is
+named as no output."
+  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call)))
+    (with-current-buffer buffer
+      (let ((args (plist-get call :args)))
+        (if (memq args efrit-todo-gptel--blocked)
+            (progn (setq efrit-todo-gptel--blocked (delq args efrit-todo-gptel--blocked))
+                   nil)
+          (let* ((name (format "%s" (plist-get call :name)))
+                 (result (plist-get call :result))
+                 (output (and (stringp result) (not (member result '("" "nil"))) result))
+                 (text (condition-case err
+                           (efrit-todo-after-tool name (efrit-todo-gptel--input args) output
+                                                  (efrit-todo-gptel--error-result-p output)
+                                                  (efrit-todo-gptel-session))
+                         (efrit-todo-invalid-input
+                          (format "%s\n[efrit-todo could not record this call: %s]"
+                                  result (cadr err))))))
+            (unless (equal text result)
+              (list :result text))))))))
+
+(defun efrit-todo-gptel--stop-if-tripped (call)
+  "Stop the request of tool CALL when the breaker has tripped.
+This runs after `efrit-todo-gptel--post-tool' has recorded every call
+of the response, so the results, refusals and notices stay in the
+chat; the request then ends without asking the model again."
+  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call)))
+    (with-current-buffer buffer
+      (let* ((session (efrit-todo-gptel-session))
+             (reason (and (not efrit-todo-gptel--ended) (efrit-todo-gptel--tripped session))))
+        (when reason
+          (setq efrit-todo-gptel--ended (concat "stopped by the circuit breaker: " reason))
+          (efrit-todo-gptel--note-stop session efrit-todo-gptel--ended)
+          (message "Efrit-todo: circuit breaker tripped in %s: %s (M-x efrit-todo-gptel-report)"
+                   (buffer-name) reason)
+          (list :stop t :stop-reason (concat "Stopped by the circuit breaker: " reason)))))))
+
+(defun efrit-todo-gptel--request-sent ()
+  "Note that a request left this buffer: no response yet, nothing refused."
+  (when efrit-todo-gptel--active
+    (setq efrit-todo-gptel--response-ok nil
+          efrit-todo-gptel--blocked nil)))
+
+(defun efrit-todo-gptel--response-arrived ()
+  "Note that the response to this buffer's latest request arrived."
+  (when efrit-todo-gptel--active
+    (setq efrit-todo-gptel--response-ok t)))
+
+(defun efrit-todo-gptel--cancel-timer ()
+  "Cancel this buffer's pending continuation, if any."
+  (when (timerp efrit-todo-gptel--timer)
+    (cancel-timer efrit-todo-gptel--timer))
+  (setq efrit-todo-gptel--timer nil))
+
+(defun efrit-todo-gptel--send-continuation (buffer text)
+  "Add TEXT at the end of chat BUFFER as the user's and send it."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (setq efrit-todo-gptel--timer nil)
+      (setq efrit-todo-gptel--continuing t
+            efrit-todo-gptel--continuations (1+ efrit-todo-gptel--continuations))
+      (goto-char (point-max))
+      (unless (or (bobp) (memq (char-before) '(?\s ?\n ?\t)))
+        (insert "\n\n"))
+      (insert text)
+      (condition-case err
+          (gptel-send)
+        (error (setq efrit-todo-gptel--continuing nil)
+               (efrit-todo-gptel--note-stop (efrit-todo-gptel-session)
+                                            (concat "the continuation could not be sent: "
+                                                    (error-message-string err))))))))
+
+(defun efrit-todo-gptel--post-response (&rest _)
+  "End this buffer's managed request: go on, or note why it stopped.
+Run from `gptel-post-response-functions', which gptel runs after a
+response, an error and an abort alike."
+  (when efrit-todo-gptel--active
+    (setq efrit-todo-gptel--active nil)
+    (let ((session (efrit-todo-gptel-session)))
+      (cond
+       (efrit-todo-gptel--ended nil)    ; the breaker or an abort, noted then
+       ((not efrit-todo-gptel--response-ok)
+        (efrit-todo-gptel--note-stop session "the request failed"))
+       ((not (efrit-todo-gptel--open-p session)) nil)
+       (t
+        (let ((continuation
+               (and (< efrit-todo-gptel--continuations
+                       efrit-todo-gptel-max-continuations)
+                    (efrit-todo-turn-end nil session))))
+          (if continuation
+              (setq efrit-todo-gptel--timer
+                    (run-at-time 0 nil #'efrit-todo-gptel--send-continuation
+                                 (current-buffer) continuation))
+            (efrit-todo-gptel--note-stop
+             session
+             (if-let* ((pause (efrit-todo-pause-reason session)))
+                 (concat "paused by the model: " pause)
+               "the model ended its turn with items still open")))))))))
+
+(defun efrit-todo-gptel--abort (buffer &rest _)
+  "Note that the user aborts the request of chat BUFFER.
+A pending continuation is cancelled; with items open, the list is
+kept for the next request of the chat."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (when (or efrit-todo-gptel--active efrit-todo-gptel--timer)
+        (efrit-todo-gptel--cancel-timer)
+        (setq efrit-todo-gptel--continuing nil)
+        (unless efrit-todo-gptel--ended
+          (setq efrit-todo-gptel--ended "interrupted by the user")
+          (efrit-todo-gptel--note-stop (efrit-todo-gptel-session) efrit-todo-gptel--ended))))))
+
+(defun efrit-todo-gptel--note-exit ()
+  "Mark the running requests stopped, as Emacs is closing.
+Run from `kill-emacs-hook' before the lists are saved."
+  (dolist (buffer (buffer-list))
+    (when (buffer-local-value 'efrit-todo-gptel--active buffer)
+      (with-current-buffer buffer
+        (efrit-todo-gptel--note-stop (efrit-todo-gptel-session)
+                                     "Emacs was closed while the request ran")))))
+
+;;;; Commands
+
+;;;###autoload
+(defun efrit-todo-gptel-report (&optional buffer)
+  "Show the report of the chat BUFFER's session: every tool result, the list.
+BUFFER defaults to the current buffer."
+  (interactive)
+  (let* ((session (efrit-todo-gptel-session buffer))
+         (tripped (efrit-todo-gptel--tripped session))
+         (report (efrit-todo-report session)))
+    (with-help-window (get-buffer-create "*efrit-todo-report*")
+      (when tripped
+        (princ (format "Stopped by the circuit breaker: %s\n\n" tripped)))
+      (princ report))))
+
+;;;; The mode
+
+(defconst efrit-todo-gptel--hooks
+  '((gptel-prompt-transform-functions efrit-todo-gptel--transform 90)
+    (gptel-pre-tool-call-functions efrit-todo-gptel--pre-tool 0)
+    (gptel-post-tool-call-functions efrit-todo-gptel--post-tool 80)
+    (gptel-post-tool-call-functions efrit-todo-gptel--stop-if-tripped 90)
+    (gptel-post-request-hook efrit-todo-gptel--request-sent 0)
+    (gptel-pre-response-hook efrit-todo-gptel--response-arrived 0)
+    (gptel-post-response-functions efrit-todo-gptel--post-response 90))
+  "The hooks of `efrit-todo-gptel-mode': (HOOK FUNCTION DEPTH).
+The breaker's stop comes after every call of a response is recorded.")
+
+(defun efrit-todo-gptel--enable ()
+  "Register the tools and add the hooks and the advice."
+  (unless (require 'gptel nil t)
+    (user-error "Efrit-todo: gptel is not installed"))
+  (efrit-todo-gptel--register)
+  ;; In a buffer where a hook has a local value without t, `add-hook'
+  ;; changes that value instead of the global one, and a preset applied
+  ;; to one request turns the mode on in gptel's prompt buffer, where
+  ;; `gptel-prompt-transform-functions' is local.
+  (with-temp-buffer
+    (pcase-dolist (`(,hook ,function ,depth) efrit-todo-gptel--hooks)
+      (add-hook hook function depth)))
+  (advice-add 'gptel-abort :before #'efrit-todo-gptel--abort)
+  ;; Before the lists are saved on exit (depth 90).
+  (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50))
+
+(defun efrit-todo-gptel--remove-hooks ()
+  "Remove the hooks from their global values and from every buffer."
+  (pcase-dolist (`(,hook ,function ,_) efrit-todo-gptel--hooks)
+    (when (boundp hook)
+      (with-temp-buffer (remove-hook hook function))
+      (dolist (buffer (buffer-list))
+        (when (local-variable-p hook buffer)
+          (with-current-buffer buffer
+            (remove-hook hook function t)))))))
+
+(defun efrit-todo-gptel--disable ()
+  "Remove the hooks and the advice; cancel pending continuations."
+  (efrit-todo-gptel--remove-hooks)
+  (advice-remove 'gptel-abort #'efrit-todo-gptel--abort)
+  (remove-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit)
+  (dolist (buffer (buffer-list))
+    (with-current-buffer buffer
+      (efrit-todo-gptel--cancel-timer)
+      (setq efrit-todo-gptel--active nil))))
+
+;;;###autoload
+(define-minor-mode efrit-todo-gptel-mode
+  "Run gptel requests that offer todo_write on efrit-todo.
+
+While it is on, a gptel request whose tools include todo_write
+\(see the preset `efrit-todo') is managed: every tool call passes
+efrit-todo's circuit breaker, which stops the request when it trips;
+the output of each tool is kept, with notices after it; a response
+that ends with items open gets a continuation message, at most
+`efrit-todo-gptel-max-continuations' times; an aborted request leaves
+its open items for the next request of the chat.  Each chat buffer
+is an efrit-todo session of its own.  Turning it off removes the
+hooks and the advice; gptel works as before."
+  :global t
+  :group 'efrit-todo-gptel
+  (if efrit-todo-gptel-mode
+      (condition-case err
+          (efrit-todo-gptel--enable)
+        (error (setq efrit-todo-gptel-mode nil)
+               (efrit-todo-gptel--disable)
+               (signal (car err) (cdr err))))
+    (efrit-todo-gptel--disable)))
+
+;;;; The preset
+
+(defun efrit-todo-gptel--with-transform (transforms)
+  "Return TRANSFORMS with `efrit-todo-gptel--transform' in it, once."
+  (if (memq #'efrit-todo-gptel--transform transforms)
+      transforms
+    (append transforms (list #'efrit-todo-gptel--transform))))
+
+(defun efrit-todo-gptel--preset-pre ()
+  "Turn `efrit-todo-gptel-mode' on, as the preset is applied."
+  (unless efrit-todo-gptel-mode
+    (efrit-todo-gptel-mode 1)))
+
+(defun efrit-todo-gptel--make-preset ()
+  "Define the gptel preset `efrit-todo'."
+  (gptel-make-preset 'efrit-todo
+    :description "Plan with efrit-todo: todo_write with ids, a circuit breaker, continuation"
+    :pre #'efrit-todo-gptel--preset-pre
+    :tools (list :append (copy-sequence efrit-todo-gptel-tool-names))
+    :use-tools t
+    ;; Applied to one request (@efrit-todo in a prompt), the preset comes
+    ;; after that request's transforms were chosen: add ours to them.
+    :prompt-transform-functions '(:function efrit-todo-gptel--with-transform)))
+
+(defun efrit-todo-gptel--register ()
+  "Give gptel the tools and the preset; it must be loaded."
+  (efrit-todo-gptel--register-tools)
+  (efrit-todo-gptel--make-preset))
+
+(defun efrit-todo-gptel--after-load (&rest _)
+  "Register the tools and the preset once gptel is loaded."
+  (when (featurep 'gptel)
+    (remove-hook 'after-load-functions #'efrit-todo-gptel--after-load)
+    (efrit-todo-gptel--register)))
+
+(if (featurep 'gptel)
+    (efrit-todo-gptel--register)
+  (add-hook 'after-load-functions #'efrit-todo-gptel--after-load))
+
+;;;; Unloading
+
+(defun efrit-todo-gptel--forget-tools ()
+  "Remove efrit-todo's tools from gptel's registry and tool lists."
+  (let ((ours (and (boundp 'gptel--known-tools)
+                   (mapcar #'cdr (cdr (assoc efrit-todo-gptel--category gptel--known-tools))))))
+    (when (and ours (boundp 'gptel-tools))
+      (let ((keep (lambda (tools) (seq-remove (lambda (tool) (memq tool ours)) tools))))
+        (dolist (buffer (buffer-list))
+          (when (local-variable-p 'gptel-tools buffer)
+            (with-current-buffer buffer
+              (setq gptel-tools (funcall keep gptel-tools)))))
+        (set-default 'gptel-tools (funcall keep (default-value 'gptel-tools)))))
+    (when ours
+      (setq gptel--known-tools
+            (assoc-delete-all efrit-todo-gptel--category gptel--known-tools)))))
+
+(defun efrit-todo-gptel-unload-function ()
+  "Give gptel back as it was: no hooks, advice, tools or preset.
+Chat buffers let go of their sessions; the lists stay in efrit-todo."
+  (efrit-todo-gptel-mode -1)
+  (remove-hook 'after-load-functions #'efrit-todo-gptel--after-load)
+  (efrit-todo-gptel--forget-tools)
+  (when (boundp 'gptel--known-presets)
+    (setq gptel--known-presets (assq-delete-all 'efrit-todo gptel--known-presets)))
+  (dolist (buffer (buffer-list))
+    (with-current-buffer buffer
+      (when efrit-todo-gptel--session
+        (when (and (local-variable-p 'efrit-todo-current-session)
+                   (equal efrit-todo-current-session efrit-todo-gptel--session))
+          (kill-local-variable 'efrit-todo-current-session))
+        (when (local-variable-p 'efrit-todo-known-tools)
+          (kill-local-variable 'efrit-todo-known-tools)))))
+  nil)
+
+(provide 'efrit-todo-gptel)
+;;; efrit-todo-gptel.el ends here

@@ -420,7 +420,8 @@ and taken out of TEXT.  Return (SYSTEM TOOLS TEXT)."
           "\n</tool_call_error>"))
 
 (defun efrit-todo-fake-gptel--run-hook (hook fsm calls &optional with-result)
-  "Run HOOK for each tool call in CALLS of FSM, applying the answers.
+  "Run HOOK for each tool call in the list of FSM, applying the answers.
+The list is CALLS.
 WITH-RESULT non-nil passes each call's :result, as after the call."
   (let* ((info (gptel-fsm-info fsm))
          (buffer (plist-get info :buffer)))
@@ -447,7 +448,8 @@ WITH-RESULT non-nil passes each call's :result, as after the call."
                      (plist-put call :result (plist-get answer :result)))))))))))
 
 (defun efrit-todo-fake-gptel--run-tools (fsm calls)
-  "Run the tool calls in CALLS of FSM's response between the hooks."
+  "Run the tools that FSM's response asked for between the hooks.
+CALLS is the list of them."
   (let* ((info (gptel-fsm-info fsm))
          (buffer (plist-get info :buffer))
          (pending 0)
@@ -496,7 +498,8 @@ WITH-RESULT non-nil passes each call's :result, as after the call."
         (t (prin1-to-string value))))
 
 (defun efrit-todo-fake-gptel--tools-done (fsm calls)
-  "Run the post-tool hook on the tool calls in CALLS of FSM; go on or stop."
+  "Run the post-tool hook on the finished tools of FSM; go on or stop.
+CALLS is the list of them."
   (let* ((info (gptel-fsm-info fsm))
          (buffer (plist-get info :buffer)))
     (setf (gptel-fsm-state fsm) 'TRET)

@@ -123,7 +123,8 @@
           (finish_reason . "tool_calls"))]))))
 
 (defun efrit-todo-gptel-test--tools (&rest calls)
-  "Return an answer calling several tools at once, each of CALLS (NAME INPUT)."
+  "Return an answer calling several tools at once.
+Each element of CALLS is (NAME INPUT)."
   (json-encode
    `((choices
       . [((index . 0)
@@ -158,7 +159,8 @@
                                 items))))))
 
 (defun efrit-todo-gptel-test--merge (&rest changes)
-  "Return a merged todo_write answer for the list of (ID STATUS) in CHANGES."
+  "Return a merged todo_write answer.
+Each element of CHANGES is (ID STATUS)."
   (efrit-todo-gptel-test--tool
    "todo_write"
    `((merge . t)

@@ -2,14 +2,14 @@
 
 ;;; Commentary:
 
-;; The inputs every row of `make bench' is timed on, and the timer.  This
-;; file needs nothing but Emacs, so that the child Emacs that times
-;; Efrit's own code (efrit-todo-bench-efrit.el) builds exactly the same
-;; inputs as the parent that times efrit-todo.
+;; The inputs every row of `make bench' is timed on, the timer and the
+;; allocation counter.  This file needs nothing but Emacs: it loads
+;; before efrit-todo or Efrit, and both sides of a row are timed with
+;; it on the same inputs (see efrit-todo-bench.el).
 
 ;;; Code:
 
-(require 'benchmark)
+(require 'cl-lib)
 
 (defconst efrit-todo-bench-inputs-sizes '(5 20 100 1000)
   "List sizes todo_write is timed at.")
@@ -53,8 +53,8 @@ timed is the bookkeeping of an ordinary call."
 
 (defun efrit-todo-bench-inputs-compile (directory)
   "Byte-compile every function loaded from a file under DIRECTORY.
-`make bench' loads sources, which Emacs interprets; an installed
-package is byte-compiled, so both sides are timed compiled."
+`make bench' loads efrit-todo's sources, which Emacs interprets; an
+installed package is byte-compiled, so it is timed compiled."
   (let ((directory (file-name-as-directory (file-truename directory)))
         (byte-compile-warnings nil)
         (inhibit-message t))
@@ -69,17 +69,131 @@ package is byte-compiled, so both sides are timed compiled."
                      (not (module-function-p (indirect-function (cdr element)))))
             (ignore-errors (byte-compile (cdr element)))))))))
 
-(defun efrit-todo-bench-inputs-us (repetitions function)
-  "Return microseconds per call of FUNCTION, the least of 5 runs of REPETITIONS.
-The least, because other processes only ever add time.  Garbage
-collection during a run counts: it is part of the real cost, and
-every run is long enough to include its share."
+;;;; Timing
+
+(defun efrit-todo-bench-inputs-runs ()
+  "Return how many timed runs each side of a row gets: at least 10.
+The environment variable EFRIT_TODO_BENCH_RUNS sets it; default 15."
+  (let ((runs (getenv "EFRIT_TODO_BENCH_RUNS")))
+    (max 10 (if runs (string-to-number runs) 15))))
+
+(defconst efrit-todo-bench-inputs-run-seconds 0.03
+  "About how long one timed run lasts.
+Long enough that a side which makes garbage has its collections inside
+its own runs, short enough for many runs.")
+
+(defun efrit-todo-bench-inputs--seconds (function repetitions)
+  "Call FUNCTION REPETITIONS times; return (SECONDS GC-SECONDS)."
+  (let ((gc gc-elapsed)
+        (start (float-time)))
+    (dotimes (_ repetitions)
+      (funcall function))
+    (list (- (float-time) start) (- gc-elapsed gc))))
+
+(defun efrit-todo-bench-inputs-repetitions (function)
+  "Return how many calls of FUNCTION make a run of about 30 ms.
+See `efrit-todo-bench-inputs-run-seconds'.  FUNCTION is called once
+first, to warm up."
   (funcall function)
-  (let (runs)
-    (dotimes (_ 5)
-      (garbage-collect)
-      (push (/ (* 1e6 (car (benchmark-call function repetitions))) repetitions) runs))
-    (apply #'min runs)))
+  (let ((n 1)
+        (elapsed 0))
+    (while (< (setq elapsed (car (efrit-todo-bench-inputs--seconds function n))) 0.005)
+      (setq n (* 2 n)))
+    (max 1 (ceiling (* n (/ efrit-todo-bench-inputs-run-seconds elapsed))))))
+
+(defun efrit-todo-bench-inputs--median (numbers)
+  "Return the median of NUMBERS."
+  (let* ((sorted (sort (copy-sequence numbers) #'<))
+         (n (length sorted)))
+    (if (cl-oddp n)
+        (nth (/ n 2) sorted)
+      (/ (+ (nth (1- (/ n 2)) sorted) (nth (/ n 2) sorted)) 2.0))))
+
+(defun efrit-todo-bench-inputs--in (wrap thunk)
+  "Call THUNK, through WRAP when WRAP is non-nil."
+  (if wrap (funcall wrap thunk) (funcall thunk)))
+
+(defun efrit-todo-bench-inputs-measure (sides)
+  "Time SIDES in turn, run after run, and return one result per side.
+Each of SIDES is (FUNCTION WRAP): FUNCTION does one call; WRAP, when
+non-nil, is called with a function of no arguments and must call it
+with that side in place (Efrit's definitions, say); it is not timed.
+
+The number of calls in a run is chosen per side (a run lasts about
+`efrit-todo-bench-inputs-run-seconds').  Then each side makes one run
+in turn, for `efrit-todo-bench-inputs-runs' rounds: in one Emacs, so
+both sides allocate from the same heap and pay the same price per
+collection, and interleaved, so a change in the machine's load falls
+on both.  Garbage collection is not forced between runs: a run pays
+for the collections that happen during it, which over many runs is
+what its own allocation costs.
+
+Each result is a plist: :us, the median microseconds per call over
+the runs; :gc, the share of all the side's run time spent collecting
+garbage (`gc-elapsed'); :gcs, collections per call; :repetitions,
+calls per run; :runs."
+  (let* ((runs (efrit-todo-bench-inputs-runs))
+         (repetitions
+          (mapcar (lambda (side)
+                    (efrit-todo-bench-inputs--in
+                     (nth 1 side)
+                     (lambda () (efrit-todo-bench-inputs-repetitions (car side)))))
+                  sides))
+         (times (make-list (length sides) nil)))
+    (garbage-collect)
+    (dotimes (_ runs)
+      (cl-loop for side in sides
+               for n in repetitions
+               for cell on times
+               do (push (let ((gcs gcs-done))
+                          (append (efrit-todo-bench-inputs--in
+                                   (nth 1 side)
+                                   (lambda () (efrit-todo-bench-inputs--seconds (car side) n)))
+                                  (list (- gcs-done gcs))))
+                        (car cell))))
+    (cl-loop for n in repetitions
+             for side-times in times
+             collect (let ((total (apply #'+ (mapcar #'car side-times))))
+                       (list :us (efrit-todo-bench-inputs--median
+                                  (mapcar (lambda (run) (/ (* 1e6 (car run)) n)) side-times))
+                             :gc (if (> total 0) (/ (apply #'+ (mapcar #'cadr side-times)) total) 0.0)
+                             :gcs (/ (float (apply #'+ (mapcar #'caddr side-times))) (* n runs))
+                             :repetitions n
+                             :runs runs)))))
+
+(defun efrit-todo-bench-inputs-measure-one (function)
+  "Time FUNCTION alone as `efrit-todo-bench-inputs-measure' does.
+Return its plist."
+  (car (efrit-todo-bench-inputs-measure (list (list function nil)))))
+
+;;;; Allocation
+
+(defconst efrit-todo-bench-inputs-allocation-kinds
+  '("conses" "floats" "vector cells" "symbols" "string chars" "intervals" "strings")
+  "What the numbers of `memory-use-counts' count, in its order.")
+
+(defun efrit-todo-bench-inputs--counts (function repetitions)
+  "Return the `memory-use-counts' deltas of REPETITIONS calls of FUNCTION."
+  (let ((before (memory-use-counts)))
+    (dotimes (_ repetitions)
+      (funcall function))
+    (cl-mapcar #'- (memory-use-counts) before)))
+
+(defun efrit-todo-bench-inputs-allocation (function &optional repetitions wrap)
+  "Return the Lisp data one call of FUNCTION allocates, as a list of floats.
+The average over REPETITIONS calls (default 200) of the deltas of
+`memory-use-counts', in `efrit-todo-bench-inputs-allocation-kinds'
+order, less what the same loop around `ignore' allocates.  WRAP is as
+in `efrit-todo-bench-inputs-measure'.  FUNCTION is called once before,
+so that caches it fills on a first call are not counted."
+  (let ((repetitions (or repetitions 200)))
+    (efrit-todo-bench-inputs--in
+     wrap
+     (lambda ()
+       (funcall function)
+       (let ((empty (efrit-todo-bench-inputs--counts #'ignore repetitions))
+             (used (efrit-todo-bench-inputs--counts function repetitions)))
+         (cl-mapcar (lambda (u e) (/ (float (- u e)) repetitions)) used empty))))))
 
 (provide 'efrit-todo-bench-inputs)
 ;;; efrit-todo-bench-inputs.el ends here

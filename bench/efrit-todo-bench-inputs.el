@@ -15,7 +15,7 @@
   "List sizes todo_write is timed at.")
 
 (defun efrit-todo-bench-inputs-write (size round)
-  "Return a todo_write input of SIZE items as Efrit parses it.
+  "Return a todo_write input of SIZE items, as from Efrit's JSON parser.
 The first ROUND items are completed, the next one is in progress."
   (let ((todos (make-vector size nil)))
     (dotimes (i size)
@@ -29,16 +29,20 @@ The first ROUND items are completed, the next one is in progress."
       input)))
 
 (defun efrit-todo-bench-inputs-writes (size)
-  "Return a vector of 10 inputs of SIZE items, each one step further on."
+  "Return a vector of inputs of SIZE items, each one step further on.
+Ten of them, or fewer for long lists (two of 1000 items), so that the
+inputs a row keeps alive stay a small part of the heap: a hash table
+from Efrit's JSON parser (`json-read' with `json-object-type'
+`hash-table') has room for 65 entries, some 2 KB."
   (vconcat (mapcar (lambda (round) (efrit-todo-bench-inputs-write size (% round size)))
-                   (number-sequence 0 9))))
+                   (number-sequence 0 (1- (max 2 (min 10 (/ 2000 size))))))))
 
 (defconst efrit-todo-bench-inputs-tools
   '("eval_sexp" "read_file" "search_content" "edit_file" "shell_command")
   "Tool names the breaker benches rotate through.")
 
 (defun efrit-todo-bench-inputs-tool-calls (n)
-  "Return a vector of N tool calls, each (NAME INPUT RESULT).
+  "Return N tool invocations in a vector, each (NAME INPUT RESULT).
 Tools rotate and inputs differ, so that no breaker rule trips: what is
 timed is the bookkeeping of an ordinary call."
   (let ((calls (make-vector n nil))
@@ -72,7 +76,7 @@ installed package is byte-compiled, so it is timed compiled."
 ;;;; Timing
 
 (defun efrit-todo-bench-inputs-runs ()
-  "Return how many timed runs each side of a row gets: at least 10.
+  "Return how many times each side of a row is timed: at least 10.
 The environment variable EFRIT_TODO_BENCH_RUNS sets it; default 15."
   (let ((runs (getenv "EFRIT_TODO_BENCH_RUNS")))
     (max 10 (if runs (string-to-number runs) 15))))
@@ -91,7 +95,7 @@ its own runs, short enough for many runs.")
     (list (- (float-time) start) (- gc-elapsed gc))))
 
 (defun efrit-todo-bench-inputs-repetitions (function)
-  "Return how many calls of FUNCTION make a run of about 30 ms.
+  "Return the repetitions of FUNCTION that make a run of about 30 ms.
 See `efrit-todo-bench-inputs-run-seconds'.  FUNCTION is called once
 first, to warm up."
   (funcall function)
@@ -166,6 +170,34 @@ calls per run; :runs."
 Return its plist."
   (car (efrit-todo-bench-inputs-measure (list (list function nil)))))
 
+;;;; The heap
+
+(defun efrit-todo-bench-inputs-heap-mb ()
+  "Return the megabytes of live Lisp data, after a garbage collection."
+  (let ((bytes 0))
+    (dolist (entry (garbage-collect))
+      (when (and (numberp (nth 1 entry)) (numberp (nth 2 entry)))
+        (setq bytes (+ bytes (* (nth 1 entry) (nth 2 entry))))))
+    (/ bytes 1048576.0)))
+
+(defvar efrit-todo-bench-inputs--ballast nil
+  "Live data that makes the heap as large as EFRIT_TODO_BENCH_HEAP_MB asks.")
+
+(defun efrit-todo-bench-inputs-grow-heap ()
+  "Grow the heap to EFRIT_TODO_BENCH_HEAP_MB megabytes of live data, if set.
+A batch Emacs holds a few megabytes; a user's Emacs with many packages
+a hundred or more, and a garbage collection takes time in proportion.
+The ballast is small vectors, each holding a string, so that the
+collector has objects to trace, as in a real heap.  Return the live
+megabytes."
+  (let* ((wanted (string-to-number (or (getenv "EFRIT_TODO_BENCH_HEAP_MB") "0")))
+         (have (efrit-todo-bench-inputs-heap-mb))
+         ;; A vector of 4 slots and a string of 32 bytes: about 100 bytes.
+         (count (floor (* 1048576 (max 0 (- wanted have))) 100)))
+    (dotimes (i count)
+      (push (vector i (make-string 32 ?x) nil nil) efrit-todo-bench-inputs--ballast))
+    (if (> count 0) (efrit-todo-bench-inputs-heap-mb) have)))
+
 ;;;; Allocation
 
 (defconst efrit-todo-bench-inputs-allocation-kinds
@@ -173,7 +205,7 @@ Return its plist."
   "What the numbers of `memory-use-counts' count, in its order.")
 
 (defun efrit-todo-bench-inputs--counts (function repetitions)
-  "Return the `memory-use-counts' deltas of REPETITIONS calls of FUNCTION."
+  "Return the `memory-use-counts' deltas of REPETITIONS of FUNCTION."
   (let ((before (memory-use-counts)))
     (dotimes (_ repetitions)
       (funcall function))

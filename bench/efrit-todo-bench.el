@@ -161,7 +161,7 @@ definition or value; `efrit-todo-bench--in-efrit' puts them in place.")
                        collect (car entry)))))
 
 (defun efrit-todo-bench-compile-efrit (root out)
-  "Byte-compile the files of the Efrit checkout ROOT that `efrit-do' loads.
+  "Byte-compile the Efrit files `efrit-do' needs, from the checkout ROOT.
 The compiled files go to the directory OUT, not into ROOT.  Run in a
 child Emacs by `efrit-todo-bench--load-efrit'."
   (setq efrit-data-directory (expand-file-name "data" out))
@@ -257,15 +257,16 @@ values are kept for its next run."
 
 (defun efrit-todo-bench--writer (size)
   "Return (OURS EFRIT), functions making one todo_write of SIZE items."
-  (let ((inputs (efrit-todo-bench-inputs-writes size))
-        (session (format "bench-write-%d" size))
-        (ours 0)
-        (efrit 0))
+  (let* ((inputs (efrit-todo-bench-inputs-writes size))
+         (n (length inputs))
+         (session (format "bench-write-%d" size))
+         (ours 0)
+         (efrit 0))
     (list (lambda ()
             (let ((efrit-todo-current-session session))
-              (efrit-todo-write (aref inputs (setq ours (% (1+ ours) 10))))))
+              (efrit-todo-write (aref inputs (setq ours (% (1+ ours) n))))))
           (lambda ()
-            (efrit-do--handle-todo-write (aref inputs (setq efrit (% (1+ efrit) 10))))))))
+            (efrit-do--handle-todo-write (aref inputs (setq efrit (% (1+ efrit) n))))))))
 
 (defun efrit-todo-bench--pair (calls session)
   "Return (OURS EFRIT), functions making the breaker's work for one tool call.
@@ -285,30 +286,33 @@ efrit-todo's session."
               (efrit-do--error-loop-check-result (nth 2 call)))))))
 
 (defun efrit-todo-bench--write-calls ()
-  "Return a vector of 10 todo_write calls (NAME INPUT RESULT) of 20 items."
+  "Return a vector of 10 (NAME INPUT RESULT) for todo_write, 20 items each."
   (let ((inputs (efrit-todo-bench-inputs-writes 20)))
     (vconcat (cl-loop for input across inputs
                       collect (list "todo_write" input
                                     (efrit-todo-write input "bench-pair-results"))))))
 
 (defun efrit-todo-bench--compared ()
-  "Return the compared cases: (KEY LABEL OURS EFRIT)."
+  "Return the compared cases: (KEY LABEL MAKE).
+MAKE returns (OURS EFRIT), the functions timed; it builds their inputs,
+which live only while the case is timed."
   (append
    (mapcar (lambda (size)
-             (append (list (format "todo_write %d" size) (format "todo_write, %d items" size))
-                     (efrit-todo-bench--writer size)))
+             (list (format "todo_write %d" size) (format "todo_write, %d items" size)
+                   (lambda () (efrit-todo-bench--writer size))))
            efrit-todo-bench-inputs-sizes)
-   (list (append (list "pair small" "before + after tool, small input")
-                 (efrit-todo-bench--pair (efrit-todo-bench-inputs-tool-calls 2000)
-                                         "bench-pair"))
-         (append (list "pair todo_write 20" "before + after, todo_write 20 items")
-                 (efrit-todo-bench--pair (efrit-todo-bench--write-calls)
-                                         "bench-pair-write")))))
+   (list (list "pair small" "before + after tool, small input"
+               (lambda ()
+                 (efrit-todo-bench--pair (efrit-todo-bench-inputs-tool-calls 200) "bench-pair")))
+         (list "pair todo_write 20" "before + after, todo_write 20 items"
+               (lambda ()
+                 (efrit-todo-bench--pair (efrit-todo-bench--write-calls) "bench-pair-write"))))))
 
 ;;;; Rows for efrit-todo alone
 
 (defun efrit-todo-bench--call (session calls i)
-  "Make tool call I of CALLS (see `efrit-todo-bench-inputs-tool-calls') in SESSION.
+  "Make one tool call in SESSION: number I, modulo their number.
+CALLS is a vector such as `efrit-todo-bench-inputs-tool-calls' returns.
 Before-tool, then after-tool, as the adapter does around every tool."
   (let ((call (aref calls (% i (length calls)))))
     (efrit-todo-before-tool (car call) (nth 1 call) session)
@@ -316,7 +320,7 @@ Before-tool, then after-tool, as the adapter does around every tool."
 
 (defun efrit-todo-bench--report-row ()
   "Row timing the report of a session with 1000 ledger entries."
-  (let ((calls (efrit-todo-bench-inputs-tool-calls 1000)))
+  (let ((calls (efrit-todo-bench-inputs-tool-calls 200)))
     (efrit-todo-write (efrit-todo-bench-inputs-write 20 5) "bench-report")
     (dotimes (i 1000)
       (efrit-todo-bench--call "bench-report" calls i))
@@ -358,7 +362,7 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
 (defun efrit-todo-bench--growth-rows ()
   "Rows showing that per-call cost does not grow with the session."
   (let ((efrit-todo-auto-complete t)
-        (calls (efrit-todo-bench-inputs-tool-calls 2000))
+        (calls (efrit-todo-bench-inputs-tool-calls 200))
         (inputs (efrit-todo-bench-inputs-writes 5)))
     (efrit-todo-write (efrit-todo-bench-inputs-write 5 1) "bench-growth-calls")
     (append
@@ -368,7 +372,7 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
      (efrit-todo-bench--growth
       "todo_write 5" 100000 1000
       (lambda (i) (let ((efrit-todo-current-session "bench-growth-writes"))
-                    (efrit-todo-write (aref inputs (% i 10)))))))))
+                    (efrit-todo-write (aref inputs (% i (length inputs))))))))))
 
 (defun efrit-todo-bench--other-rows ()
   "Rows of the UI and store benches, when they are on the `load-path'."
@@ -378,7 +382,7 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
 
 ;;;; Printing
 
-(defconst efrit-todo-bench--row-format "%-38s %11s %5s %11s %5s %7s %s\n"
+(defconst efrit-todo-bench--row-format "%-42s %11s %4s %11s %4s %7s %s\n"
   "Format of a row of the time table.")
 
 (defun efrit-todo-bench--percent (share)
@@ -386,7 +390,8 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
   (if share (format "%.0f%%" (* 100 share)) "-"))
 
 (defun efrit-todo-bench--print-row (label ours &optional ours-gc efrit efrit-gc target)
-  "Print a row: LABEL, OURS and EFRIT microseconds, their GC shares, TARGET."
+  "Print a row: LABEL, OURS and EFRIT microseconds, TARGET ratio.
+OURS-GC and EFRIT-GC are the GC shares of the two sides."
   (let ((ratio (and efrit (/ ours efrit))))
     (princ (format efrit-todo-bench--row-format
                    label (format "%.2f" ours) (efrit-todo-bench--percent ours-gc)
@@ -399,8 +404,8 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
 
 (defun efrit-todo-bench--print-allocation (label side counts)
   "Print the allocation COUNTS per call of LABEL on SIDE."
-  (princ (format "%-38s %-10s%s\n" label side
-                 (mapconcat (lambda (n) (format "%9.1f" n)) counts ""))))
+  (princ (format "%-42s %-10s%s\n" label side
+                 (mapconcat (lambda (n) (format "%10.1f" n)) counts ""))))
 
 (defun efrit-todo-bench--efrit-commit (root)
   "Return the short commit of the Efrit checkout ROOT, or \"?\"."
@@ -410,10 +415,12 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
         (string-trim (buffer-string))
       "?")))
 
-(defun efrit-todo-bench--header ()
-  "Print the lines above the time table."
-  (princ (format "efrit-todo %s, Emacs %s, gc-cons-threshold %d\n"
-                 efrit-todo-version emacs-version gc-cons-threshold))
+(defun efrit-todo-bench--header (heap)
+  "Print the lines above the time table; HEAP is the live megabytes."
+  (princ (format "efrit-todo %s, Emacs %s, gc-cons-threshold %d, %.1f MB live%s\n"
+                 efrit-todo-version emacs-version gc-cons-threshold heap
+                 (if (getenv "EFRIT_TODO_BENCH_HEAP_MB") " (EFRIT_TODO_BENCH_HEAP_MB)"
+                   " (batch Emacs; EFRIT_TODO_BENCH_HEAP_MB grows it)")))
   (princ (if efrit-todo-bench--efrit
              (format "Efrit from %s (%s), byte-compiled, in this same Emacs.\n"
                      efrit-todo-bench--efrit-root
@@ -428,44 +435,43 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
 ;;;; Running
 
 (defun efrit-todo-bench--time-compared (cases)
-  "Time CASES, each (KEY LABEL OURS EFRIT); print and return their rows.
-A row is (KEY LABEL OURS-RESULT EFRIT-RESULT), results as
-`efrit-todo-bench-inputs-measure' returns them."
+  "Time CASES, each (KEY LABEL MAKE), and print a row for each.
+Return the allocation rows: (LABEL OURS EFRIT), the lists that
+`efrit-todo-bench-inputs-allocation' returns, EFRIT nil without Efrit."
   (let ((efrit (and efrit-todo-bench--efrit t)))
     (efrit-todo-bench--with-open-breaker
       (efrit-todo-bench--with-open-efrit-breaker
         (when efrit (efrit-todo-bench--in-efrit #'efrit-do--circuit-breaker-reset))
         (mapcar
-         (pcase-lambda (`(,key ,label ,ours ,theirs))
-           (let* ((results (efrit-todo-bench-inputs-measure
-                            (cons (list ours nil)
-                                  (and efrit (list (list theirs #'efrit-todo-bench--in-efrit))))))
-                  (row (list key label (car results) (cadr results))))
+         (pcase-lambda (`(,key ,label ,make))
+           (pcase-let* ((`(,ours ,theirs) (funcall make))
+                        (`(,our-time ,their-time)
+                         (efrit-todo-bench-inputs-measure
+                          (cons (list ours nil)
+                                (and efrit (list (list theirs #'efrit-todo-bench--in-efrit)))))))
              (efrit-todo-bench--print-row
-              label (plist-get (car results) :us) (plist-get (car results) :gc)
-              (plist-get (cadr results) :us) (plist-get (cadr results) :gc)
+              label (plist-get our-time :us) (plist-get our-time :gc)
+              (plist-get their-time :us) (plist-get their-time :gc)
               (cdr (assoc key efrit-todo-bench--targets)))
-             row))
+             (list label
+                   (efrit-todo-bench-inputs-allocation ours)
+                   (and efrit (efrit-todo-bench-inputs-allocation
+                               theirs nil #'efrit-todo-bench--in-efrit)))))
          cases)))))
 
-(defun efrit-todo-bench--allocations (cases)
-  "Print the Lisp allocation per call of CASES, each (KEY LABEL OURS EFRIT)."
-  (princ (format "\nLisp allocation per call (memory-use-counts deltas, mean of 200 calls)\n%-38s %-10s%s\n"
+(defun efrit-todo-bench--print-allocations (rows)
+  "Print the allocation ROWS, each (LABEL OURS EFRIT)."
+  (princ (format "\nLisp allocation per call (memory-use-counts deltas, mean of 200 calls)\n%-42s %-10s%s\n"
                  "operation" "side"
-                 (mapconcat (lambda (kind) (format "%9s" (car (split-string kind))))
+                 (mapconcat (lambda (kind) (format "%10s" (car (split-string kind))))
                             efrit-todo-bench-inputs-allocation-kinds "")))
-  (princ (format "%-38s %-10s%s\n" "" ""
-                 (mapconcat (lambda (kind) (format "%9s" (or (cadr (split-string kind)) "")))
+  (princ (format "%-42s %-10s%s\n" "" ""
+                 (mapconcat (lambda (kind) (format "%10s" (or (cadr (split-string kind)) "")))
                             efrit-todo-bench-inputs-allocation-kinds "")))
-  (efrit-todo-bench--with-open-breaker
-    (efrit-todo-bench--with-open-efrit-breaker
-      (pcase-dolist (`(,_key ,label ,ours ,theirs) cases)
-        (efrit-todo-bench--print-allocation
-         label "efrit-todo" (efrit-todo-bench-inputs-allocation ours))
-        (when efrit-todo-bench--efrit
-          (efrit-todo-bench--print-allocation
-           "" "Efrit" (efrit-todo-bench-inputs-allocation
-                       theirs nil #'efrit-todo-bench--in-efrit)))))))
+  (pcase-dolist (`(,label ,ours ,efrit) rows)
+    (efrit-todo-bench--print-allocation label "efrit-todo" ours)
+    (when efrit
+      (efrit-todo-bench--print-allocation "" "Efrit" efrit))))
 
 (defun efrit-todo-bench-run ()
   "Time efrit-todo (and Efrit's own code, with EFRIT_DIR) and print the tables."
@@ -479,19 +485,18 @@ A row is (KEY LABEL OURS-RESULT EFRIT-RESULT), results as
             (setq efrit-todo-bench--efrit-root (directory-file-name (expand-file-name root)))
             (efrit-todo-bench--load-efrit efrit-todo-bench--efrit-root out))
           (efrit-todo-bench--load-ours)
-          (efrit-todo-bench--header)
-          (let ((cases (efrit-todo-bench--compared)))
-            (efrit-todo-bench--time-compared cases)
+          (efrit-todo-bench--header (efrit-todo-bench-inputs-grow-heap))
+          (let ((allocations (efrit-todo-bench--time-compared (efrit-todo-bench--compared))))
             (efrit-todo-bench--with-open-breaker
               (dolist (row (append (list (efrit-todo-bench--report-row))
                                    (efrit-todo-bench--growth-rows)
                                    (efrit-todo-bench--other-rows)))
-                (if (eq (nth 2 row) 'ratio)
+		(if (eq (nth 2 row) 'ratio)
                     (princ (format efrit-todo-bench--row-format (car row)
                                    (format "%.2f" (cadr row)) "" "" "" ""
                                    (if (<= (cadr row) 1.5) "no growth" "GROWS")))
                   (efrit-todo-bench--print-row (car row) (cadr row) (nth 2 row)))))
-            (efrit-todo-bench--allocations cases)))
+            (efrit-todo-bench--print-allocations allocations)))
       (when out
         (delete-directory out t)))))
 

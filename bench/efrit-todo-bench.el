@@ -425,7 +425,11 @@ OURS-GC and EFRIT-GC are the GC shares of the two sides."
              (format "Efrit from %s (%s), byte-compiled, in this same Emacs.\n"
                      efrit-todo-bench--efrit-root
                      (efrit-todo-bench--efrit-commit efrit-todo-bench--efrit-root))
-           "EFRIT_DIR is unset (or no Efrit checkout): Efrit is not compared, efrit-todo alone.\n"))
+           (let ((root (getenv "EFRIT_DIR")))
+             (if (and root (not (string-empty-p root)))
+                 (format "EFRIT_DIR=%s could not be loaded as an Efrit checkout: Efrit is not compared, efrit-todo alone.\n"
+                         root)
+               "EFRIT_DIR is unset: Efrit is not compared, efrit-todo alone (set it to an Efrit checkout to compare).\n"))))
   (princ (format "Median us per call of %d runs per side%s; GC: share of the time collecting garbage.\n"
                  (efrit-todo-bench-inputs-runs)
                  (if efrit-todo-bench--efrit ", the two sides in turn" "")))

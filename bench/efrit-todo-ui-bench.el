@@ -56,15 +56,16 @@ redraws are timed in runs of REPETITIONS (as many runs as the other
 rows of `make bench' have); the time is the median run's, the GC share
 that of all the redraws' time."
   (let* ((id (plist-get (efrit-todo-current session) :id))
+         (status (lambda (state)
+                   (let ((efrit-todo-change-functions nil))
+                     (efrit-todo-user-set-status id state session))))
          (runs nil)
          (total 0.0)
          (gc-total 0.0))
-    (dotimes (run (efrit-todo-bench-inputs-runs))
+    (dotimes (_ (efrit-todo-bench-inputs-runs))
       (let ((time 0.0))
         (dotimes (i repetitions)
-          (let ((efrit-todo-change-functions nil))
-            (efrit-todo-user-set-status id (if (cl-evenp (+ run i)) 'completed 'in-progress)
-                                        session))
+          (funcall status (if (cl-evenp i) 'completed 'in-progress))
           (when all-lines
             (clrhash efrit-todo--drawn))
           (let ((gc gc-elapsed)
@@ -74,6 +75,8 @@ that of all the redraws' time."
                   gc-total (+ gc-total (- gc-elapsed gc)))))
         (setq total (+ total time))
         (push (/ (* 1e6 time) repetitions) runs)))
+    ;; The item is running again, as before.
+    (funcall status 'in-progress)
     (list (efrit-todo-bench-inputs--median runs) (/ gc-total total))))
 
 (defun efrit-todo-ui-bench--us (function)

@@ -49,7 +49,8 @@
 ;;   adapter calls it, so Efrit's `efrit-todo--current-todos' is
 ;;   refreshed too) against Efrit's handler `efrit-do--handle-todo-write'
 ;;   as Efrit's dispatcher calls it, with the advice Efrit's own files
-;;   put on it.  Ten inputs, each one step further on, are used in turn.
+;;   put on it.  Ten inputs, each one step further on (two for 1000
+;;   items), are used in turn; a row's inputs live only while it is timed.
 ;; - the pair: `efrit-todo-before-tool' + `efrit-todo-after-tool'
 ;;   against what `efrit-do--execute-tool' runs around a tool:
 ;;   `efrit-do--circuit-breaker-check-limits',
@@ -65,8 +66,12 @@
 ;; least 10 rounds (EFRIT_TODO_BENCH_RUNS, default 15), and each row
 ;; gives the median time per call.  Garbage collection is not forced
 ;; between runs, so a run pays for the collections its allocation
-;; causes; the GC column is the share of a side's time spent in them
-;; (`gc-elapsed').  The ratio is efrit-todo's median over Efrit's.
+;; causes; the GC column is the share of a side's time, over all its
+;; runs, spent in them (`gc-elapsed').  The ratio is efrit-todo's median
+;; over Efrit's.  A collection costs more the more live data there is:
+;; the header gives the live heap (a batch Emacs holds a few megabytes,
+;; a user's Emacs often a hundred), and EFRIT_TODO_BENCH_HEAP_MB grows it
+;; with ballast.  Both sides are byte-compiled, not native-compiled.
 ;;
 ;; Without EFRIT_DIR the table has efrit-todo's numbers alone.
 

@@ -82,9 +82,16 @@ The environment variable EFRIT_TODO_BENCH_RUNS sets it; default 15."
     (max 10 (if runs (string-to-number runs) 15))))
 
 (defconst efrit-todo-bench-inputs-run-seconds 0.03
-  "About how long one timed run lasts.
-Long enough that a side which makes garbage has its collections inside
-its own runs, short enough for many runs.")
+  "The least time one timed run lasts.")
+
+(defconst efrit-todo-bench-inputs-collections-per-run 8
+  "Garbage collections a run should cause, when its side allocates.
+A collection takes milliseconds, so a run that caused none or one
+would be a lottery: its time would depend on where the collections
+fell.  Over 8 or more, the median run carries its side's share.")
+
+(defconst efrit-todo-bench-inputs-max-run-seconds 0.3
+  "The most time one timed run should last.")
 
 (defun efrit-todo-bench-inputs--seconds (function repetitions)
   "Call FUNCTION REPETITIONS times; return (SECONDS GC-SECONDS)."
@@ -94,16 +101,50 @@ its own runs, short enough for many runs.")
       (funcall function))
     (list (- (float-time) start) (- gc-elapsed gc))))
 
+(defun efrit-todo-bench-inputs--collection ()
+  "Collect garbage; return (SECONDS LIVE-BYTES)."
+  (let* ((start (float-time))
+         (stats (garbage-collect))
+         (seconds (- (float-time) start))
+         (bytes 0))
+    (dolist (entry stats)
+      (when (and (numberp (nth 1 entry)) (numberp (nth 2 entry)))
+        (setq bytes (+ bytes (* (nth 1 entry) (nth 2 entry))))))
+    (list seconds bytes)))
+
+(defun efrit-todo-bench-inputs--bytes (counts)
+  "Return about how many bytes the `memory-use-counts' deltas COUNTS are."
+  (cl-loop for n in counts
+           ;; conses floats vector-cells symbols string-chars intervals strings
+           for size in '(16 16 8 48 1 56 32)
+           sum (* n size)))
+
 (defun efrit-todo-bench-inputs-repetitions (function)
-  "Return the repetitions of FUNCTION that make a run of about 30 ms.
-See `efrit-todo-bench-inputs-run-seconds'.  FUNCTION is called once
-first, to warm up."
+  "Return the repetitions of FUNCTION that make one timed run.
+At least `efrit-todo-bench-inputs-run-seconds' long and, when
+FUNCTION allocates, long enough to cause as many garbage collections
+as `efrit-todo-bench-inputs-collections-per-run' says (but at most
+`efrit-todo-bench-inputs-max-run-seconds' long).
+FUNCTION is called once first, to warm up."
   (funcall function)
   (let ((n 1)
-        (elapsed 0))
-    (while (< (setq elapsed (car (efrit-todo-bench-inputs--seconds function n))) 0.005)
+        run)
+    (while (< (car (setq run (efrit-todo-bench-inputs--seconds function n))) 0.005)
       (setq n (* 2 n)))
-    (max 1 (ceiling (* n (/ efrit-todo-bench-inputs-run-seconds elapsed))))))
+    (pcase-let* ((mutator (/ (max 1e-7 (- (car run) (cadr run))) n))
+                 (bytes (/ (efrit-todo-bench-inputs--bytes
+                            (efrit-todo-bench-inputs--counts function n))
+                           (float n)))
+                 (`(,gc-seconds ,live) (efrit-todo-bench-inputs--collection))
+                 (threshold (max gc-cons-threshold (* gc-cons-percentage live)))
+                 (per-call (+ mutator (* gc-seconds (/ bytes threshold))))
+                 (for-time (ceiling efrit-todo-bench-inputs-run-seconds per-call))
+                 (for-collections
+                  (if (> bytes 0)
+                      (ceiling (* efrit-todo-bench-inputs-collections-per-run threshold) bytes)
+                    0))
+                 (most (floor efrit-todo-bench-inputs-max-run-seconds per-call)))
+      (max 1 for-time (min for-collections most)))))
 
 (defun efrit-todo-bench-inputs--median (numbers)
   "Return the median of NUMBERS."
@@ -123,9 +164,10 @@ Each of SIDES is (FUNCTION WRAP): FUNCTION does one call; WRAP, when
 non-nil, is called with a function of no arguments and must call it
 with that side in place (Efrit's definitions, say); it is not timed.
 
-The number of calls in a run is chosen per side (a run lasts about
-`efrit-todo-bench-inputs-run-seconds').  Then each side makes one run
-in turn, for `efrit-todo-bench-inputs-runs' rounds: in one Emacs, so
+The number of calls in a run is chosen per side, by
+`efrit-todo-bench-inputs-repetitions': at least 30 ms, and long
+enough for a side that allocates to cause several garbage
+collections.  Then each side makes one run in turn, for `efrit-todo-bench-inputs-runs' rounds: in one Emacs, so
 both sides allocate from the same heap and pay the same price per
 collection, and interleaved, so a change in the machine's load falls
 on both.  Garbage collection is not forced between runs: a run pays
@@ -174,11 +216,7 @@ Return its plist."
 
 (defun efrit-todo-bench-inputs-heap-mb ()
   "Return the megabytes of live Lisp data, after a garbage collection."
-  (let ((bytes 0))
-    (dolist (entry (garbage-collect))
-      (when (and (numberp (nth 1 entry)) (numberp (nth 2 entry)))
-        (setq bytes (+ bytes (* (nth 1 entry) (nth 2 entry))))))
-    (/ bytes 1048576.0)))
+  (/ (cadr (efrit-todo-bench-inputs--collection)) 1048576.0))
 
 (defvar efrit-todo-bench-inputs--ballast nil
   "Live data that makes the heap as large as EFRIT_TODO_BENCH_HEAP_MB asks.")

@@ -61,8 +61,11 @@
 ;;   trips: what is timed is the bookkeeping of an ordinary call, not
 ;;   a refusal.
 ;;
-;; Each side's number of calls per run is chosen so a run lasts about
-;; 30 ms; then the sides run in turn (ours, Efrit's, ours, ...) for at
+;; Each side's number of calls per run is chosen so a run lasts at
+;; least 30 ms and, for a side that allocates, causes about 8 garbage
+;; collections (a collection takes milliseconds: a run with none or one
+;; would be a lottery), up to 0.3 s; then the sides run in turn (ours,
+;; Efrit's, ours, ...) for at
 ;; least 10 rounds (EFRIT_TODO_BENCH_RUNS, default 15), and each row
 ;; gives the median time per call.  Garbage collection is not forced
 ;; between runs, so a run pays for the collections its allocation

@@ -167,9 +167,10 @@ with that side in place (Efrit's definitions, say); it is not timed.
 The number of calls in a run is chosen per side, by
 `efrit-todo-bench-inputs-repetitions': at least 30 ms, and long
 enough for a side that allocates to cause several garbage
-collections.  Then each side makes one run in turn, for `efrit-todo-bench-inputs-runs' rounds: in one Emacs, so
-both sides allocate from the same heap and pay the same price per
-collection, and interleaved, so a change in the machine's load falls
+collections.  Then each side makes one run in turn, for
+`efrit-todo-bench-inputs-runs' rounds: in one Emacs, so both sides
+allocate from the same heap and pay the same price per collection,
+and interleaved, so a change in the machine's load falls
 on both.  Garbage collection is not forced between runs: a run pays
 for the collections that happen during it, which over many runs is
 what its own allocation costs.

@@ -12,7 +12,7 @@
 ;;   tool call), with a small tool input and with a 20-item todo_write
 ;;   input;
 ;; - building the report of a session with 1000 ledger entries;
-;; - the after-tool pair and todo_write at the 1000th and at the
+;; - the after-tool pair and todo_write at the 10000th and at the
 ;;   100000th call of one session, which must cost the same;
 ;; - the rows of the UI and store benches (redraw, save), when those
 ;;   files are on the `load-path'.
@@ -338,9 +338,10 @@ Before-tool, then after-tool, as the adapter does around every tool."
       (list "report, 1000 ledger entries" (plist-get result :us) (plist-get result :gc)))))
 
 (defun efrit-todo-bench--growth (label total window step)
-  "Return rows timing STEP at call 1000 and call TOTAL of one session.
-STEP is called with the call number; a WINDOW of calls is timed at each
-point, in 10 slices, and the median slice kept.  LABEL names the rows."
+  "Return rows timing STEP at call 10000 and call TOTAL of one session.
+STEP is called with the call number; the WINDOW of calls before each
+point is timed in 10 slices, and the median slice kept (a garbage
+collection falls in one slice or two).  LABEL names the rows."
   (let ((at (lambda (from)
               (let ((slice (/ window 10))
                     (times nil)
@@ -355,7 +356,7 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
                       (/ (- gc-elapsed gc) (- (float-time) start))))))
         (calls-done 0)
         rows)
-    (dolist (point (list 1000 total))
+    (dolist (point (list 10000 total))
       (while (< calls-done (- point window))
         (funcall step calls-done)
         (cl-incf calls-done))
@@ -363,7 +364,7 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
       (cl-incf calls-done window))
     (let ((first (cadr (nth 1 rows)))
           (last (cadr (nth 0 rows))))
-      (nreverse (cons (list (format "%s growth 1k->%dk (x)" label (/ total 1000))
+      (nreverse (cons (list (format "%s growth 10k->%dk (x)" label (/ total 1000))
                             (/ last first) 'ratio)
                       rows)))))
 
@@ -375,10 +376,10 @@ point, in 10 slices, and the median slice kept.  LABEL names the rows."
     (efrit-todo-write (efrit-todo-bench-inputs-write 5 1) "bench-growth-calls")
     (append
      (efrit-todo-bench--growth
-      "after-tool pair" 100000 1000
+      "after-tool pair" 100000 5000
       (lambda (i) (efrit-todo-bench--call "bench-growth-calls" calls i)))
      (efrit-todo-bench--growth
-      "todo_write 5" 100000 1000
+      "todo_write 5" 100000 2000
       (lambda (i) (let ((efrit-todo-current-session "bench-growth-writes"))
                     (efrit-todo-write (aref inputs (% i (length inputs))))))))))
 

@@ -229,13 +229,22 @@ a hundred or more, and a garbage collection takes time in proportion.
 The ballast is small vectors, each holding a string, so that the
 collector has objects to trace, as in a real heap.  Return the live
 megabytes."
-  (let* ((wanted (string-to-number (or (getenv "EFRIT_TODO_BENCH_HEAP_MB") "0")))
-         (have (efrit-todo-bench-inputs-heap-mb))
-         ;; A vector of 4 slots and a string of 32 bytes: about 100 bytes.
-         (count (floor (* 1048576 (max 0 (- wanted have))) 100)))
-    (dotimes (i count)
-      (push (vector i (make-string 32 ?x) nil nil) efrit-todo-bench-inputs--ballast))
-    (if (> count 0) (efrit-todo-bench-inputs-heap-mb) have)))
+  (let ((wanted (string-to-number (or (getenv "EFRIT_TODO_BENCH_HEAP_MB") "0")))
+        (have (efrit-todo-bench-inputs-heap-mb))
+        ;; First guess at the size of one piece, then measured.
+        (piece-mb (/ 100 1048576.0)))
+    (dotimes (_ 2)
+      (let ((count (floor (/ (max 0 (- wanted have)) 2) piece-mb)))
+        (when (> count 0)
+          (dotimes (i count)
+            (push (vector i (make-string 32 ?x) nil nil) efrit-todo-bench-inputs--ballast))
+          (let ((now (efrit-todo-bench-inputs-heap-mb)))
+            (setq piece-mb (/ (- now have) count)
+                  have now)))))
+    (let ((count (floor (max 0 (- wanted have)) piece-mb)))
+      (dotimes (i count)
+        (push (vector i (make-string 32 ?x) nil nil) efrit-todo-bench-inputs--ballast))
+      (if (> count 0) (efrit-todo-bench-inputs-heap-mb) have))))
 
 ;;;; Allocation
 

@@ -15,9 +15,9 @@
 
 ;;; Code:
 
-(require 'benchmark)
 (require 'cl-lib)
 (require 'efrit-todo)
+(require 'efrit-todo-bench-inputs)
 
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-flush "efrit-todo-module" ())
@@ -43,10 +43,10 @@
                                       (t "pending"))))
                     (number-sequence 0 (1- size))))))
 
-(defun efrit-todo-store-bench--us (repetitions function)
-  "Return microseconds per call of FUNCTION, called REPETITIONS times."
-  (garbage-collect)
-  (/ (* 1e6 (car (benchmark-call function repetitions))) repetitions))
+(defun efrit-todo-store-bench--us (function)
+  "Return (MICROSECONDS GC-SHARE) per call of FUNCTION, as `make bench' times."
+  (let ((result (efrit-todo-bench-inputs-measure-one function)))
+    (list (plist-get result :us) (plist-get result :gc))))
 
 (defun efrit-todo-store-bench--session (size)
   "Return a fresh session with SIZE items and a history of 30 writes."
@@ -57,7 +57,7 @@
     session))
 
 (defun efrit-todo-store-bench-rows ()
-  "Return timing rows (LABEL MICROSECONDS-PER-CALL) for persistence."
+  "Return timing rows (LABEL MICROSECONDS-PER-CALL GC-SHARE) for persistence."
   (let* ((root (make-temp-file "efrit-todo-store-bench-" t))
          (dir (file-name-as-directory (expand-file-name "state" root)))
          (session (efrit-todo-store-bench--session 100))
@@ -65,25 +65,25 @@
     (unwind-protect
         (progn
           (efrit-todo--module-store-save session dir)
-          (push (list "save to disk, 100 items"
+          (push (cons "save to disk, 100 items"
                       (efrit-todo-store-bench--us
-                       200 (lambda () (efrit-todo--module-store-save session dir))))
+		       (lambda () (efrit-todo--module-store-save session dir))))
                 rows)
-          (push (list "save to disk + directory sync, 100 items"
+          (push (cons "save to disk + directory sync, 100 items"
                       (efrit-todo-store-bench--us
-                       200 (lambda ()
-                             (efrit-todo--module-store-save session dir)
-                             (efrit-todo--module-store-flush))))
+		       (lambda ()
+                         (efrit-todo--module-store-save session dir)
+                         (efrit-todo--module-store-flush))))
                 rows)
           (let ((big (efrit-todo-store-bench--session 1000)))
-            (push (list "save to disk, 1000 items"
+            (push (cons "save to disk, 1000 items"
                         (efrit-todo-store-bench--us
-                         50 (lambda () (efrit-todo--module-store-save big dir))))
+			 (lambda () (efrit-todo--module-store-save big dir))))
                   rows))
           (let ((efrit-todo-state-directory dir))
-            (push (list "schedule a save (the changing call's cost)"
+            (push (cons "schedule a save (the changing call's cost)"
                         (efrit-todo-store-bench--us
-                         20000 (lambda () (efrit-todo--schedule-save session))))
+			 (lambda () (efrit-todo--schedule-save session))))
                   rows))
           (efrit-todo-flush)
           (let ((inputs (vconcat (mapcar (lambda (r) (efrit-todo-store-bench--input 100 r))
@@ -91,16 +91,16 @@
                 (round 0))
             (dolist (setting (list (cons "off" nil) (cons "on" dir)))
               (let ((efrit-todo-state-directory (cdr setting)))
-                (push (list (format "todo_write 100 items, persistence %s" (car setting))
+                (push (cons (format "todo_write 100 items, persistence %s" (car setting))
                             (efrit-todo-store-bench--us
-                             2000 (lambda ()
-                                    (efrit-todo-write (aref inputs (% (cl-incf round) 10))
-                                                      session))))
+			     (lambda ()
+                               (efrit-todo-write (aref inputs (% (cl-incf round) 10))
+                                                 session))))
                       rows)
                 (efrit-todo-flush))))
-          (push (list "restore 2 sessions (100 and 1000 items)"
+          (push (cons "restore 2 sessions (100 and 1000 items)"
                       (efrit-todo-store-bench--us
-                       50 (lambda () (efrit-todo--module-store-restore dir nil t))))
+		       (lambda () (efrit-todo--module-store-restore dir nil t))))
                 rows)
           (nreverse rows))
       (efrit-todo-flush)
@@ -108,8 +108,8 @@
 
 (defun efrit-todo-store-bench-run ()
   "Print the persistence timings."
-  (pcase-dolist (`(,label ,us) (efrit-todo-store-bench-rows))
-    (princ (format "%-40s %12.1f us\n" label us))))
+  (pcase-dolist (`(,label ,us ,gc) (efrit-todo-store-bench-rows))
+    (princ (format "%-40s %12.1f us %4.0f%% GC\n" label us (* 100 gc)))))
 
 (provide 'efrit-todo-store-bench)
 ;;; efrit-todo-store-bench.el ends here

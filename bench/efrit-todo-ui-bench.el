@@ -3,25 +3,24 @@
 ;;; Commentary:
 
 ;; `efrit-todo-ui-bench-rows' times the UI in batch Emacs against the real
-;; module and returns (LABEL MICROSECONDS-PER-CALL) rows for the bench
-;; runner: redrawing one session's section after a typical change (what
+;; module and returns (LABEL MICROSECONDS-PER-CALL GC-SHARE) rows for the
+;; bench runner, timed as its other rows are (median of runs, see
+;; `efrit-todo-bench-inputs-measure'): redrawing one session's section after a typical change (what
 ;; a write costs while the buffer is visible), the same with every line
-;; rewritten, the running-time tick and the mode-line text.  The buffer
-;; is shown in the batch frame's window, so the redraws are the ones a
-;; user's Emacs does, minus the display itself.
+;; rewritten, the running-time tick and the mode-line text.  The buffer is shown in the batch frame's window, so
+;; the redraws are the ones a user's Emacs does, minus the display itself.
 ;; The UI is timed byte-compiled, as a package installs it.
 ;;
-;; Alone, from the top directory:
-;;   $EMACS -Q --batch -L lisp/ -L bench/ -l bench/efrit-todo-ui-bench.el \
-;;     -f efrit-todo-ui-bench-run
+;; Alone, after `make build': `efrit-todo-ui-bench-run' in batch Emacs,
+;; with the module's and the benches' directories on the `load-path'.
 
 ;;; Code:
 
-(require 'benchmark)
 (require 'bytecomp)
 (require 'cl-lib)
 (require 'efrit-todo)
 (require 'efrit-todo-ui)
+(require 'efrit-todo-bench-inputs)
 
 (defun efrit-todo-ui-bench--input (size done)
   "Return a todo_write input of SIZE items, DONE of them completed."
@@ -38,7 +37,7 @@
 
 ;; One call per item for the first twenty, as an agent makes them.
 (defun efrit-todo-ui-bench--session (size)
-  "Return a fresh session of SIZE items, a third done, some with ledger entries."
+  "Return a fresh session with SIZE items, a third done, tool results under some."
   (let ((session (format "ui-bench-%d-%d" size (random 1000000)))
         (done (/ size 3)))
     (dotimes (i (min 20 done))
@@ -48,28 +47,42 @@
     (efrit-todo-write (efrit-todo-ui-bench--input size done) session)
     session))
 
-(defun efrit-todo-ui-bench--redraw-us (session repetitions &optional all-lines)
-  "Return microseconds per redraw of SESSION, of REPETITIONS after a change.
+(defun efrit-todo-ui-bench--redraw (session repetitions &optional all-lines)
+  "Return (MICROSECONDS GC-SHARE) per redraw of SESSION after a typical change.
 Between redraws, and outside the timing, the running item alternates
 between completed and in progress, as when a write completes one item
-and starts the next.  With ALL-LINES, every line is rewritten."
+and starts the next.  With ALL-LINES, every line is rewritten.  The
+redraws are timed in runs of REPETITIONS (as many runs as the other
+rows of `make bench' have); the time is the median run's, the GC share
+that of all the redraws' time."
   (let* ((id (plist-get (efrit-todo-current session) :id))
-         (total 0.0))
-    (garbage-collect)
-    (dotimes (i repetitions)
-      (let ((efrit-todo-change-functions nil))
-        (efrit-todo-user-set-status id (if (cl-evenp i) 'completed 'in-progress) session))
-      (when all-lines
-        (clrhash efrit-todo-ui--drawn))
-      (let ((start (float-time)))
-        (efrit-todo-ui--redraw-session session)
-        (setq total (+ total (- (float-time) start)))))
-    (/ (* 1e6 total) repetitions)))
+         (status (lambda (state)
+                   (let ((efrit-todo-change-functions nil))
+                     (efrit-todo-user-set-status id state session))))
+         (runs nil)
+         (total 0.0)
+         (gc-total 0.0))
+    (dotimes (_ (efrit-todo-bench-inputs-runs))
+      (let ((time 0.0))
+        (dotimes (i repetitions)
+          (funcall status (if (cl-evenp i) 'completed 'in-progress))
+          (when all-lines
+            (clrhash efrit-todo-ui--drawn))
+          (let ((gc gc-elapsed)
+                (start (float-time)))
+            (efrit-todo-ui--redraw-session session)
+            (setq time (+ time (- (float-time) start))
+                  gc-total (+ gc-total (- gc-elapsed gc)))))
+        (setq total (+ total time))
+        (push (/ (* 1e6 time) repetitions) runs)))
+    ;; The item is running again, as before.
+    (funcall status 'in-progress)
+    (list (efrit-todo-bench-inputs--median runs) (/ gc-total total))))
 
-(defun efrit-todo-ui-bench--us (repetitions function)
-  "Return microseconds per call of FUNCTION, called REPETITIONS times."
-  (garbage-collect)
-  (/ (* 1e6 (car (benchmark-call function repetitions))) repetitions))
+(defun efrit-todo-ui-bench--us (function)
+  "Return (MICROSECONDS GC-SHARE) per call of FUNCTION, as `make bench' times."
+  (let ((result (efrit-todo-bench-inputs-measure-one function)))
+    (list (plist-get result :us) (plist-get result :gc))))
 
 (defun efrit-todo-ui-bench--load-compiled ()
   "Load efrit-todo-ui byte-compiled, as users run it, unless it already is."
@@ -84,7 +97,7 @@ and starts the next.  With ALL-LINES, every line is rewritten."
         (delete-directory dir t)))))
 
 (defun efrit-todo-ui-bench-rows ()
-  "Time the UI; return rows (LABEL MICROSECONDS-PER-CALL)."
+  "Time the UI; return rows (LABEL MICROSECONDS-PER-CALL GC-SHARE)."
   (let ((efrit-todo-auto-show nil)
         (efrit-todo-refresh-interval nil)
         (rows nil))
@@ -94,22 +107,22 @@ and starts the next.  With ALL-LINES, every line is rewritten."
     (unwind-protect
         (dolist (size '(100 500))
           (let ((session (efrit-todo-ui-bench--session size))
-                (repetitions (if (= size 100) 200 40)))
+                (repetitions (if (= size 100) 20 4)))
             (efrit-todo-show)
             (with-current-buffer efrit-todo-buffer-name
-              (push (list (format "UI redraw, %d items" size)
-                          (efrit-todo-ui-bench--redraw-us session repetitions))
+              (push (cons (format "UI redraw, %d items" size)
+                          (efrit-todo-ui-bench--redraw session repetitions))
                     rows)
-              (push (list (format "UI redraw every line, %d items" size)
-                          (efrit-todo-ui-bench--redraw-us session repetitions t))
+              (push (cons (format "UI redraw every line, %d items" size)
+                          (efrit-todo-ui-bench--redraw session repetitions t))
                     rows)
               (when (= size 100)
-                (push (list "UI running-time tick, 100 items"
-                            (efrit-todo-ui-bench--us 500 #'efrit-todo-ui--tick))
+                (push (cons "UI running-time tick, 100 items"
+                            (efrit-todo-ui-bench--us #'efrit-todo-ui--tick))
                       rows)
-                (push (list "Mode-line text, 100 items"
+                (push (cons "Mode-line text, 100 items"
                             (efrit-todo-ui-bench--us
-                             2000 (lambda () (efrit-todo-mode-line-text session))))
+                             (lambda () (efrit-todo-mode-line-text session))))
                       rows)))
             (efrit-todo-reset session)))
       (when (get-buffer efrit-todo-buffer-name)
@@ -118,9 +131,9 @@ and starts the next.  With ALL-LINES, every line is rewritten."
 
 (defun efrit-todo-ui-bench-run ()
   "Print the UI timings."
-  (princ (format "%-34s %12s\n" "operation" "us per call"))
-  (pcase-dolist (`(,label ,us) (efrit-todo-ui-bench-rows))
-    (princ (format "%-34s %12.1f\n" label us))))
+  (princ (format "%-34s %12s %5s\n" "operation" "us per call" "GC"))
+  (pcase-dolist (`(,label ,us ,gc) (efrit-todo-ui-bench-rows))
+    (princ (format "%-34s %12.1f %4.0f%%\n" label us (* 100 gc)))))
 
 (provide 'efrit-todo-ui-bench)
 ;;; efrit-todo-ui-bench.el ends here

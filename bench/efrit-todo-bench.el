@@ -229,6 +229,9 @@ Keep in `efrit-todo-bench--efrit' only the names both define."
                                   (car efrit-todo-bench--efrit))
                     (cl-remove-if-not (lambda (cell) (memq (car cell) our-variables))
                                       (cdr efrit-todo-bench--efrit))))))
+    ;; The UI is autoloaded on the first change: load it now, so that its
+    ;; functions are compiled with the rest.
+    (require 'efrit-todo-ui)
     (efrit-todo-bench-inputs-compile ours)
     (efrit-todo-bench-inputs-compile
      (file-name-directory (locate-library "efrit-todo-bench-inputs")))))

@@ -609,11 +609,11 @@ fn input_hash(input: &Input) -> u64 {
             let mut many = Vec::new();
             let hashed: &mut [(&str, u64)] = if pairs.len() <= few.len() {
                 for (slot, (k, v)) in few.iter_mut().zip(pairs) {
-                    *slot = (k.as_str(), input_hash(v));
+                    *slot = (k.as_ref(), input_hash(v));
                 }
                 &mut few[..pairs.len()]
             } else {
-                many.extend(pairs.iter().map(|(k, v)| (k.as_str(), input_hash(v))));
+                many.extend(pairs.iter().map(|(k, v)| (k.as_ref(), input_hash(v))));
                 &mut many
             };
             hashed.sort_unstable();
@@ -1241,11 +1241,7 @@ mod tests {
             ("path".into(), Input::Str("a.el".into())),
             ("line".into(), Input::Int(3)),
         ]);
-        let big = Input::Map(
-            (0..12)
-                .map(|n| (format!("k{}", 11 - n), Input::Int(n)))
-                .collect(),
-        );
+        let big = Input::map_of((0..12).map(|n| (format!("k{}", 11 - n), Input::Int(n))));
         assert_eq!(fingerprint("read_file", &small), 2310596322559131476);
         assert_eq!(fingerprint("t", &big), 10886120151471417979);
     }
@@ -1253,12 +1249,7 @@ mod tests {
     #[test]
     fn fingerprints_ignore_key_order_but_not_content() {
         let map = |pairs: &[(&str, Input)]| {
-            Input::Map(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
-                    .collect(),
-            )
+            Input::map_of(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())))
         };
         let a = map(&[("path", Input::Str("a.el".into())), ("line", Input::Int(3))]);
         let b = map(&[("line", Input::Int(3)), ("path", Input::Str("a.el".into()))]);
@@ -1415,7 +1406,7 @@ mod tests {
                     shuffled.swap(i, (seed.wrapping_add(i as u64 * 7919) % len as u64) as usize);
                 }
             }
-            prop_assert_eq!(fingerprint("t", &Input::Map(input)), fingerprint("t", &Input::Map(shuffled)));
+            prop_assert_eq!(fingerprint("t", &Input::map_of(input)), fingerprint("t", &Input::map_of(shuffled)));
         }
     }
 }

@@ -940,7 +940,8 @@ mod tests {
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(Input::Array),
-                prop::collection::vec((r#"(?s)[a"\\\n🙂]{0,4}"#, inner), 0..4).prop_map(Input::Map),
+                prop::collection::vec((r#"(?s)[a"\\\n🙂]{0,4}"#, inner), 0..4)
+                    .prop_map(Input::map_of),
             ]
         })
     }

@@ -9,6 +9,9 @@ use thiserror::Error;
 
 use crate::model::{ids_rise, Status};
 
+/// A key of an object: the keys validation knows are kept without a copy.
+pub type Key = std::borrow::Cow<'static, str>;
+
 /// A value that arrived from Lisp or JSON, already taken apart.  Conversion
 /// never fails: what cannot be represented becomes `Unsupported` or `Invalid`,
 /// so that the error can name the field it sits in.
@@ -20,13 +23,20 @@ pub enum Input {
     Float(f64),
     Str(String),
     Array(Vec<Input>),
-    Map(Vec<(String, Input)>),
+    Map(Vec<(Key, Input)>),
     /// A Lisp object with no JSON meaning (buffer, marker, symbol, ...); the
     /// text describes it.
     Unsupported(String),
     /// A value that could not be read at all (invalid UTF-8, circular list,
     /// nesting too deep); the text says why.
     Invalid(String),
+}
+
+impl Input {
+    /// An object of PAIRS, its keys taken as they are.
+    pub fn map_of<K: Into<Key>>(pairs: impl IntoIterator<Item = (K, Input)>) -> Input {
+        Input::Map(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
 }
 
 impl Input {
@@ -80,7 +90,7 @@ impl Input {
             ),
             Json::Object(map) => Input::Map(
                 map.iter()
-                    .map(|(k, v)| (k.clone(), Input::from_json_at(v, depth + 1)))
+                    .map(|(k, v)| (k.clone().into(), Input::from_json_at(v, depth + 1)))
                     .collect(),
             ),
         }
@@ -229,7 +239,7 @@ fn fields<'a, const N: usize>(map: &'a Input, specs: &[Field; N]) -> [Option<&'a
     let mut found: [Option<&Input>; N] = [None; N];
     if let Input::Map(pairs) = map {
         for (key, value) in pairs {
-            if let Some(n) = specs.iter().position(|spec| key.as_str() == spec.name) {
+            if let Some(n) = specs.iter().position(|spec| key.as_ref() == spec.name) {
                 found[n].get_or_insert(value);
             }
         }
@@ -889,7 +899,7 @@ mod tests {
     #[test]
     fn the_first_key_of_a_name_counts_and_null_is_absent() {
         let item = |pairs: Vec<(&str, Input)>| {
-            let todo = Input::Map(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+            let todo = Input::map_of(pairs.into_iter().map(|(k, v)| (k.to_string(), v)));
             let list = Box::leak(Box::new(Input::Array(vec![todo])));
             parse_write(list, &Limits::default()).map(|mut items| items.remove(0))
         };
@@ -1050,7 +1060,7 @@ mod tests {
                         ),
                         0..6
                     )
-                    .prop_map(Input::Map),
+                    .prop_map(Input::map_of),
                 ]
             })
         }
@@ -1074,7 +1084,7 @@ mod tests {
                     if let Some(extra) = extra {
                         pairs.push(("activeForm".to_string(), extra));
                     }
-                    Input::Map(pairs)
+                    Input::map_of(pairs)
                 });
             prop_oneof![
                 3 => prop::collection::vec(item, 0..8).prop_map(|items| Input::Map(vec![("todos".into(), Input::Array(items))])),

@@ -4,7 +4,7 @@
 use super::errors::guarded;
 use super::errors::invalid;
 use super::symbols::*;
-use crate::validate::{checked_name, Input, InvalidInput, MAX_DEPTH};
+use crate::validate::{checked_name, Input, InvalidInput, Key, MAX_DEPTH};
 use emacs::{defun, Env, Result, Value, Vector};
 use serde_json::Value as Json;
 
@@ -67,7 +67,7 @@ pub(super) fn known_fields(
     table: Value,
     count: usize,
     depth: usize,
-) -> Result<Option<Vec<(String, Input)>>> {
+) -> Result<Option<Vec<(Key, Input)>>> {
     let (Some(keys), Some(absent)) = (KNOWN_KEY_REFS.get(), ABSENT.get()) else {
         return Ok(None);
     };
@@ -82,7 +82,7 @@ pub(super) fn known_fields(
         }
         let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
         if value != absent {
-            pairs.push((name.to_string(), text_or_input(env, value, depth + 1)?));
+            pairs.push((Key::Borrowed(name), text_or_input(env, value, depth + 1)?));
         } else if index == 0 {
             // Every todo item has content; a table without it is a todo_write
             // input (todos) or some other tool's input, read by listing keys.
@@ -92,7 +92,7 @@ pub(super) fn known_fields(
                 return Ok(None);
             }
             return Ok(Some(vec![(
-                todos.0.to_string(),
+                Key::Borrowed(todos.0),
                 to_input(env, value, depth + 1)?,
             )]));
         }
@@ -179,7 +179,7 @@ pub(super) fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result
         let mut pairs = Vec::with_capacity(len / 2);
         for i in (0..len).step_by(2) {
             let key = symbol_name(at(i)?)?.trim_start_matches(':').to_string();
-            pairs.push((key, to_input(env, at(i + 1)?, depth + 1)?));
+            pairs.push((key.into(), to_input(env, at(i + 1)?, depth + 1)?));
         }
         return Ok(Input::Map(pairs));
     }
@@ -199,7 +199,7 @@ pub(super) fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result
     if keys.len() == len {
         let mut pairs = Vec::with_capacity(len);
         for (i, key) in keys.into_iter().enumerate() {
-            pairs.push((key, to_input(env, at(i)?.cdr()?, depth + 1)?));
+            pairs.push((key.into(), to_input(env, at(i)?.cdr()?, depth + 1)?));
         }
         return Ok(Input::Map(pairs));
     }
@@ -316,7 +316,7 @@ pub(super) fn call_input(env: &Env, value: Value) -> Result<Input> {
 /// One hash table being walked by `maphash' into `table_entry'.
 pub(super) struct TableWalk {
     depth: usize,
-    pairs: Vec<(String, Input)>,
+    pairs: Vec<(Key, Input)>,
     bad_key: bool,
     /// Entries past `MAX_ELEMENTS`, counted but not read.
     too_many: bool,
@@ -378,7 +378,7 @@ fn table_entry(env: &Env, key: Value, value: Value) -> Result<()> {
         TABLE_WALKS.with(|walks| {
             if let Some(walk) = walks.borrow_mut().last_mut() {
                 match entry {
-                    Some(pair) => walk.pairs.push(pair),
+                    Some((key, value)) => walk.pairs.push((key.into(), value)),
                     None => walk.bad_key = true,
                 }
             }

@@ -21,7 +21,8 @@
 
 (declare-function efrit-todo--module-store-save "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-store-flush "efrit-todo-module" ())
-(declare-function efrit-todo--module-store-restore "efrit-todo-module" (dir only-open force))
+(declare-function efrit-todo--module-store-restore-within "efrit-todo-module"
+                  (dir only-open force max-items max-content))
 
 (defun efrit-todo-store-bench--object (&rest keys-and-values)
   "Return a hash table of KEYS-AND-VALUES, as Efrit's JSON parser builds."
@@ -100,7 +101,9 @@
                 (efrit-todo-flush))))
           (push (cons "restore 2 sessions (100 and 1000 items)"
                       (efrit-todo-store-bench--us
-		       (lambda () (efrit-todo--module-store-restore dir nil t))))
+		       (lambda () (efrit-todo--module-store-restore-within
+                                    dir nil t efrit-todo-max-items
+                                    efrit-todo-max-content-length))))
                 rows)
           (nreverse rows))
       (efrit-todo-flush)

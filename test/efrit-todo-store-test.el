@@ -97,7 +97,7 @@ ITEMS, not evaluated, are the (CONTENT STATUS) lists that
     (unwind-protect
         (progn
           (with-temp-file not-a-dir (insert "just text"))
-          (let ((err (should-error (efrit-todo--module-store-restore not-a-dir nil nil)
+          (let ((err (should-error (efrit-todo--module-store-restore-within not-a-dir nil nil 10 10)
                                    :type 'efrit-todo-storage-error)))
             (should (memq 'efrit-todo-error (get (car err) 'error-conditions)))
             (should (string-match-p "plain-file" (error-message-string err))))

@@ -198,25 +198,6 @@ fn store_file<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<St
     })
 }
 
-/// `store-restore-within' at the default limits.
-#[defun]
-fn store_restore<'e>(
-    env: &'e Env,
-    dir: Value<'e>,
-    only_open: Value<'e>,
-    force: Value<'e>,
-) -> Result<Value<'e>> {
-    guarded(env, || {
-        restore(
-            env,
-            text_arg(env, dir, "dir")?,
-            only_open,
-            force,
-            &Limits::default(),
-        )
-    })
-}
-
 /// Reads the sessions saved in DIR into the registry, within the limits
 /// todo_write keeps (MAX-ITEMS, MAX-CONTENT).  With ONLY-OPEN, only
 /// sessions with unfinished items; a session here whose list is not empty is

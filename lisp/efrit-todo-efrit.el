@@ -182,6 +182,15 @@ answer follows `efrit-todo-carry-over'."
                                   (plist-get (cdr unfinished) :reason))))))
     (_ t)))
 
+(defvar efrit-todo-efrit-foreign-sessions "\\`gptel:"
+  "Regexp matching the names of sessions that other adapters own.
+An Efrit command never takes over such a list: a gptel chat goes on
+with its own.")
+
+(defun efrit-todo-efrit--own-session-p (name)
+  "Return non-nil if the session NAME may go on in an Efrit command."
+  (not (string-match-p efrit-todo-efrit-foreign-sessions name)))
+
 (defun efrit-todo-efrit--take-over (id)
   "Let the Efrit session named ID go on with the list left open last.
 Nothing happens when ID already works on a list, or when there is no
@@ -189,7 +198,7 @@ unfinished list or `efrit-todo-carry-over' says no.  Return the
 efrit-todo session ID now works on."
   (let ((unfinished (and (not (gethash id efrit-todo-efrit--carried))
                          (null (efrit-todo-list id))
-                         (efrit-todo-unfinished))))
+                         (efrit-todo-unfinished #'efrit-todo-efrit--own-session-p))))
     (when (and unfinished
                (not (equal (car unfinished) id))
                (efrit-todo-efrit--carry-over-p unfinished))

@@ -670,10 +670,13 @@ A plist (:reason STRING :time FLOAT :running ID-OR-NIL), kept until a
 command takes SESSION over or the user drops it."
   (efrit-todo--module-stopped (efrit-todo--session session)))
 
-(defun efrit-todo-unfinished ()
+(defun efrit-todo-unfinished (&optional predicate)
   "Return (SESSION . STOP) for the list a command left open last, or nil.
-STOP is as `efrit-todo-stopped' gives it."
-  (efrit-todo--module-unfinished))
+STOP is as `efrit-todo-stopped' gives it.  With PREDICATE, only a
+session whose name it accepts counts: an adapter takes over only the
+lists of its own kind of session."
+  (seq-find (lambda (entry) (or (null predicate) (funcall predicate (car entry))))
+            (efrit-todo--module-unfinished)))
 
 ;;;###autoload
 (defun efrit-todo-drop-unfinished (&optional session)

@@ -1160,8 +1160,16 @@ impl Registry {
 
     /// The session that stopped last with items still open, and its stop.
     pub fn unfinished(&self) -> Option<(&str, &Stop)> {
-        self.sessions
+        self.all_unfinished().into_iter().next()
+    }
+
+    /// Every session that stopped with items open, the latest stop first;
+    /// of two stopped at the same instant, the one made later.
+    pub fn all_unfinished(&self) -> Vec<(&str, &Stop)> {
+        let mut stopped: Vec<(&str, &Stop)> = self
+            .sessions
             .iter()
+            .rev()
             .filter_map(|(name, session)| {
                 let stop = session.stopped.as_ref()?;
                 session
@@ -1170,7 +1178,9 @@ impl Registry {
                     .any(|i| i.status.is_open())
                     .then_some((name.as_str(), stop))
             })
-            .max_by(|a, b| a.1.at.total_cmp(&b.1.at))
+            .collect();
+        stopped.sort_by(|a, b| b.1.at.total_cmp(&a.1.at));
+        stopped
     }
 
     /// Whether a call could be refused in some session now.
@@ -1725,6 +1735,12 @@ mod tests {
         registry.session("new").stop("interrupted").unwrap();
         registry.session("done").stop("interrupted").unwrap();
         assert_eq!(registry.unfinished().map(|(name, _)| name), Some("new"));
+        let names: Vec<&str> = registry
+            .all_unfinished()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["new", "old"]);
         assert!(registry.session("new").forget_stop());
         assert_eq!(
             registry

@@ -970,6 +970,28 @@ those ids are accepted, and the list finishes there."
           ;; The old list is still there, as it was.
           (should (= (length (efrit-todo-list (plist-get first :session))) 3)))))))
 
+(ert-deftest efrit-todo-scenarios-a-gptel-chat-keeps-its-list ()
+  "An Efrit command leaves alone the list a gptel chat left open.
+It would take over an Efrit command's list stopped the same way."
+  (let ((chat "gptel:plan.org"))
+    (unwind-protect
+        (progn
+          (efrit-todo-write '(:todos [(:content "Chat step" :status "in_progress")]) chat)
+          (efrit-todo-stop "interrupted by the user" chat)
+          (let* ((efrit-todo-scenarios--keep-unfinished t)
+                 (efrit-todo-carry-over 'carry)
+                 (run (efrit-todo-scenarios-run
+                       "Something else"
+                       (list (efrit-todo-scenarios--text "Done.")))))
+            (should-not (equal (plist-get run :session) chat))
+            (should-not (string-match-p "THE PREVIOUS COMMAND STOPPED"
+                                        (efrit-todo-scenarios--system-text
+                                         (car (plist-get run :requests)))))
+            (should (efrit-todo-stopped chat))
+            (should (equal (car (efrit-todo-unfinished)) chat))
+            (should-not (efrit-todo-unfinished #'efrit-todo-efrit--own-session-p))))
+      (efrit-todo-reset chat))))
+
 (ert-deftest efrit-todo-scenarios-repl-goes-on-after-an-interrupted-turn ()
   "A REPL turn interrupted by \\[keyboard-quit] leaves its list to the next message."
   (let* ((outcomes

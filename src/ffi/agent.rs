@@ -342,16 +342,18 @@ fn forget_stop<'e>(env: &'e Env, session: Value<'e>) -> Result<bool> {
     })
 }
 
-/// (SESSION . STOP-PLIST) of the session that stopped last with items
-/// open, or nil.
+/// ((SESSION . STOP-PLIST) ...) of the sessions that stopped with items
+/// open, the latest stop first.
 #[defun]
 fn unfinished(env: &Env) -> Result<Value<'_>> {
     guarded(env, || {
         let registry = registry();
-        match registry.unfinished() {
-            Some((name, stop)) => env.cons(name.into_lisp(env)?, stop_plist(env, stop)?),
-            None => ().into_lisp(env),
-        }
+        let stopped = registry
+            .all_unfinished()
+            .into_iter()
+            .map(|(name, stop)| env.cons(name.into_lisp(env)?, stop_plist(env, stop)?))
+            .collect::<Result<Vec<_>>>()?;
+        env.list(&stopped)
     })
 }
 

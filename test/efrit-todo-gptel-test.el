@@ -109,18 +109,7 @@
 
 (defun efrit-todo-gptel-test--tool (name &optional input)
   "Return an answer calling tool NAME with INPUT, an alist."
-  (json-encode
-   `((choices
-      . [((index . 0)
-          (message
-           (role . "assistant")
-           (content)
-           (tool_calls
-            . [((id . ,(format "call_%d" (cl-incf efrit-todo-gptel-test--counter)))
-                (type . "function")
-                (function (name . ,name)
-                          (arguments . ,(json-encode (or input (make-hash-table))))))]))
-          (finish_reason . "tool_calls"))]))))
+  (efrit-todo-gptel-test--tools (list name input)))
 
 (defun efrit-todo-gptel-test--tools (&rest calls)
   "Return an answer calling several tools at once.

@@ -675,6 +675,10 @@ command takes SESSION over or the user drops it."
 STOP is as `efrit-todo-stopped' gives it.  With PREDICATE, only a
 session whose name it accepts counts: an adapter takes over only the
 lists of its own kind of session."
+  (unless (or (null predicate) (functionp predicate))
+    (signal 'efrit-todo-invalid-input
+            (list (format "predicate: expected a function or nil, got %s"
+                          (efrit-todo--describe predicate)))))
   (seq-find (lambda (entry) (or (null predicate) (funcall predicate (car entry))))
             (efrit-todo--module-unfinished)))
 

@@ -1709,6 +1709,21 @@ It shows the list as it was then, with ids, and how to update it."
 
 ;;;; Errors and panics
 
+(ert-deftest efrit-todo-test-wrong-argument-types-are-invalid-input ()
+  "Arguments of the wrong type are named as the caller's mistake."
+  (let ((err (should-error (efrit-todo-unfinished "not a function")
+                           :type 'efrit-todo-invalid-input)))
+    (should (string-match-p "predicate" (error-message-string err))))
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "One" "pending"))
+    (let ((err (should-error (efrit-todo--module-set-status
+                              efrit-todo-current-session "t1" "\377\376abc")
+                             :type 'efrit-todo-invalid-input)))
+      (should (string-match-p "status" (error-message-string err))))
+    (should-error (efrit-todo--module-set-status efrit-todo-current-session 7 "completed")
+                  :type 'efrit-todo-invalid-input)
+    (should (equal (plist-get (car (efrit-todo-list)) :status) 'pending))))
+
 (ert-deftest efrit-todo-test-item-count ()
   "The item count agrees with the list, for a session with none too."
   (efrit-todo-test-with-session

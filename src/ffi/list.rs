@@ -173,13 +173,14 @@ fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: Value<'e>) 
 fn user_edit<'e>(
     env: &'e Env,
     session: Value<'e>,
-    op: String,
+    op: Value<'e>,
     id: Value<'e>,
     arg: Value<'e>,
     max_items: Value<'e>,
     max_content: Value<'e>,
 ) -> Result<Value<'e>> {
     guarded(env, || {
+        let op = text_arg(env, op, "op")?;
         let session = session_name(env, session)?;
         let options = Options {
             limits: limits(env, max_items, max_content)?,
@@ -266,12 +267,13 @@ fn add<'e>(
 fn set_status<'e>(
     env: &'e Env,
     session: Value<'e>,
-    id: String,
-    status: String,
+    id: Value<'e>,
+    status: Value<'e>,
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let status = match parse_status(&Input::Str(status), "status") {
+        let id = text_arg(env, id, "id")?;
+        let status = match parse_status(&Input::Str(text_arg(env, status, "status")?), "status") {
             Ok(status) => status,
             Err(error) => return invalid(env, error),
         };

@@ -26,7 +26,7 @@ mod output;
 mod storage;
 mod symbols;
 
-use emacs::{defun, Env, IntoLisp, Result};
+use emacs::{defun, Env, IntoLisp, Result, Value};
 
 use errors::guarded;
 use input::{ABSENT, KNOWN_KEYS, KNOWN_KEY_REFS};
@@ -64,6 +64,9 @@ fn version() -> Result<String> {
 
 /// Panics on purpose, so the tests can prove a panic becomes a Lisp error.
 #[defun]
-fn panic_for_test(env: &Env, message: String) -> Result<()> {
-    guarded(env, || panic!("{message}"))
+fn panic_for_test<'e>(env: &'e Env, message: Value<'e>) -> Result<()> {
+    guarded(env, || {
+        let message = input::text_arg(env, message, "message")?;
+        panic!("{message}")
+    })
 }

@@ -97,9 +97,12 @@ pub(super) fn store_news<'e>(
 fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let dir = read_cached_text(&LAST_DIR, env, dir, || {
-            Ok(dir.into_rust::<String>()?.into())
-        })?;
+        let dir = read_cached_text(
+            &LAST_DIR,
+            env,
+            dir,
+            || Ok(text_arg(env, dir, "dir")?.into()),
+        )?;
         let failures = store::schedule(&session, std::path::Path::new(&*dir));
         let warnings = store::take_warnings();
         if failures.is_empty() && warnings.is_empty() {

@@ -1722,6 +1722,9 @@ It shows the list as it was then, with ids, and how to update it."
       (should (string-match-p "status" (error-message-string err))))
     (should-error (efrit-todo--module-set-status efrit-todo-current-session 7 "completed")
                   :type 'efrit-todo-invalid-input)
+    (let ((err (should-error (efrit-todo--module-add efrit-todo-current-session "Two" 7 10 100)
+                             :type 'efrit-todo-invalid-input)))
+      (should (string-match-p "priority" (error-message-string err))))
     (should (equal (plist-get (car (efrit-todo-list)) :status) 'pending))))
 
 (ert-deftest efrit-todo-test-item-count ()

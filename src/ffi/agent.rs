@@ -2,9 +2,10 @@
 //! stops, completion and the report.
 
 use super::cache::{session_name, with_existing};
-use super::errors::guarded;
-use super::errors::{checked, invalid};
-use super::input::{call_input, duration_arg, result_text, string_arg, tool_name, ResultText};
+use super::errors::{checked, guarded, valid};
+use super::input::{
+    call_input, duration_arg, result_text, string_arg, text_arg, tool_name, ResultText,
+};
 use super::options::loop_options;
 use super::output::{lisp_text, stop_plist};
 use super::symbols::*;
@@ -27,10 +28,7 @@ fn before_tool<'e>(
     guarded(env, || {
         let session = session_name(env, session)?;
         let options = loop_options(env, options)?;
-        let tool = match tool_name(env, tool)? {
-            Ok(tool) => tool,
-            Err(error) => return invalid(env, error),
-        };
+        let tool = valid(env, tool_name(env, tool)?)?;
         // The input is read only when the breaker may refuse: rarely.
         let armed = registry()
             .get(&session)
@@ -74,10 +72,7 @@ fn after_tool<'e>(
         let options = loop_options(env, options)?;
         let tool = tool_name(env, tool)?;
         let duration = duration_arg(env, duration)?;
-        let (tool, duration) = match tool.and_then(|tool| Ok((tool, duration?))) {
-            Ok(checked) => checked,
-            Err(error) => return invalid(env, error),
-        };
+        let (tool, duration) = valid(env, tool.and_then(|tool| Ok((tool, duration?))))?;
         let input = call_input(env, input)?;
         let ResultText { text, own } = result_text(env, result)?;
         // The ledger takes the text over; a text printed from a result that is
@@ -178,10 +173,7 @@ fn complete<'e>(
         } else {
             Ok(String::new())
         };
-        let message = match message {
-            Ok(message) => message,
-            Err(error) => return invalid(env, error),
-        };
+        let message = valid(env, message)?;
         let completion = registry().session(&session).complete(&message, &options);
         env.list([
             kw_allowed.bind(env),
@@ -362,7 +354,7 @@ fn unfinished(env: &Env) -> Result<Value<'_>> {
 /// limit): while it is nil, `efrit-todo-before-tool' lets a call run
 /// without asking the module.  Breakers arm only in `after_tool'; the
 /// variable is cleared by `before_tool', which knows the limits.
-pub(super) fn note_breakers(env: &Env, any_armed: bool) -> Result<()> {
+fn note_breakers(env: &Env, any_armed: bool) -> Result<()> {
     env.call(fn_set, (var_breaker_tripped.bind(env), any_armed))?;
     Ok(())
 }
@@ -372,10 +364,7 @@ pub(super) fn note_breakers(env: &Env, any_armed: bool) -> Result<()> {
 #[defun]
 fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
-        let text = match string_arg(env, text, "text")? {
-            Ok(text) => text,
-            Err(error) => return invalid(env, error),
-        };
+        let text = text_arg(env, text, "text")?;
         let analysis = guide::analyze_request(&text);
         env.list([
             kw_complex.bind(env),

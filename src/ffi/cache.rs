@@ -1,7 +1,7 @@
 //! Caches keyed by Lisp object identity, so that the same session name or
 //! options object is not read twice.
 
-use super::errors::invalid;
+use super::errors::valid;
 use super::input::{string_arg, STRING_BUFFER};
 use crate::session::{check_session_name, registry, Session};
 use emacs::{Env, Result, Value};
@@ -11,12 +11,12 @@ use emacs::{Env, Result, Value};
 /// again on every call of that session.
 pub(super) fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
     read_cached_text(&LAST_SESSION, env, name, || {
-        match string_arg(env, name, "session")?
-            .and_then(|text| check_session_name(&text).map(|()| text))
-        {
-            Ok(text) => Ok(text.into()),
-            Err(error) => invalid(env, error),
-        }
+        let text = valid(
+            env,
+            string_arg(env, name, "session")?
+                .and_then(|text| check_session_name(&text).map(|()| text)),
+        )?;
+        Ok(text.into())
     })
 }
 
@@ -82,7 +82,7 @@ impl<T: Clone> LastRead<T> {
     }
 
     /// Remembers that VALUE read as READ, letting go of the previous object.
-    pub(super) fn remember(&self, env: &Env, value: Value, read: T) -> Result<()> {
+    fn remember(&self, env: &Env, value: Value, read: T) -> Result<()> {
         let previous = self.0.borrow_mut().replace((value.make_global_ref(), read));
         match previous {
             Some((seen, _)) => seen.free(env),
@@ -95,7 +95,7 @@ thread_local! {
     /// The session string read last.  Efrit passes the same string object
     /// on every call of a session (its session id), so an `eq' test
     /// replaces reading and checking it again.
-    pub(super) static LAST_SESSION: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
+    static LAST_SESSION: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
 pub(super) fn with_existing<'e, F>(env: &'e Env, name: Value<'e>, f: F) -> Result<Value<'e>>

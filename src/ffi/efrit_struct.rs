@@ -22,7 +22,7 @@ const SLOTS: usize = 6;
 
 /// ITEM as Efrit's `efrit-todo-item' vector: id content status priority
 /// created-at completed-at, with Efrit's `todo' for pending.
-pub(super) fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
     env.call(
         fn_vector,
         [
@@ -37,7 +37,7 @@ pub(super) fn item_struct<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
 }
 
 /// STATUS as Efrit's structs spell it: `todo' for pending.
-pub(super) fn struct_status(env: &Env, status: Status) -> Value<'_> {
+fn struct_status(env: &Env, status: Status) -> Value<'_> {
     match status {
         Status::Pending => st_todo.bind(env),
         other => status_symbol(env, other),
@@ -45,7 +45,7 @@ pub(super) fn struct_status(env: &Env, status: Status) -> Value<'_> {
 }
 
 /// The priority symbol of ITEM in Efrit's structs: `medium' unless set.
-pub(super) fn struct_priority<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+fn struct_priority<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
     match item.priority.as_deref() {
         None | Some("medium") => Ok(priority_medium.bind(env)),
         Some(name) => env.intern(name),
@@ -86,7 +86,7 @@ fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value
 
 /// A struct's fields as `structs' last set them.
 #[derive(PartialEq)]
-pub(super) struct Shown {
+struct Shown {
     id: String,
     content: String,
     status: Status,
@@ -120,7 +120,7 @@ impl Shown {
 /// What `structs' last handed to `efrit-todo--current-todos': the session,
 /// the list, a Lisp vector of the same structs (reached by index rather
 /// than by walking the list), and what each struct shows.
-pub(super) struct Mirror {
+struct Mirror {
     session: String,
     list: emacs::GlobalRef,
     structs: emacs::GlobalRef,
@@ -128,7 +128,7 @@ pub(super) struct Mirror {
 }
 
 thread_local! {
-    pub(super) static MIRROR: std::cell::RefCell<Option<Mirror>> = const { std::cell::RefCell::new(None) };
+    static MIRROR: std::cell::RefCell<Option<Mirror>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Brings the structs of OLD up to ITEMS by touching only the items that
@@ -138,7 +138,7 @@ thread_local! {
 /// module API.  A struct Efrit changed in place with `setf' keeps its
 /// change until the module's item changes; the module's list is the truth
 /// and the next full rebuild shows it.
-pub(super) fn update_mirror<'e>(
+fn update_mirror<'e>(
     env: &'e Env,
     session: &str,
     items: &[Item],
@@ -187,7 +187,7 @@ pub(super) fn update_mirror<'e>(
 }
 
 /// Remembers LIST, made of STRUCTS showing ITEMS, as SESSION's mirror.
-pub(super) fn remember_mirror(
+fn remember_mirror(
     env: &Env,
     session: &str,
     items: &[Item],
@@ -214,7 +214,7 @@ pub(super) fn remember_mirror(
 
 /// Updates OLD, a list of `efrit-todo-item' vectors, to ITEMS in place; None
 /// when OLD does not have that shape and length.
-pub(super) fn update_structs<'e>(
+fn update_structs<'e>(
     env: &'e Env,
     items: &[Item],
     old: Value<'e>,

@@ -27,15 +27,20 @@ pub(super) fn storage_failure<T>(env: &Env, message: String) -> Result<T> {
     env.signal(efrit_todo_storage_error, (message,))
 }
 
+/// The value of RESULT, or its validation error as the Lisp signal.
+pub(super) fn valid<T>(env: &Env, result: std::result::Result<T, InvalidInput>) -> Result<T> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(error) => invalid(env, error),
+    }
+}
+
 /// RESULT as a Lisp value, or its validation error as the Lisp signal.
 pub(super) fn checked<'e, T: IntoLisp<'e>>(
     env: &'e Env,
     result: std::result::Result<T, InvalidInput>,
 ) -> Result<Value<'e>> {
-    match result {
-        Ok(value) => value.into_lisp(env),
-        Err(error) => invalid(env, error),
-    }
+    valid(env, result)?.into_lisp(env)
 }
 
 /// Runs the body of a defun, turning a panic into `efrit-todo-internal-error'

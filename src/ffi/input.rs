@@ -1,8 +1,7 @@
 //! Reading Lisp values: tool inputs, strings and arguments into the plain
 //! types of the pure modules.
 
-use super::errors::guarded;
-use super::errors::invalid;
+use super::errors::{guarded, invalid, valid};
 use super::symbols::*;
 use crate::validate::{checked_name, Input, InvalidInput, Key, MAX_DEPTH};
 use emacs::{defun, Env, Result, Value, Vector};
@@ -11,7 +10,7 @@ use serde_json::Value as Json;
 /// VALUE, which should be a string: read at once as one, and walked as
 /// anything else only when that fails.  A todo item's fields are strings
 /// all but always, and checking the type first costs three module calls.
-pub(super) fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
+fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
     match short_text(value) {
         Some(Ok(text)) => Ok(Input::Str(text)),
         // Not valid UTF-8, not a string, or longer than the buffer.
@@ -23,9 +22,7 @@ pub(super) fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Inp
 /// buffer: None when it is not, Some(Err) when it is not valid UTF-8.
 /// Only for values that are short strings all but always: otherwise the
 /// failed call costs a caught signal, which `debug-on-signal' would show.
-pub(super) fn short_text(
-    value: Value,
-) -> Option<std::result::Result<String, std::string::FromUtf8Error>> {
+fn short_text(value: Value) -> Option<std::result::Result<String, std::string::FromUtf8Error>> {
     STRING_BUFFER.with(|buffer| {
         let mut buffer = buffer.borrow_mut();
         value
@@ -38,7 +35,7 @@ pub(super) fn short_text(
 /// Lists, vectors and hash tables longer than this are not walked: a todo
 /// list or tool input never comes near it, and walking one would only waste
 /// time before the error.
-pub(super) const MAX_ELEMENTS: usize = 100_000;
+const MAX_ELEMENTS: usize = 100_000;
 
 /// The keys validation reads.  An `equal' hash table holding only these
 /// (every todo item Efrit parses) is read with one `gethash' per key instead
@@ -62,7 +59,7 @@ pub(super) static ABSENT: once_cell::sync::OnceCell<emacs::GlobalRef> =
 
 /// Reads TABLE through the known keys when they are all it holds; None when
 /// it holds others (then its keys must be listed).
-pub(super) fn known_fields(
+fn known_fields(
     env: &Env,
     table: Value,
     count: usize,
@@ -104,7 +101,7 @@ pub(super) fn known_fields(
 /// then bytes), which never signal for a string.  Text Emacs cannot encode
 /// reads as None (not UTF-8), as the caller's mistake rather than a module
 /// error.
-pub(super) fn lisp_string(value: Value) -> Option<String> {
+fn lisp_string(value: Value) -> Option<String> {
     value
         .clone_string_contents()
         .ok()
@@ -112,7 +109,7 @@ pub(super) fn lisp_string(value: Value) -> Option<String> {
 }
 
 /// Strings up to this size are read by `short_text' in one module call.
-pub(super) const SHORT_STRING_BYTES: usize = 4096;
+const SHORT_STRING_BYTES: usize = 4096;
 
 thread_local! {
     /// The buffer of `short_text', kept rather than zeroed on every call.
@@ -134,7 +131,7 @@ pub(super) fn symbol_name(value: Value) -> Result<String> {
 }
 
 /// A key of an object: a string, or a symbol or keyword naming it.
-pub(super) fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
+fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
     let ty = env.type_of(key)?;
     if is(env, ty, ty_string) {
         Ok(lisp_string(key))
@@ -148,13 +145,13 @@ pub(super) fn key_of(env: &Env, key: Value) -> Result<Option<String>> {
     }
 }
 
-pub(super) fn is_keyword(env: &Env, value: Value) -> Result<bool> {
+fn is_keyword(env: &Env, value: Value) -> Result<bool> {
     Ok(is(env, env.type_of(value)?, ty_symbol) && symbol_name(value)?.starts_with(':'))
 }
 
 /// Whether LIST starts like a plist: a keyword, then an even length.  An
 /// alist pair never does, so `((:id "t1" ...))` is a list of one plist.
-pub(super) fn is_plist(env: &Env, list: Value) -> Result<bool> {
+fn is_plist(env: &Env, list: Value) -> Result<bool> {
     if !is_keyword(env, list.car()?)? {
         return Ok(false);
     }
@@ -165,7 +162,7 @@ pub(super) fn is_plist(env: &Env, list: Value) -> Result<bool> {
 /// A Lisp list is read as a plist when it alternates keywords and values, as
 /// an alist when every element is a pair with a string or symbol key, and as
 /// an array otherwise.
-pub(super) fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
+fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
     let len = elements.len();
     let at = |i: usize| elements.get::<Value>(i);
     let mut plist = len % 2 == 0;
@@ -206,7 +203,7 @@ pub(super) fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result
     vector_to_input(env, elements, depth)
 }
 
-pub(super) fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
+fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
     let mut items = Vec::with_capacity(elements.len());
     for i in 0..elements.len() {
         items.push(to_input(env, elements.get(i)?, depth + 1)?);
@@ -289,7 +286,7 @@ pub(super) fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
 
 /// Reads a hash table, through the keys of a todo item first (see
 /// `known_fields').
-pub(super) fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
+fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
     let count: i64 = env.call(fn_hash_table_count, (table,))?.into_rust()?;
     let count = usize::try_from(count).unwrap_or(0);
     if count > MAX_ELEMENTS {
@@ -314,7 +311,7 @@ pub(super) fn call_input(env: &Env, value: Value) -> Result<Input> {
 }
 
 /// One hash table being walked by `maphash' into `table_entry'.
-pub(super) struct TableWalk {
+struct TableWalk {
     depth: usize,
     pairs: Vec<(Key, Input)>,
     bad_key: bool,
@@ -324,13 +321,13 @@ pub(super) struct TableWalk {
 
 thread_local! {
     /// The tables being walked, innermost last (a value may be a table).
-    pub(super) static TABLE_WALKS: std::cell::RefCell<Vec<TableWalk>> = const { std::cell::RefCell::new(Vec::new()) };
+    static TABLE_WALKS: std::cell::RefCell<Vec<TableWalk>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Reads every entry of TABLE with one `maphash' calling back into this
 /// module: no list of keys, no vector, no `gethash' per key.  CAPACITY is
 /// the number of entries expected.
-pub(super) fn walk_table(env: &Env, table: Value, capacity: usize, depth: usize) -> Result<Input> {
+fn walk_table(env: &Env, table: Value, capacity: usize, depth: usize) -> Result<Input> {
     let walk = TableWalk {
         depth,
         pairs: Vec::with_capacity(capacity),
@@ -505,11 +502,19 @@ pub(super) fn count_arg(env: &Env, value: Value, field: &str) -> Result<usize> {
     }
 }
 
-/// A number of seconds named FIELD: an integer or a float.
-pub(super) fn seconds_arg(env: &Env, value: Value, field: &str) -> Result<f64> {
+/// A number of seconds named FIELD (an integer or a float) as a duration,
+/// bounded to an hour; one that is not finite counts as none.
+pub(super) fn seconds_arg(env: &Env, value: Value, field: &str) -> Result<std::time::Duration> {
+    let seconds = |x: f64| {
+        std::time::Duration::from_secs_f64(if x.is_finite() {
+            x.clamp(0.0, 3600.0)
+        } else {
+            0.0
+        })
+    };
     match to_input(env, value, 0)? {
-        Input::Int(n) => Ok(n as f64),
-        Input::Float(x) => Ok(x),
+        Input::Int(n) => Ok(seconds(n as f64)),
+        Input::Float(x) => Ok(seconds(x)),
         other => invalid(
             env,
             InvalidInput::new(
@@ -522,8 +527,5 @@ pub(super) fn seconds_arg(env: &Env, value: Value, field: &str) -> Result<f64> {
 
 /// A string argument named FIELD, or the signal naming it.
 pub(super) fn text_arg(env: &Env, value: Value, field: &str) -> Result<String> {
-    match string_arg(env, value, field)? {
-        Ok(text) => Ok(text),
-        Err(error) => invalid(env, error),
-    }
+    valid(env, string_arg(env, value, field)?)
 }

@@ -2,19 +2,14 @@
 //! compatible calls.
 
 use super::cache::{session_name, with_existing};
-use super::errors::guarded;
-use super::errors::{checked, invalid};
-use super::input::{count_arg, text_arg};
-use super::input::{to_input, tool_input};
-use super::options::limits;
-use super::options::options;
+use super::errors::{checked, guarded, valid};
+use super::input::{count_arg, text_arg, to_input, tool_input};
+use super::options::{edit_options, options};
 use super::output::{item_plist, items_list, json_to_lisp, lisp_text};
 use super::symbols::*;
 use crate::model::Status;
-use crate::session::Options;
 use crate::session::{registry, ExternalItem, Session, UserEdit};
-use crate::validate;
-use crate::validate::{checked_text, non_blank, parse_status, Input, InvalidInput, Limits};
+use crate::validate::{self, checked_text, non_blank, parse_status, Input, InvalidInput, Limits};
 use emacs::{defun, Env, IntoLisp, Result, Value};
 
 /// The todo_write tool for SESSION: validate INPUT, reconcile, return the
@@ -33,10 +28,7 @@ fn write<'e>(
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let input = match tool_input(env, input)? {
-            Ok(input) => input,
-            Err(error) => return invalid(env, error),
-        };
+        let input = valid(env, tool_input(env, input)?)?;
         let options = options(env, max_items, max_content, full_up_to)?;
         let known_tools = match to_input(env, known_tools, 0)? {
             Input::Array(names) => names
@@ -51,10 +43,7 @@ fn write<'e>(
             auto_complete.is_not_nil(),
             known_tools,
         );
-        match outcome {
-            Ok(outcome) => lisp_text(env, &outcome.text),
-            Err(error) => invalid(env, error),
-        }
+        lisp_text(env, &valid(env, outcome)?.text)
     })
 }
 
@@ -182,10 +171,7 @@ fn user_edit<'e>(
     guarded(env, || {
         let op = text_arg(env, op, "op")?;
         let session = session_name(env, session)?;
-        let options = Options {
-            limits: limits(env, max_items, max_content)?,
-            full_list_up_to: 0,
-        };
+        let options = edit_options(env, max_items, max_content)?;
         let arg = to_input(env, arg, 0)?;
         let id = match to_input(env, id, 0)? {
             Input::Null => Err(InvalidInput::new("id", "is required")),
@@ -235,16 +221,18 @@ fn add<'e>(
     env: &'e Env,
     session: Value<'e>,
     content: Value<'e>,
-    priority: Option<String>,
+    priority: Value<'e>,
     max_items: Value<'e>,
     max_content: Value<'e>,
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let options = Options {
-            limits: limits(env, max_items, max_content)?,
-            full_list_up_to: 0,
+        let priority = if priority.is_not_nil() {
+            Some(text_arg(env, priority, "priority")?)
+        } else {
+            None
         };
+        let options = edit_options(env, max_items, max_content)?;
         let content = match to_input(env, content, 0)? {
             Input::Null => Err(InvalidInput::new("content", "is required")),
             input => checked_text(&input, "content", options.limits.max_content_chars)
@@ -255,10 +243,7 @@ fn add<'e>(
                 .session(&session)
                 .add(content, priority, &options)
         });
-        match added {
-            Ok(item) => item_plist(env, &item),
-            Err(error) => invalid(env, error),
-        }
+        item_plist(env, &valid(env, added)?)
     })
 }
 
@@ -273,10 +258,10 @@ fn set_status<'e>(
     guarded(env, || {
         let session = session_name(env, session)?;
         let id = text_arg(env, id, "id")?;
-        let status = match parse_status(&Input::Str(text_arg(env, status, "status")?), "status") {
-            Ok(status) => status,
-            Err(error) => return invalid(env, error),
-        };
+        let status = valid(
+            env,
+            parse_status(&Input::Str(text_arg(env, status, "status")?), "status"),
+        )?;
         match registry().session(&session).set_status(&id, status) {
             Some(item) => item_plist(env, &item),
             None => ().into_lisp(env),
@@ -284,7 +269,7 @@ fn set_status<'e>(
     })
 }
 
-pub(super) fn external_item(
+fn external_item(
     input: &Input,
     index: usize,
     limits: &Limits,
@@ -328,10 +313,7 @@ fn set_all<'e>(
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let options = Options {
-            limits: limits(env, max_items, max_content)?,
-            full_list_up_to: 0,
-        };
+        let options = edit_options(env, max_items, max_content)?;
         let parsed = match to_input(env, items, 0)? {
             Input::Null => Ok(vec![]),
             Input::Array(items) => items
@@ -398,18 +380,16 @@ fn id_counter<'e>(env: &'e Env, session: Value<'e>) -> Result<i64> {
 fn raise_counter<'e>(env: &'e Env, session: Value<'e>, n: Value<'e>) -> Result<i64> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let n = match to_input(env, n, 0)? {
-            Input::Int(n) if n >= 0 => n,
-            other => {
-                return invalid(
-                    env,
-                    InvalidInput::new(
-                        "counter",
-                        format!("expected a natural number, got {}", other.describe()),
-                    ),
-                )
-            }
-        };
+        let n = valid(
+            env,
+            match to_input(env, n, 0)? {
+                Input::Int(n) if n >= 0 => Ok(n),
+                other => Err(InvalidInput::new(
+                    "counter",
+                    format!("expected a natural number, got {}", other.describe()),
+                )),
+            },
+        )?;
         let mut registry = registry();
         let ids = &mut registry.session(&session).ids;
         ids.raise_to(u64::try_from(n).unwrap_or(0));

@@ -18,6 +18,19 @@ pub(super) fn limits(env: &Env, max_items: Value, max_content_chars: Value) -> R
     })
 }
 
+/// The options of a call that changes the list without showing it (a user
+/// edit, Efrit's add and set-all): its limits only.
+pub(super) fn edit_options(
+    env: &Env,
+    max_items: Value,
+    max_content_chars: Value,
+) -> Result<Options> {
+    Ok(Options {
+        limits: limits(env, max_items, max_content_chars)?,
+        full_list_up_to: 0,
+    })
+}
+
 /// The options of a write: its limits, and how long a list the result
 /// shows whole (`efrit-todo-full-list-threshold').
 pub(super) fn options(
@@ -46,7 +59,7 @@ thread_local! {
     /// same plist back while no option changes, and never alters one it
     /// made, so a plist seen before need not be read again: that is some
     /// fifty module calls saved on every tool call.
-    pub(super) static LOOP_OPTIONS: LastRead<LoopOptions> = const { LastRead::new() };
+    static LOOP_OPTIONS: LastRead<LoopOptions> = const { LastRead::new() };
 }
 
 /// Where each key of the options plist goes.

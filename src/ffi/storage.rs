@@ -2,9 +2,7 @@
 
 use super::cache::{read_cached_text, session_name, with_existing, LastRead};
 use super::errors::{guarded, storage_failure};
-use super::input::count_arg;
-use super::input::seconds_arg;
-use super::input::text_arg;
+use super::input::{count_arg, seconds_arg, text_arg};
 use super::options::limits;
 use super::output::{keyword, lisp_text, strings};
 use super::symbols::*;
@@ -74,11 +72,7 @@ fn undo(env: &Env, session: Value) -> Result<Option<String>> {
 
 /// FAILURES as strings and WARNINGS as (warning TEXT) lists, in one list:
 /// what the store has to say to the user.
-pub(super) fn store_news<'e>(
-    env: &'e Env,
-    failures: &[String],
-    warnings: &[String],
-) -> Result<Value<'e>> {
+fn store_news<'e>(env: &'e Env, failures: &[String], warnings: &[String]) -> Result<Value<'e>> {
     let warning = env.intern("warning")?;
     let mut news = failures
         .iter()
@@ -115,7 +109,7 @@ fn store_schedule<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Resul
 thread_local! {
     /// The directory string read last: the Lisp side passes the same
     /// expanded directory on every change.
-    pub(super) static LAST_DIR: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
+    static LAST_DIR: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
 /// Writes every pending save now, waiting at most `store::FLUSH_WAIT`;
@@ -136,15 +130,6 @@ fn store_flush_begin(env: &Env) -> Result<i64> {
     })
 }
 
-/// A duration in seconds from Lisp: a number, bounded to an hour.
-pub(super) fn seconds(value: f64) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(if value.is_finite() {
-        value.clamp(0.0, 3600.0)
-    } else {
-        0.0
-    })
-}
-
 /// Waits up to SECONDS (a float) for the flush TICKET; t once it is done.
 /// Lisp waits in short slices, so that C-g stops the waiting.
 #[defun]
@@ -152,7 +137,7 @@ fn store_flush_wait<'e>(env: &'e Env, ticket: Value<'e>, wait: Value<'e>) -> Res
     guarded(env, || {
         Ok(store::flush_wait(
             count_arg(env, ticket, "ticket")? as u64,
-            seconds(seconds_arg(env, wait, "wait")?),
+            seconds_arg(env, wait, "wait")?,
         ))
     })
 }
@@ -165,7 +150,7 @@ fn store_flush_end<'e>(env: &'e Env, ticket: Value<'e>, waited: Value<'e>) -> Re
     guarded(env, || {
         let failures = store::flush_end(
             count_arg(env, ticket, "ticket")? as u64,
-            seconds(seconds_arg(env, waited, "waited")?),
+            seconds_arg(env, waited, "waited")?,
         );
         store_news(env, &failures, &store::take_warnings())
     })

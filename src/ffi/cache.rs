@@ -98,6 +98,8 @@ thread_local! {
     static LAST_SESSION: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
+/// F called with the session named NAME, or None when there is none: for
+/// the calls that only read a list and must not create a session.
 pub(super) fn with_existing<'e, F>(env: &'e Env, name: Value<'e>, f: F) -> Result<Value<'e>>
 where
     F: FnOnce(&'e Env, Option<&Session>) -> Result<Value<'e>>,

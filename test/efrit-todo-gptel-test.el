@@ -44,6 +44,7 @@
 (declare-function gptel-make-tool "gptel-request" (&rest slots))
 (declare-function gptel-get-tool "gptel-request" (path))
 (declare-function gptel-get-preset "gptel" (name))
+(declare-function gptel-make-preset "gptel" (name &rest keys))
 (declare-function gptel-preset "gptel-transient" (preset &optional setter))
 (declare-function gptel-tool-name "gptel-request" (tool))
 (declare-function efrit-todo-show "efrit-todo-ui" (&optional session))
@@ -989,6 +990,45 @@ there succeeds, the list is finished and the prompt cache holds."
                        chat "Thanks" (list (efrit-todo-gptel-test--text "You are welcome.")))))
             (should (equal (efrit-todo-gptel-test--tool-names (car next)) '("echo")))
             (should (equal (efrit-todo-gptel-test--system (car next)) "You help with a test."))))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
+(ert-deftest efrit-todo-gptel-test-a-continuation-keeps-the-model-of-its-turn ()
+  "A continuation names the model and system text a user's preset gave its turn.
+The user's preset builds on `efrit-todo' and picks another model and
+system text, for the request that names it only."
+  (let ((was-on efrit-todo-gptel-mode))
+    (efrit-todo-gptel-mode -1)
+    (gptel-make-preset 'efrit-todo-test-large
+      :description "Plan large things with efrit-todo"
+      :parents 'efrit-todo :model 'fake-large :system "You plan large things.")
+    (unwind-protect
+        (let* ((chat (efrit-todo-gptel-test--chat '("echo")))
+               (requests (efrit-todo-gptel-test-send
+                          chat "@efrit-todo-test-large Plan two things"
+                          (list (efrit-todo-gptel-test--todos '("One" "in_progress")
+                                                              '("Two" "pending"))
+                                (efrit-todo-gptel-test--text "Stopping here.")
+                                (efrit-todo-gptel-test--merge '("t1" "completed")
+                                                              '("t2" "completed"))
+                                (efrit-todo-gptel-test--text "Both done."))))
+               (session (efrit-todo-gptel-session chat))
+               (system (efrit-todo-gptel-test--system (car requests))))
+          (efrit-todo-gptel-test--check-requests requests)
+          (should (= (length requests) 4))
+          (should (= (length (efrit-todo-gptel-test-continuations requests)) 1))
+          (should (string-prefix-p "You plan large things." system))
+          (should (efrit-todo-gptel-test--system-has-guidance-p (car requests)))
+          (dolist (request requests)
+            (should (equal (alist-get 'model request) "fake-large"))
+            (should (equal (efrit-todo-gptel-test--system request) system))
+            (should (member "todo_write" (efrit-todo-gptel-test--tool-names request))))
+          (should (equal (plist-get (efrit-todo-counts session) :completed) 2))
+          ;; The chat's own model is back for the next prompt.
+          (let ((next (efrit-todo-gptel-test-send
+                       chat "Thanks" (list (efrit-todo-gptel-test--text "You are welcome.")))))
+            (should (equal (alist-get 'model (car next)) "fake"))
+            (should-not (efrit-todo-gptel-test--system-has-guidance-p (car next)))))
+      (setq gptel--known-presets (assq-delete-all 'efrit-todo-test-large gptel--known-presets))
       (efrit-todo-gptel-mode (if was-on 1 -1)))))
 
 (defun efrit-todo-gptel-test--ours-in-hooks ()

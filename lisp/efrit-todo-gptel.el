@@ -37,7 +37,9 @@
 ;;   kept, notices follow it), and a tripped breaker stops the request
 ;;   with its reason;
 ;; - a response that ends with items open gets a continuation message,
-;;   at most `efrit-todo-gptel-max-continuations' per request;
+;;   at most `efrit-todo-gptel-max-continuations' per request, sent
+;;   with the tools, system text, backend and model of the request
+;;   that began the turn (a preset given with @efrit-todo included);
 ;; - each chat buffer is an efrit-todo session of its own, so the
 ;;   *efrit-todos* buffer, the mode line, history, undo and saving work
 ;;   as they do for Efrit; a request aborted with items open leaves

@@ -6,8 +6,9 @@
 ;; chat requests with a scripted model: ids kept across writes, the
 ;; breaker stopping a request, tool output kept, a bounded continuation,
 ;; todo_pause, an aborted request taken up by the next one, one session
-;; per chat buffer, the preset, and gptel given back when the mode is
-;; off or the file unloaded.
+;; per chat buffer, the preset (also applied to one request, whose
+;; continuations keep its tools, system text and model), and gptel
+;; given back when the mode is off or the file unloaded.
 ;;
 ;; Without GPTEL_DIR (`make ert', CI) gptel is the stand-in of
 ;; test/efrit-todo-fake-gptel.el; with GPTEL_DIR naming a gptel checkout

@@ -41,11 +41,13 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 
 # GPTEL_LOAD_PATH adds directories (colon-separated) for gptel's own
 # dependencies, e.g. a compat checkout on Emacs 28.  The scenarios run
-# four times: gptel's OpenAI backend over curl, over curl with streamed
-# responses and over url.el, and its Anthropic backend over curl.
-test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (4 ways)
+# five times: gptel's OpenAI backend over curl, over curl with streamed
+# responses and over url.el, and its Anthropic backend over curl and
+# over url.el.
+test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (5 ways)
 	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: GPTEL_DIR is unset, skipping the real-gptel suite (make ert runs it against the fake gptel)"; else \
-	  set -e; for transport in "" "EFRIT_TODO_GPTEL_STREAM=1" "EFRIT_TODO_GPTEL_CURL=0" "EFRIT_TODO_GPTEL_BACKEND=anthropic"; do \
+	  set -e; for transport in "" "EFRIT_TODO_GPTEL_STREAM=1" "EFRIT_TODO_GPTEL_CURL=0" "EFRIT_TODO_GPTEL_BACKEND=anthropic" \
+	      "EFRIT_TODO_GPTEL_BACKEND=anthropic EFRIT_TODO_GPTEL_CURL=0"; do \
 	    env $$transport GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
 	      $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; done; fi
 

@@ -37,7 +37,9 @@
 ;;   kept, notices follow it), and a tripped breaker stops the request
 ;;   with its reason;
 ;; - a response that ends with items open gets a continuation message,
-;;   at most `efrit-todo-gptel-max-continuations' per request;
+;;   at most `efrit-todo-gptel-max-continuations' per request, sent
+;;   with the tools, system text, backend and model of the request
+;;   that began the turn (a preset given with @efrit-todo included);
 ;; - each chat buffer is an efrit-todo session of its own, so the
 ;;   *efrit-todos* buffer, the mode line, history, undo and saving work
 ;;   as they do for Efrit; a request aborted with items open leaves
@@ -63,6 +65,8 @@
 (defvar gptel-tools)
 (defvar gptel-use-tools)
 (defvar gptel-system-prompt)
+(defvar gptel-backend)
+(defvar gptel-model)
 (defvar gptel-prompt-transform-functions)
 (defvar gptel-pre-tool-call-functions)
 (defvar gptel-post-tool-call-functions)
@@ -135,6 +139,21 @@ of a chat's turn, so the prompt cache holds."
 
 (defvar-local efrit-todo-gptel--timer nil
   "The timer that sends a pending continuation message, or nil.")
+
+(defvar-local efrit-todo-gptel--turn nil
+  "The settings of the request that began this buffer's turn.
+An alist of (VARIABLE . VALUE) for `efrit-todo-gptel--turn-settings',
+as that request was made with them; its continuations are sent with
+the same.")
+
+(defconst efrit-todo-gptel--turn-settings
+  '(gptel-backend gptel-model gptel-system-prompt gptel-tools gptel-use-tools)
+  "The gptel options every request of a turn is sent with, as its first was.
+A continuation is a request of its own, sent from the chat buffer: a
+preset applied to the first request only (@efrit-todo in the prompt)
+would not reach it, its todo_write would be an unknown tool, and a
+system text or tool list that changes within a turn breaks the
+provider's prompt cache.")
 
 (defvar efrit-todo-gptel--buffers (make-hash-table :test 'equal :weakness 'value)
   "The chat buffer of each session this file named, by session name.")
@@ -302,31 +321,52 @@ continuation goes on with the turn.  Return the session."
           (efrit-todo-resume session))))
     session))
 
+(defun efrit-todo-gptel--settings ()
+  "Return the current buffer's turn settings as (VARIABLE . VALUE).
+The settings are `efrit-todo-gptel--turn-settings', those bound."
+  (cl-loop for variable in efrit-todo-gptel--turn-settings
+           when (boundp variable)
+           collect (cons variable (symbol-value variable))))
+
 (defun efrit-todo-gptel--transform (fsm)
   "Prepare the request of state FSM, in gptel's prompt buffer.
 A request that offers todo_write is managed: its chat buffer's session
-begins a turn (or goes on with one), and the guidance is added to the
-system prompt of this request only."
+begins a turn (or goes on with one).  The first request of a turn gets
+the guidance at the end of its system prompt, and its settings are
+kept for the continuations; a continuation, sent with those settings,
+already has it."
   (let ((buffer (plist-get (gptel-fsm-info fsm) :buffer))
         (tools (and (bound-and-true-p gptel-use-tools) (bound-and-true-p gptel-tools))))
     (when (buffer-live-p buffer)
-      (if (not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
-          (with-current-buffer buffer
-            (unless (eq fsm efrit-todo-gptel--fsm)
-              ;; The user wrote again: no continuation is due any more.
-              (setq efrit-todo-gptel--active nil
-                    efrit-todo-gptel--continuing nil)
-              (efrit-todo-gptel--cancel-timer)))
-        (let ((session (with-current-buffer buffer
-                         (efrit-todo-gptel--begin-request fsm tools))))
-          (when efrit-todo-gptel-guidance
-            (let ((guidance (condition-case nil
-                                (efrit-todo-prompt-guidance session)
-                              (error nil))))
-              (when (and guidance (not (string-empty-p guidance)))
-                (setq-local gptel-system-prompt
-                            (efrit-todo-gptel--add-guidance gptel-system-prompt
-                                                            guidance))))))))))
+      (cond
+       ((not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
+        (with-current-buffer buffer
+          (unless (eq fsm efrit-todo-gptel--fsm)
+            ;; The user wrote again: no continuation is due any more.
+            (setq efrit-todo-gptel--active nil
+                  efrit-todo-gptel--continuing nil
+                  efrit-todo-gptel--turn nil)
+            (efrit-todo-gptel--cancel-timer))))
+       ;; Run twice for one request (once from the buffer's transforms,
+       ;; once from the preset's): it is prepared already.
+       ((eq fsm (buffer-local-value 'efrit-todo-gptel--fsm buffer)))
+       (t
+        (let* ((continuation (and (buffer-local-value 'efrit-todo-gptel--continuing buffer)
+                                  (buffer-local-value 'efrit-todo-gptel--turn buffer)))
+               (session (with-current-buffer buffer
+                          (efrit-todo-gptel--begin-request fsm tools))))
+          (unless continuation
+            (when efrit-todo-gptel-guidance
+              (let ((guidance (condition-case nil
+                                  (efrit-todo-prompt-guidance session)
+                                (error nil))))
+                (when (and guidance (not (string-empty-p guidance)))
+                  (setq-local gptel-system-prompt
+                              (efrit-todo-gptel--add-guidance gptel-system-prompt
+                                                              guidance)))))
+            (let ((settings (efrit-todo-gptel--settings)))
+              (with-current-buffer buffer
+                (setq efrit-todo-gptel--turn settings))))))))))
 
 (defun efrit-todo-gptel--managed-buffer (call)
   "Return the chat buffer of tool CALL when its request is managed."
@@ -432,7 +472,9 @@ chat; the request then ends without asking the model again."
   (setq efrit-todo-gptel--timer nil))
 
 (defun efrit-todo-gptel--send-continuation (buffer text)
-  "Add TEXT at the end of chat BUFFER as the user's and send it."
+  "Add TEXT at the end of chat BUFFER as the user's and send it.
+It is sent with the settings of the request that began the turn, and
+through `efrit-todo-gptel--transform', whatever the buffer's own."
   (when (buffer-live-p buffer)
     (with-current-buffer buffer
       (setq efrit-todo-gptel--timer nil)
@@ -443,7 +485,11 @@ chat; the request then ends without asking the model again."
         (insert "\n\n"))
       (insert text)
       (condition-case err
-          (gptel-send)
+          (let ((settings efrit-todo-gptel--turn))
+            (cl-progv (mapcar #'car settings) (mapcar #'cdr settings)
+              (let ((gptel-prompt-transform-functions
+                     (efrit-todo-gptel--with-transform gptel-prompt-transform-functions)))
+                (gptel-send))))
         (error (setq efrit-todo-gptel--continuing nil)
                (efrit-todo-gptel--note-stop (efrit-todo-gptel-session)
                                             (concat "the continuation could not be sent: "
@@ -588,8 +634,12 @@ hooks and the advice; gptel works as before."
 ;;;; The preset
 
 (defun efrit-todo-gptel--with-transform (transforms)
-  "Return TRANSFORMS with `efrit-todo-gptel--transform' in it, once."
-  (if (memq #'efrit-todo-gptel--transform transforms)
+  "Return TRANSFORMS with `efrit-todo-gptel--transform' in it, once.
+A t in TRANSFORMS stands for the global value, as in a hook."
+  (if (or (memq #'efrit-todo-gptel--transform transforms)
+          (and (memq t transforms)
+               (memq #'efrit-todo-gptel--transform
+                     (default-value 'gptel-prompt-transform-functions))))
       transforms
     (append transforms (list #'efrit-todo-gptel--transform))))
 

@@ -31,9 +31,11 @@
 ;; - `gptel-abort', and presets: `gptel-make-preset', `gptel-get-preset',
 ;;   `gptel-with-preset', `gptel-preset' (what the menu runs when a preset
 ;;   is picked), and @NAME in a prompt, which applies preset
-;;   NAME to that request only, before its transforms run (keys :pre
-;;   :post :tools and any gptel-KEY, values as is or as (:append LIST)
-;;   or (:function FUNCTION)).
+;;   NAME to that request only, in its prompt buffer, before its
+;;   transforms run (several, in the order named; keys :pre, then
+;;   :parents, then :tools and any gptel-KEY, values as is or as
+;;   (:append LIST) or (:function FUNCTION), then :post).  A request
+;;   names `gptel-model' as it is in its prompt buffer.
 ;;
 ;; The registries keep gptel's internal names and shapes,
 ;; `gptel--known-tools' (category, then name, to tool) and
@@ -72,6 +74,12 @@
 
 (defvar gptel-system-prompt "You are a helpful assistant living in Emacs."
   "The system message.")
+
+(defvar gptel-backend nil
+  "The backend: the stand-in has one, the scripted model, so nil.")
+
+(defvar gptel-model 'fake
+  "The model a request names.")
 
 (defvar gptel-prompt-transform-functions nil
   "Functions that change a request in its prompt buffer.")
@@ -189,8 +197,11 @@
     (_ spec)))
 
 (defun efrit-todo-fake-gptel--apply-preset (keys &optional setter)
-  "Set the options of preset KEYS with SETTER (default `set')."
+  "Set the options of preset KEYS with SETTER (default `set').
+Its :pre runs first, then its :parents are applied, in order."
   (when-let* ((pre (plist-get keys :pre))) (funcall pre))
+  (dolist (parent (ensure-list (plist-get keys :parents)))
+    (efrit-todo-fake-gptel--apply-preset (gptel-get-preset parent) setter))
   (cl-loop for (key value) on keys by #'cddr
            unless (memq key '(:description :pre :post :parents))
            do (let* ((variable (efrit-todo-fake-gptel--variable key))
@@ -202,13 +213,20 @@
                            new))))
   (when-let* ((post (plist-get keys :post))) (funcall post)))
 
+(defun efrit-todo-fake-gptel--preset-variables (keys)
+  "Return the variables set by preset KEYS and by its parents."
+  (append (mapcan (lambda (parent)
+                    (efrit-todo-fake-gptel--preset-variables (gptel-get-preset parent)))
+                  (ensure-list (plist-get keys :parents)))
+          (cl-loop for (key _) on keys by #'cddr
+                   unless (memq key '(:description :pre :post :parents))
+                   collect (efrit-todo-fake-gptel--variable key))))
+
 (defun efrit-todo-fake-gptel--with-preset (name body)
   "Call BODY with preset NAME applied, the options bound around it."
   (let* ((keys (if (symbolp name) (gptel-get-preset name) name))
          (variables (cons 'gptel--preset
-                          (cl-loop for (key _) on keys by #'cddr
-                                   unless (memq key '(:description :pre :post :parents))
-                                   collect (efrit-todo-fake-gptel--variable key)))))
+                          (delete-dups (efrit-todo-fake-gptel--preset-variables keys)))))
     (cl-progv variables (mapcar #'symbol-value variables)
       (when (symbolp name) (setq gptel--preset name))
       (efrit-todo-fake-gptel--apply-preset keys)
@@ -252,34 +270,36 @@
                                 (list function)))
                             value))))
 
-(defun efrit-todo-fake-gptel--preset-in (text)
-  "Return (PRESET . TEXT-WITHOUT-IT) if TEXT names a known preset as @NAME."
-  (let ((start 0) found)
-    (while (and (not found)
-                (string-match "\\(?:^\\|[[:space:]]\\)@\\([^[:space:]]+\\)" text start))
+(defun efrit-todo-fake-gptel--presets-in (text)
+  "Return (PRESETS . TEXT-WITHOUT-THEM) for the known presets TEXT names.
+TEXT names a preset as @NAME; PRESETS are in the order it names them."
+  (let ((start 0) presets)
+    (while (string-match "\\(?:^\\|[[:space:]]\\)@\\([^[:space:]]+\\)" text start)
       (let ((name (intern-soft (match-string 1 text))))
         (if (and name (gptel-get-preset name))
-            (setq found (cons name (string-trim (concat (substring text 0 (1- (match-beginning 1)))
-                                                        (substring text (match-end 1))))))
+            (setq presets (cons name presets)
+                  start (1- (match-beginning 1))
+                  text (concat (substring text 0 start) (substring text (match-end 1))))
           (setq start (match-end 0)))))
-    found))
+    (cons (nreverse presets) (string-trim text))))
 
 (defun efrit-todo-fake-gptel--transform (fsm text)
   "Run the prompt transforms for FSM's user TEXT in a prompt buffer.
-A preset named in TEXT as @NAME is applied there first, buffer-locally,
-and taken out of TEXT.  Return (SYSTEM TOOLS TEXT)."
+The presets named in TEXT as @NAME are applied there first, in order,
+buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
   (let ((buffer (plist-get (gptel-fsm-info fsm) :buffer))
         (prompt (generate-new-buffer " *gptel-prompt*"))
-        (preset (efrit-todo-fake-gptel--preset-in text)))
+        (presets (efrit-todo-fake-gptel--presets-in text)))
     (unwind-protect
         (with-current-buffer prompt
           (dolist (variable '(gptel-system-prompt gptel-tools gptel-use-tools
+                                                  gptel-backend gptel-model
                                                   gptel-prompt-transform-functions))
             (set (make-local-variable variable) (buffer-local-value variable buffer)))
-          (when preset
-            (setq text (cdr preset))
+          (setq text (cdr presets))
+          (dolist (preset (car presets))
             (efrit-todo-fake-gptel--apply-preset
-             (gptel-get-preset (car preset))
+             (gptel-get-preset preset)
              (lambda (symbol value) (set (make-local-variable symbol) value))))
           (insert text)
           (dolist (function (efrit-todo-fake-gptel--hook-functions
@@ -289,7 +309,7 @@ and taken out of TEXT.  Return (SYSTEM TOOLS TEXT)."
               (0 (funcall function))
               (1 (funcall function fsm))
               (_ (funcall function #'ignore fsm))))
-          (list gptel-system-prompt (and gptel-use-tools gptel-tools) text))
+          (list gptel-system-prompt (and gptel-use-tools gptel-tools) gptel-model text))
       (kill-buffer prompt))))
 
 (defun gptel-send (&optional _arg)
@@ -299,9 +319,10 @@ and taken out of TEXT.  Return (SYSTEM TOOLS TEXT)."
          (start (or efrit-todo-fake-gptel--seen (point-min)))
          (text (string-trim (buffer-substring-no-properties start (max start (point)))))
          (fsm (gptel-make-fsm :info (list :buffer buffer :position (point-max-marker)))))
-    (pcase-let ((`(,system ,tools ,text) (efrit-todo-fake-gptel--transform fsm text)))
+    (pcase-let ((`(,system ,tools ,model ,text) (efrit-todo-fake-gptel--transform fsm text)))
       (plist-put (gptel-fsm-info fsm) :system system)
       (plist-put (gptel-fsm-info fsm) :tools tools)
+      (plist-put (gptel-fsm-info fsm) :model model)
       (unless (string-empty-p text)
         (setq efrit-todo-fake-gptel--messages
               (append efrit-todo-fake-gptel--messages
@@ -319,7 +340,7 @@ and taken out of TEXT.  Return (SYSTEM TOOLS TEXT)."
          (messages (with-current-buffer (plist-get info :buffer)
                      efrit-todo-fake-gptel--messages)))
     (json-encode
-     `((model . "fake")
+     `((model . ,(format "%s" (plist-get info :model)))
        (messages . ,(vconcat (and system (list `((role . "system") (content . ,system))))
                              messages))
        ,@(and (plist-get info :tools)

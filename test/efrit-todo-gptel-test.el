@@ -6,8 +6,9 @@
 ;; chat requests with a scripted model: ids kept across writes, the
 ;; breaker stopping a request, tool output kept, a bounded continuation,
 ;; todo_pause, an aborted request taken up by the next one, one session
-;; per chat buffer, the preset, and gptel given back when the mode is
-;; off or the file unloaded.
+;; per chat buffer, the preset (also applied to one request, whose
+;; continuations keep its tools, system text and model), and gptel
+;; given back when the mode is off or the file unloaded.
 ;;
 ;; Without GPTEL_DIR (`make ert', CI) gptel is the stand-in of
 ;; test/efrit-todo-fake-gptel.el; with GPTEL_DIR naming a gptel checkout
@@ -31,6 +32,7 @@
 
 (defvar gptel-tools)
 (defvar gptel-use-tools)
+(defvar gptel-system-prompt)
 (defvar gptel-pre-tool-call-functions)
 (defvar gptel-post-tool-call-functions)
 (defvar gptel-post-response-functions)
@@ -43,6 +45,7 @@
 (declare-function gptel-make-tool "gptel-request" (&rest slots))
 (declare-function gptel-get-tool "gptel-request" (path))
 (declare-function gptel-get-preset "gptel" (name))
+(declare-function gptel-make-preset "gptel" (name &rest keys))
 (declare-function gptel-preset "gptel-transient" (preset &optional setter))
 (declare-function gptel-tool-name "gptel-request" (tool))
 (declare-function efrit-todo-show "efrit-todo-ui" (&optional session))
@@ -925,6 +928,108 @@ The user's edit in *efrit-todos* reaches the model in its next result."
           (should (equal (plist-get (efrit-todo-counts session) :completed) 2))
           ;; The chat buffer itself still offers only what it did.
           (should (equal (buffer-local-value 'gptel-tools chat) (list (gptel-get-tool "echo")))))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
+(ert-deftest efrit-todo-gptel-test-a-continuation-keeps-the-preset-of-its-turn ()
+  "A continuation offers the tools and the system text its turn began with.
+@efrit-todo in the prompt applies the preset to the first request
+only; the model writes two items and ends its turn with both open.
+The continuation efrit-todo sends must still offer todo_write and
+todo_pause with the same system text, so that the model's todo_write
+there succeeds, the list is finished and the prompt cache holds."
+  (let ((was-on efrit-todo-gptel-mode))
+    (efrit-todo-gptel-mode -1)
+    (unwind-protect
+        (let* ((chat (efrit-todo-gptel-test--chat '("echo")))
+               (requests (progn
+                           (with-current-buffer chat
+                             (setq-local gptel-system-prompt "You help with a test."))
+                           (efrit-todo-gptel-test-send
+                            chat "@efrit-todo Plan two things"
+                            (list (efrit-todo-gptel-test--todos '("One" "in_progress")
+                                                                '("Two" "pending"))
+                                  (efrit-todo-gptel-test--text "Stopping here.")
+                                  (efrit-todo-gptel-test--merge '("t1" "completed")
+                                                                '("t2" "completed"))
+                                  (efrit-todo-gptel-test--text "Both done.")))))
+               (session (efrit-todo-gptel-session chat))
+               (first (car requests))
+               (system (efrit-todo-gptel-test--system first)))
+          (efrit-todo-gptel-test--check-requests requests)
+          ;; Ask, write, continuation, the result of the write in it.
+          (should (= (length requests) 4))
+          (should (= (length (efrit-todo-gptel-test-continuations requests)) 1))
+          (should (equal (efrit-todo-gptel-test-continuations (list (nth 2 requests)))
+                         (efrit-todo-gptel-test-continuations requests)))
+          ;; The first request is the preset's: its tools and the guidance
+          ;; after the chat's own system text.
+          (should (equal (sort (efrit-todo-gptel-test--tool-names first) #'string<)
+                         '("echo" "todo_pause" "todo_write")))
+          (should (string-prefix-p "You help with a test." system))
+          (should (efrit-todo-gptel-test--system-has-guidance-p first))
+          ;; Every request of the turn, the continuation and the one after
+          ;; it included, offers the same tools with the same system text.
+          (dolist (request (cdr requests))
+            (should (equal (sort (efrit-todo-gptel-test--tool-names request) #'string<)
+                           '("echo" "todo_pause" "todo_write")))
+            (should (equal (efrit-todo-gptel-test--system request) system)))
+          ;; The write made in the continuation ran and the list is done.
+          (let ((results (efrit-todo-gptel-test-tool-results requests)))
+            (should (= (length results) 2))
+            (dolist (result results)
+              (should (string-prefix-p "[TODO list updated" result))))
+          (should (equal (mapcar (lambda (entry) (plist-get entry :tool))
+                                 (efrit-todo-ledger session))
+                         '("todo_write" "todo_write")))
+          (should (equal (plist-get (efrit-todo-counts session) :completed) 2))
+          (should-not (efrit-todo-stopped session))
+          ;; The chat buffer itself offers only what it did before.
+          (should (equal (buffer-local-value 'gptel-tools chat) (list (gptel-get-tool "echo"))))
+          (should (equal (buffer-local-value 'gptel-system-prompt chat) "You help with a test."))
+          ;; The next prompt of the user, without the preset, is gptel's own.
+          (let ((next (efrit-todo-gptel-test-send
+                       chat "Thanks" (list (efrit-todo-gptel-test--text "You are welcome.")))))
+            (should (equal (efrit-todo-gptel-test--tool-names (car next)) '("echo")))
+            (should (equal (efrit-todo-gptel-test--system (car next)) "You help with a test."))))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
+(ert-deftest efrit-todo-gptel-test-a-continuation-keeps-the-model-of-its-turn ()
+  "A continuation names the model and system text a user's preset gave its turn.
+The user's preset builds on `efrit-todo' and picks another model and
+system text, for the request that names it only."
+  (let ((was-on efrit-todo-gptel-mode))
+    (efrit-todo-gptel-mode -1)
+    (gptel-make-preset 'efrit-todo-test-large
+      :description "Plan large things with efrit-todo"
+      :parents 'efrit-todo :model 'fake-large :system "You plan large things.")
+    (unwind-protect
+        (let* ((chat (efrit-todo-gptel-test--chat '("echo")))
+               (requests (efrit-todo-gptel-test-send
+                          chat "@efrit-todo-test-large Plan two things"
+                          (list (efrit-todo-gptel-test--todos '("One" "in_progress")
+                                                              '("Two" "pending"))
+                                (efrit-todo-gptel-test--text "Stopping here.")
+                                (efrit-todo-gptel-test--merge '("t1" "completed")
+                                                              '("t2" "completed"))
+                                (efrit-todo-gptel-test--text "Both done."))))
+               (session (efrit-todo-gptel-session chat))
+               (system (efrit-todo-gptel-test--system (car requests))))
+          (efrit-todo-gptel-test--check-requests requests)
+          (should (= (length requests) 4))
+          (should (= (length (efrit-todo-gptel-test-continuations requests)) 1))
+          (should (string-prefix-p "You plan large things." system))
+          (should (efrit-todo-gptel-test--system-has-guidance-p (car requests)))
+          (dolist (request requests)
+            (should (equal (alist-get 'model request) "fake-large"))
+            (should (equal (efrit-todo-gptel-test--system request) system))
+            (should (member "todo_write" (efrit-todo-gptel-test--tool-names request))))
+          (should (equal (plist-get (efrit-todo-counts session) :completed) 2))
+          ;; The chat's own model is back for the next prompt.
+          (let ((next (efrit-todo-gptel-test-send
+                       chat "Thanks" (list (efrit-todo-gptel-test--text "You are welcome.")))))
+            (should (equal (alist-get 'model (car next)) "fake"))
+            (should-not (efrit-todo-gptel-test--system-has-guidance-p (car next)))))
+      (setq gptel--known-presets (assq-delete-all 'efrit-todo-test-large gptel--known-presets))
       (efrit-todo-gptel-mode (if was-on 1 -1)))))
 
 (defun efrit-todo-gptel-test--ours-in-hooks ()

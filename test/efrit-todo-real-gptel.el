@@ -299,10 +299,10 @@ of OpenAI's chat completions."
     (if (equal (getenv "EFRIT_TODO_GPTEL_BACKEND") "anthropic")
         (gptel-make-anthropic "efrit-todo-test"
           :host host :protocol "http" :endpoint "/v1/messages" :stream nil :key "none"
-          :models '(fake))
+          :models '(fake fake-large))
       (gptel-make-openai "efrit-todo-test"
         :host host :protocol "http" :endpoint "/v1/chat/completions" :stream t :key "none"
-        :models '(fake))))
+        :models '(fake fake-large))))
   "The gptel backend for the test server: OpenAI's by default.
 With EFRIT_TODO_GPTEL_BACKEND=anthropic, Anthropic's (not streamed).")
 

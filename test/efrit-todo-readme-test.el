@@ -117,6 +117,12 @@ header says :eval no or :eval never)."
 
 ;;;; Running a child Emacs
 
+(defun efrit-todo-readme-test--skip (reason)
+  "Skip the test for REASON, saying so in the output too.
+Emacs 28's batch runner names a skipped test without its reason."
+  (message "README test skipped: %s" reason)
+  (ert-skip reason))
+
 (defun efrit-todo-readme-test--write (directory name text)
   "Write TEXT to file NAME in DIRECTORY and return its name."
   (let ((file (expand-file-name name directory)))
@@ -258,7 +264,7 @@ With the stand-in set-up, the stand-in loop is loaded first."
   "Run the README's Efrit block with Efrit set up in ORDER.
 ORDER is `after' (the block first), `before' (Efrit first) or
 `between' (Efrit set up after the block's `load-path' line)."
-  (unless invocation-name (ert-skip "no Emacs to run as a child"))
+  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--with-home home
     (let* ((body (efrit-todo-readme-test--substitute (efrit-todo-readme-test--block 'efrit)))
            (parts (efrit-todo-readme-test--split body))
@@ -296,7 +302,7 @@ ORDER is `after' (the block first), `before' (Efrit first) or
   "Run the README's gptel block, gptel being set up in ORDER.
 `loaded': gptel was loaded before the block.  `installed': gptel is
 in `load-path', as package.el puts it, but not loaded yet."
-  (unless invocation-name (ert-skip "no Emacs to run as a child"))
+  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--with-home home
     (let* ((fake (expand-file-name "test/efrit-todo-fake-gptel.el" efrit-todo-readme-test--root))
            (installed (expand-file-name "gptel/" home))
@@ -368,7 +374,7 @@ placeholder."
 
 (ert-deftest efrit-todo-readme-test-package-install-file ()
   "The `package-install-file' block installs a package needing no `require'."
-  (unless invocation-name (ert-skip "no Emacs to run as a child"))
+  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--package 'package-file nil))
 
 (ert-deftest efrit-todo-readme-test-package-vc-install ()
@@ -376,9 +382,9 @@ placeholder."
 It clones this checkout's committed HEAD and cannot use the built
 module, so it runs only when asked for."
   (unless (and invocation-name (version<= "29.1" emacs-version))
-    (ert-skip "package-vc-install needs Emacs 29.1 or later"))
+    (efrit-todo-readme-test--skip "package-vc-install needs Emacs 29.1 or later"))
   (unless (equal (getenv "EFRIT_TODO_README_VC") "1")
-    (ert-skip "the package-vc-install block clones the repository and needs the module built: set EFRIT_TODO_README_VC=1 to run it"))
+    (efrit-todo-readme-test--skip "the package-vc-install block clones the repository and needs the module built: set EFRIT_TODO_README_VC=1 to run it"))
   (efrit-todo-readme-test--package
    'package-vc `((,efrit-todo-readme-test--url . ,efrit-todo-readme-test--root))))
 

@@ -56,7 +56,7 @@
   "What the README writes for the user's lisp/ directory.")
 
 (defconst efrit-todo-readme-test--url "https://github.com/efrit-todo/efrit-todo"
-  "The repository the README's package-vc-install block clones.")
+  "The repository the README's `package-vc-install' block clones.")
 
 (defconst efrit-todo-readme-test--claims
   '((efrit . "(efrit-todo-efrit-mode 1)")
@@ -389,7 +389,7 @@ first load would."
   (efrit-todo-readme-test--package 'package-file nil))
 
 (ert-deftest efrit-todo-readme-test-package-vc-install ()
-  "The package-vc-install block installs efrit-todo from its repository.
+  "The `package-vc-install' block installs efrit-todo from its repository.
 It clones this checkout's committed HEAD: uncommitted changes are not
 in it.  The module, which is not in git, is put in the clone as the
 build on first load would."

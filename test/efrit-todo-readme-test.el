@@ -28,6 +28,9 @@
 ;; - The gptel block runs after gptel is loaded, and with gptel
 ;;   installed (in `load-path') but not loaded yet; gptel is the
 ;;   stand-in of test/efrit-todo-fake-gptel.el.
+;; - The results the README shows (the blocks named plan-result and
+;;   merge-result, and the input merge-input) are compared with what
+;;   the module answers.
 ;; - The package.el blocks install into a scratch `package-user-dir';
 ;;   a second child, as after a restart, activates the packages and
 ;;   turns the mode on with no `require'.  package-vc-install clones
@@ -402,6 +405,50 @@ build on first load would."
     (efrit-todo-readme-test--skip "package-vc-install clones this checkout with git: git or the checkout's .git is missing"))
   (efrit-todo-readme-test--package
    'package-vc `((,efrit-todo-readme-test--url . ,efrit-todo-readme-test--root)) t))
+
+;;;; What the model sees
+
+(defun efrit-todo-readme-test--named (name)
+  "Return the text of the README block named NAME (#+name: NAME)."
+  (with-temp-buffer
+    (insert-file-contents (expand-file-name "README.org" efrit-todo-readme-test--root))
+    (goto-char (point-min))
+    (let ((case-fold-search t))
+      (unless (re-search-forward (concat "^#\\+name:[ \t]*" (regexp-quote name)
+                                         "[ \t]*\n#\\+begin_\\(example\\|src\\).*\n")
+                                 nil t)
+        (ert-fail (format "README.org has no block named %s" name)))
+      (let ((start (point)))
+        (re-search-forward "^#\\+end_")
+        (buffer-substring-no-properties start (match-beginning 0))))))
+
+(ert-deftest efrit-todo-readme-test-results-are-the-module-s ()
+  "The results the README shows are what the module answers."
+  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
+  (efrit-todo-readme-test--with-home home
+    (efrit-todo-readme-test--child
+     home
+     `(("efrit-todo loaded"
+        (progn (add-to-list 'load-path ,efrit-todo-readme-test--lisp)
+               (require 'efrit-todo))))
+     `(("the plan's result is the README's plan-result"
+        (equal (concat (efrit-todo-write
+                        '(:todos [(:content "Find every call of parse-config"
+                                   :activeForm "Finding every call of parse-config"
+                                   :status "in_progress")
+                                  (:content "Rename parse-config to config-parse in config.el"
+                                   :activeForm "Renaming parse-config in config.el"
+                                   :status "pending")
+                                  (:content "Update the callers in main.el and cli.el"
+                                   :status "pending")
+                                  (:content "Run the test suite" :status "pending")]))
+                       "\n")
+               ,(efrit-todo-readme-test--named "plan-result")))
+       ("the README's merge-input gives its merge-result"
+        (equal (concat (efrit-todo-write
+                        (json-parse-string ,(efrit-todo-readme-test--named "merge-input")))
+                       "\n")
+               ,(efrit-todo-readme-test--named "merge-result")))))))
 
 (ert-deftest efrit-todo-readme-test-every-block-is-checked ()
   "Every runnable emacs-lisp block has one check, and every check a block."

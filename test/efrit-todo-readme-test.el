@@ -143,6 +143,7 @@ Emacs 28's batch runner names a skipped test without its reason."
 ACTIONS are (DESCRIPTION FORM); CONDITIONS are (DESCRIPTION FORM),
 each FORM of which must return non-nil.  Fail the test, with the
 child's output, when an action signals or a condition does not hold."
+  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (let* ((script
           `(progn
              (setq debug-on-error nil)
@@ -267,7 +268,6 @@ With the stand-in set-up, the stand-in loop is loaded first."
   "Run the README's Efrit block with Efrit set up in ORDER.
 ORDER is `after' (the block first), `before' (Efrit first) or
 `between' (Efrit set up after the block's `load-path' line)."
-  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--with-home home
     (let* ((body (efrit-todo-readme-test--substitute (efrit-todo-readme-test--block 'efrit)))
            (parts (efrit-todo-readme-test--split body))
@@ -305,7 +305,6 @@ ORDER is `after' (the block first), `before' (Efrit first) or
   "Run the README's gptel block, gptel being set up in ORDER.
 `loaded': gptel was loaded before the block.  `installed': gptel is
 in `load-path', as package.el puts it, but not loaded yet."
-  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--with-home home
     (let* ((fake (expand-file-name "test/efrit-todo-fake-gptel.el" efrit-todo-readme-test--root))
            (installed (expand-file-name "gptel/" home))
@@ -388,7 +387,6 @@ first load would."
 
 (ert-deftest efrit-todo-readme-test-package-install-file ()
   "The `package-install-file' block installs a package needing no `require'."
-  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--package 'package-file nil))
 
 (ert-deftest efrit-todo-readme-test-package-vc-install ()
@@ -396,7 +394,7 @@ first load would."
 It clones this checkout's committed HEAD: uncommitted changes are not
 in it.  The module, which is not in git, is put in the clone as the
 build on first load would."
-  (unless (and invocation-name (version<= "29.1" emacs-version))
+  (unless (version<= "29.1" emacs-version)
     (efrit-todo-readme-test--skip
      (format "package-vc-install is new in Emacs 29.1, this is %s; to run it: make ert EMACS=emacs-29-or-later"
              emacs-version)))
@@ -424,7 +422,6 @@ build on first load would."
 
 (ert-deftest efrit-todo-readme-test-results-are-the-module-s ()
   "The results the README shows are what the module answers."
-  (unless invocation-name (efrit-todo-readme-test--skip "no Emacs to run as a child"))
   (efrit-todo-readme-test--with-home home
     (efrit-todo-readme-test--child
      home

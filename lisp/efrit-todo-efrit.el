@@ -3,8 +3,6 @@
 ;; Copyright (C) 2026 The efrit-todo authors
 
 ;; Author: The efrit-todo authors
-;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: tools, convenience
 ;; URL: https://github.com/efrit-todo/efrit-todo
 
@@ -46,6 +44,10 @@
 ;;; Code:
 
 (require 'seq)
+(require 'efrit-todo-shadow)
+;; Efrit's own efrit-todo.el may come first in `load-path', or may have
+;; been loaded already: this package's must be the one in use.
+(eval-and-compile (efrit-todo-shadow-ensure))
 (require 'efrit-todo)
 (require 'efrit-todo-ui nil t)
 
@@ -703,15 +705,15 @@ The adapter's own bindings of them are not the user's, and ignored."
         (push advice efrit-todo-efrit--suspended)))))
 
 (defun efrit-todo-efrit--check-feature ()
-  "Signal a `user-error' unless the feature `efrit-todo' is efrit-todo's.
-Efrit has a file of the same name; when it comes first in `load-path',
-efrit-todo's is never loaded."
-  (unless (fboundp 'efrit-todo--module-version)
-    (user-error "Efrit-todo: the feature `efrit-todo' came from %s, Efrit's own file; put efrit-todo's directory (%s) before Efrit's in `load-path' and restart Emacs"
+  "Make the feature `efrit-todo' efrit-todo's; signal a `user-error' if it fails.
+Efrit has a file of the same name, which may have been loaded (again)
+since this file was."
+  (unless (efrit-todo-shadow-ensure)
+    (user-error "Efrit-todo: the feature `efrit-todo' came from %s, Efrit's own file, and efrit-todo's could not replace it; put efrit-todo's directory (%s) before Efrit's in `load-path' and restart Emacs"
                 (or (car (seq-find (lambda (entry) (member '(provide . efrit-todo) (cdr entry)))
                                    load-history))
                     "another file")
-                (file-name-directory (or load-file-name (locate-library "efrit-todo-efrit") "")))))
+                efrit-todo-shadow--directory)))
 
 (defun efrit-todo-efrit--alias-efrit-variables ()
   "Make Efrit's todo variables the names of efrit-todo's, as efrit-do.el does.
@@ -745,7 +747,8 @@ which makes the aliases, is not loaded."
   (setq efrit-todo--loop-option-function #'efrit-todo-efrit--option-value
         efrit-todo--loop-options nil)
   (dolist (variable efrit-todo-efrit--efrit-settings)
-    (add-variable-watcher variable #'efrit-todo-efrit--efrit-setting-changed)))
+    (add-variable-watcher variable #'efrit-todo-efrit--efrit-setting-changed))
+  (efrit-todo--hold-mode-line 'efrit-todo-efrit-mode t))
 
 (defun efrit-todo-efrit--disable ()
   "Remove the advice and restore what the mode changed."
@@ -762,7 +765,8 @@ which makes the aliases, is not loaded."
   (setq efrit-todo-efrit--suspended nil)
   (pcase-dolist (`(,symbol . ,value) efrit-todo-efrit--saved)
     (set symbol value))
-  (setq efrit-todo-efrit--saved nil))
+  (setq efrit-todo-efrit--saved nil)
+  (efrit-todo--hold-mode-line 'efrit-todo-efrit-mode nil))
 
 ;;;###autoload
 (define-minor-mode efrit-todo-efrit-mode
@@ -791,4 +795,9 @@ yet."
   nil)
 
 (provide 'efrit-todo-efrit)
+
+;; Local Variables:
+;; package-lint-main-file: "efrit-todo.el"
+;; End:
+
 ;;; efrit-todo-efrit.el ends here

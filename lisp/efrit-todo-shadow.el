@@ -42,8 +42,8 @@
 ;;   names are unique, so `(require 'efrit-todo-efrit)' works whatever
 ;;   the order.
 ;; - A package install runs `efrit-todo-shadow-load-path-first' once
-;;   Efrit is loaded (from the generated autoloads), so that a later
-;;   `(require 'efrit-todo)' finds this package's file.
+;;   Efrit is loaded (the generated autoloads arrange it), so that a
+;;   later `(require 'efrit-todo)' finds this package's file.
 
 ;;; Code:
 
@@ -117,7 +117,6 @@ over it; setting them again copies the list into the module."
   (when (and (natnump (bound-and-true-p efrit-todo--counter)) (> efrit-todo--counter 0))
     (setq efrit-todo--counter efrit-todo--counter)))
 
-;;;###autoload
 (defun efrit-todo-shadow-ensure ()
   "Make the feature `efrit-todo' this package's, whatever the order of `load-path'.
 When another efrit-todo.el (Efrit's own) was loaded, or would be, load
@@ -140,9 +139,10 @@ feature is this package's."
 
 ;; A package install: once Efrit has put its lisp/core first, put this
 ;; directory before it, so that `(require 'efrit-todo)' and the
-;; autoloads of efrit-todo.el load this package's file.
-;;;###autoload
-(with-eval-after-load 'efrit (efrit-todo-shadow-load-path-first))
+;; autoloads of efrit-todo.el load this package's file.  This form goes
+;; to the generated autoloads only: loading this file means efrit-todo's
+;; adapters are taking care of it already.
+;;;###autoload (with-eval-after-load 'efrit (efrit-todo-shadow-load-path-first))
 
 (provide 'efrit-todo-shadow)
 

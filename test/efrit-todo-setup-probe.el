@@ -8,7 +8,8 @@
 ;; what it found to the file EFRIT_TODO_SETUP_OUT and exits.
 ;;
 ;; EFRIT_TODO_SETUP_MODE names the adapter's mode, EFRIT_TODO_SETUP_MX a
-;; command to run as M-x would, before anything is read.
+;; command to run as \[execute-extended-command] would, before anything
+;; is read.
 ;;
 ;; When the set-up fails, this file is never loaded: the set-up test
 ;; starts Emacs with a timer that writes *Messages* instead (see
@@ -21,9 +22,10 @@
 (defvar efrit-do--current-todos)
 
 (defun efrit-todo-setup-probe--mode-line ()
-  "Return the selected window's mode line, as drawn."
+  "Return the selected window's mode line, as drawn, as plain text.
+Its properties hold closures, which another Emacs version may not read."
   (redisplay t)
-  (format-mode-line mode-line-format nil (selected-window)))
+  (substring-no-properties (format-mode-line mode-line-format nil (selected-window))))
 
 (defun efrit-todo-setup-probe--try (function)
   "Return the value of FUNCTION, or (error MESSAGE) if it signals."
@@ -36,7 +38,11 @@
   (let* ((mode (intern (or (getenv "EFRIT_TODO_SETUP_MODE") "efrit-todo-efrit-mode")))
          (mx (getenv "EFRIT_TODO_SETUP_MX"))
          (mx-result (and mx (efrit-todo-setup-probe--try
-                             (lambda () (execute-extended-command nil mx) t))))
+                             (lambda ()
+                               ;; What M-x does with the name it read.
+                               (command-execute (or (intern-soft mx) (error "No command %s" mx))
+                                                'record)
+                               t))))
          (mode-on (and (boundp mode) (symbol-value mode)))
          (write (efrit-todo-setup-probe--try
                  (lambda ()

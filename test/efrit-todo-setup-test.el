@@ -33,6 +33,10 @@
 (require 'seq)
 (require 'subr-x)
 (require 'package)
+(require 'efrit-todo)
+(require 'efrit-todo-ui)
+(require 'efrit-todo-shadow)
+(require 'efrit-todo-efrit)
 
 (defconst efrit-todo-setup-test--top
   (file-name-as-directory
@@ -41,7 +45,7 @@
 
 (defconst efrit-todo-setup-test--lisp
   (expand-file-name "lisp/" efrit-todo-setup-test--top)
-  "The checkout's lisp directory, which the README's load-path line names.")
+  "The checkout's Lisp directory, which the README's `load-path' line names.")
 
 (defconst efrit-todo-setup-test--readme-lisp "/path/to/efrit-todo/lisp"
   "The directory as the README's snippets spell it.")
@@ -62,7 +66,7 @@
 "
   "The set-up with `efrit-todo' required, as one block before or after Efrit's.
 Its require finds Efrit's file when Efrit's lines come between the
-load-path line and it: nothing of efrit-todo runs before then.")
+`load-path' line and it: nothing of efrit-todo runs before then.")
 
 (defconst efrit-todo-setup-test--gptel-snippet
   "(add-to-list 'load-path \"/path/to/efrit-todo/lisp\")
@@ -79,6 +83,11 @@ load-path line and it: nothing of efrit-todo runs before then.")
   "The gptel users' set-up with `efrit-todo' required.")
 
 ;;;; Running a fresh Emacs
+
+(defun efrit-todo-setup-test--skip (reason)
+  "Skip the test for REASON, saying so: ERT's batch summary does not."
+  (message "Skipped: %s" reason)
+  (ert-skip reason))
 
 (defun efrit-todo-setup-test--emacs ()
   "Return the Emacs program the children run."
@@ -108,7 +117,7 @@ For gptel installed as a package, startup does this."
 
 (defun efrit-todo-setup-test--fill (snippet &optional lisp)
   "Return SNIPPET with the README's directory replaced by LISP.
-LISP defaults to this checkout's lisp directory."
+LISP defaults to this checkout's Lisp directory."
   (string-replace efrit-todo-setup-test--readme-lisp
                   (directory-file-name (or lisp efrit-todo-setup-test--lisp))
                   snippet))
@@ -140,7 +149,8 @@ writes *Messages* and what the echo area shows, and exits with 2."
 (defun efrit-todo-setup-test--run (init &rest options)
   "Run a fresh `emacs -Q -nw' with INIT as its init file; return the findings.
 OPTIONS: :mode the adapter's mode to probe (default the Efrit one),
-:mx a command to run with M-x before probing, :home the HOME
+:mx a command to run as \\[execute-extended-command] does before
+probing, :home the HOME
 directory (default a new temporary one).  The findings are the plist
 of efrit-todo-setup-probe.el; a set-up that fails ends the test with
 what Emacs showed."
@@ -180,12 +190,20 @@ what Emacs showed."
       (cdr result))))
 
 (defun efrit-todo-setup-test--batch (&rest forms)
-  "Run FORMS in a fresh batch Emacs; return (EXIT-STATUS . OUTPUT)."
-  (with-temp-buffer
-    (let ((status (apply #'call-process (efrit-todo-setup-test--emacs) nil t nil
-                         "-Q" "--batch"
-                         (mapcan (lambda (form) (list "--eval" (prin1-to-string form))) forms))))
-      (cons status (buffer-string)))))
+  "Run FORMS in a fresh batch Emacs; return (EXIT-STATUS . OUTPUT).
+OUTPUT is what it printed to standard output; its messages (standard
+error) are left out, unless it failed."
+  (let ((errors (make-temp-file "efrit-todo-stderr-")))
+    (unwind-protect
+        (with-temp-buffer
+          (let ((status (apply #'call-process (efrit-todo-setup-test--emacs) nil
+                               (list t errors) nil "-Q" "--batch"
+                               (mapcan (lambda (form) (list "--eval" (prin1-to-string form)))
+                                       forms))))
+            (unless (eql status 0)
+              (insert-file-contents errors))
+            (cons status (buffer-string))))
+      (delete-file errors))))
 
 ;;;; What a working set-up shows
 
@@ -196,7 +214,7 @@ what Emacs showed."
 
 (defun efrit-todo-setup-test--check (findings &optional lisp)
   "Check FINDINGS of a set-up that must work, from efrit-todo's files in LISP.
-LISP defaults to this checkout's lisp directory."
+LISP defaults to this checkout's Lisp directory."
   (let ((lisp (or lisp efrit-todo-setup-test--lisp)))
     (should (eq (plist-get findings :mode-on) t))
     ;; The module-backed efrit-todo is the one in use, including the
@@ -261,7 +279,8 @@ Also when Efrit's code loaded Efrit's efrit-todo.el first."
     (efrit-todo-setup-test--check-efrit (efrit-todo-setup-test--run init))))
 
 (ert-deftest efrit-todo-setup-test-efrit-mode-by-m-x ()
-  "M-x efrit-todo-efrit-mode works after the load-path line and a require."
+  "\\[execute-extended-command] works after the `load-path' line and a require.
+The command is `efrit-todo-efrit-mode'."
   (efrit-todo-setup-test--each
       `(("require efrit-todo, then Efrit's lines"
          . ,(concat (efrit-todo-setup-test--fill
@@ -322,6 +341,59 @@ Also when Efrit's code loaded Efrit's efrit-todo.el first."
     (should-not (plist-get findings :indicator))
     (should-not (string-match-p "Todo 0/2" (plist-get findings :mode-line)))))
 
+;;;; In this Emacs: the pieces the set-ups rely on
+
+(ert-deftest efrit-todo-setup-test-load-path-first ()
+  "The package's directory goes just before any other efrit-todo.el, else stays."
+  (let* ((other (make-temp-file "efrit-todo-other-" t))
+         (plain (make-temp-file "efrit-todo-plain-" t))
+         (ours (directory-file-name efrit-todo-shadow--directory)))
+    (unwind-protect
+        (progn
+          (with-temp-file (expand-file-name "efrit-todo.el" other)
+            (insert "(provide 'efrit-todo)\n"))
+          (let ((load-path (list plain other "/nowhere" ours)))
+            (should (efrit-todo-shadow-load-path-first))
+            (should (equal load-path (list plain ours other "/nowhere"))))
+          (let ((load-path (list plain (file-name-as-directory ours) other)))
+            (should-not (efrit-todo-shadow-load-path-first))
+            (should (equal load-path (list plain (file-name-as-directory ours) other))))
+          (let ((load-path (list plain other)))
+            (should (efrit-todo-shadow-load-path-first))
+            (should (equal load-path (list plain ours other)))))
+      (delete-directory other t)
+      (delete-directory plain t))))
+
+(ert-deftest efrit-todo-setup-test-indicator-follows-the-modes ()
+  "The adapters' modes turn the indicator on, and off after the last of them.
+An indicator the user turned on stays on; `efrit-todo-show-mode-line'
+nil leaves it off."
+  (let ((was-on efrit-todo-mode-line-mode)
+        (efrit-todo--mode-line-holders nil))
+    (unwind-protect
+        (progn
+          (efrit-todo-mode-line-mode -1)
+          (efrit-todo-efrit-mode 1)
+          (should efrit-todo-mode-line-mode)
+          (efrit-todo--hold-mode-line 'another-adapter t)
+          (efrit-todo-efrit-mode -1)
+          (should efrit-todo-mode-line-mode)
+          (efrit-todo--hold-mode-line 'another-adapter nil)
+          (should-not efrit-todo-mode-line-mode)
+          ;; The user's.
+          (efrit-todo-mode-line-mode 1)
+          (efrit-todo-efrit-mode 1)
+          (efrit-todo-efrit-mode -1)
+          (should efrit-todo-mode-line-mode)
+          (efrit-todo-mode-line-mode -1)
+          (let ((efrit-todo-show-mode-line nil))
+            (efrit-todo-efrit-mode 1)
+            (should-not efrit-todo-mode-line-mode)
+            (efrit-todo-efrit-mode -1)
+            (should-not efrit-todo-mode-line-mode)))
+      (efrit-todo-efrit-mode -1)
+      (efrit-todo-mode-line-mode (if was-on 1 -1)))))
+
 ;;;; package.el
 
 (defun efrit-todo-setup-test--package-lines (dir)
@@ -366,11 +438,11 @@ Efrit's lines."
   (let ((module (expand-file-name (concat "efrit-todo-module" module-file-suffix)
                                   efrit-todo-setup-test--lisp)))
     (unless (file-exists-p module)
-      (ert-skip (format "%s is not built; `make build' builds it" module)))
+      (efrit-todo-setup-test--skip (format "%s is not built; `make build' builds it" module)))
     module))
 
 (defun efrit-todo-setup-test--check-installed (dir lisp)
-  "Check the package installed in DIR, its Lisp files in LISP, before and after a build.
+  "Check the package in DIR, its Lisp files in LISP, before and after a build.
 Packages carry no module: the mode's autoload is there, and turning
 the mode on reports the missing module, never a void function.  Then
 the module is put beside the files, as a build would, and the set-ups
@@ -458,11 +530,12 @@ There is no module in it: archives carry no binaries."
   "`package-vc-install' installs efrit-todo from its repository (Emacs 29+).
 The module is not in git; once it is built, the mode needs no require."
   (unless (executable-find "git")
-    (ert-skip "git is not installed"))
+    (efrit-todo-setup-test--skip "package-vc-install needs git, which is not installed"))
   (let ((version (cdr (efrit-todo-setup-test--batch '(princ emacs-version)))))
     (when (< (string-to-number version) 29)
-      (ert-skip (format "package-vc-install is new in Emacs 29, this is %s; run make ert with EMACS naming Emacs 29 or later"
-                        version))))
+      (efrit-todo-setup-test--skip
+       (format "package-vc-install is new in Emacs 29, this is %s; to test it: make setup-test EMACS=emacs-29-or-later"
+               version))))
   (efrit-todo-setup-test--module)
   (let* ((repo (efrit-todo-setup-test--snapshot))
          (dir (make-temp-file "efrit-todo-elpa-" t))

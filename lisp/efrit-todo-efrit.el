@@ -39,7 +39,14 @@
 ;;
 ;; Everything is advice, added when the mode is turned on and removed
 ;; when it is turned off.  Efrit is never required: the advice waits
-;; for its functions to be defined.
+;; for its functions to be defined.  Turning the mode on also turns on
+;; the mode-line indicator (see `efrit-todo-show-mode-line').
+;;
+;; Loading this file, and turning the mode on, make efrit-todo's
+;; efrit-todo.el the one in use even when Efrit's own file of that name
+;; came first in `load-path' or was loaded already (see
+;; efrit-todo-shadow.el), so `(require 'efrit-todo-efrit)' works in any
+;; order with Efrit's set-up.
 
 ;;; Code:
 

@@ -792,8 +792,11 @@ yet."
       (efrit-todo-efrit--disable)
     (condition-case err
         (efrit-todo-efrit--enable)
-      (user-error
+      ;; Such as efrit-todo's module missing, when Efrit's efrit-todo.el
+      ;; had to be replaced: the mode stays off, with nothing left on.
+      (error
        (setq efrit-todo-efrit-mode nil)
+       (efrit-todo-efrit--disable)
        (signal (car err) (cdr err))))))
 
 (defun efrit-todo-efrit-unload-function ()

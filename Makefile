@@ -12,7 +12,7 @@ SUITES := $(wildcard test/*-test.el)
 CHECKDOC_ONLY := $(wildcard test/*.el bench/*.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
-.PHONY: build test cargo-test ert loop test-efrit test-gptel fuzz lint tmux-test bench demo clean help
+.PHONY: build test cargo-test ert setup-test loop test-efrit test-gptel fuzz lint tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -29,6 +29,10 @@ cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 ert: build ## The ERT suites in batch Emacs against the built module
 	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
 
+# The ert target runs this suite too; EFRIT_DIR set, with that Efrit.
+setup-test: build ## The README's set-ups in fresh emacs -Q -nw, in every order with Efrit's; package installs
+	EMACS="$(EMACS)" $(BATCH) -l test/efrit-todo-setup-test.el -f ert-run-tests-batch-and-exit
+
 loop: build ## The agent-loop scenarios through a stand-in efrit-do loop
 	$(BATCH) -l test/efrit-todo-fake-efrit.el -l test/efrit-todo-scenarios.el -f ert-run-tests-batch-and-exit
 
@@ -37,6 +41,7 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 	  set -e; REAL="$(BATCH) -l test/efrit-todo-real-efrit.el -l test/efrit-todo-scenarios.el"; \
 	  $$REAL -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
 	  $$REAL -f efrit-todo-scenarios-compare; \
+	  $(MAKE) --no-print-directory setup-test; \
 	  EMACS="$(EMACS)" test/efrit-suites.sh "$(EFRIT_DIR)"; fi
 
 # GPTEL_LOAD_PATH adds directories (colon-separated) for gptel's own

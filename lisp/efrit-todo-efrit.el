@@ -3,8 +3,6 @@
 ;; Copyright (C) 2026 The efrit-todo authors
 
 ;; Author: The efrit-todo authors
-;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: tools, convenience
 ;; URL: https://github.com/efrit-todo/efrit-todo
 
@@ -41,11 +39,22 @@
 ;;
 ;; Everything is advice, added when the mode is turned on and removed
 ;; when it is turned off.  Efrit is never required: the advice waits
-;; for its functions to be defined.
+;; for its functions to be defined.  Turning the mode on also turns on
+;; the mode-line indicator (see `efrit-todo-show-mode-line').
+;;
+;; Loading this file, and turning the mode on, make efrit-todo's
+;; efrit-todo.el the one in use even when Efrit's own file of that name
+;; came first in `load-path' or was loaded already (see
+;; efrit-todo-shadow.el), so `(require 'efrit-todo-efrit)' works in any
+;; order with Efrit's set-up.
 
 ;;; Code:
 
 (require 'seq)
+(require 'efrit-todo-shadow)
+;; Efrit's own efrit-todo.el may come first in `load-path', or may have
+;; been loaded already: this package's must be the one in use.
+(eval-and-compile (efrit-todo-shadow-ensure))
 (require 'efrit-todo)
 (require 'efrit-todo-ui nil t)
 
@@ -703,15 +712,15 @@ The adapter's own bindings of them are not the user's, and ignored."
         (push advice efrit-todo-efrit--suspended)))))
 
 (defun efrit-todo-efrit--check-feature ()
-  "Signal a `user-error' unless the feature `efrit-todo' is efrit-todo's.
-Efrit has a file of the same name; when it comes first in `load-path',
-efrit-todo's is never loaded."
-  (unless (fboundp 'efrit-todo--module-version)
-    (user-error "Efrit-todo: the feature `efrit-todo' came from %s, Efrit's own file; put efrit-todo's directory (%s) before Efrit's in `load-path' and restart Emacs"
+  "Make the feature `efrit-todo' efrit-todo's; signal a `user-error' if it fails.
+Efrit has a file of the same name, which may have been loaded (again)
+since this file was."
+  (unless (efrit-todo-shadow-ensure)
+    (user-error "Efrit-todo: the feature `efrit-todo' came from %s, Efrit's own file, and efrit-todo's could not replace it; put efrit-todo's directory (%s) before Efrit's in `load-path' and restart Emacs"
                 (or (car (seq-find (lambda (entry) (member '(provide . efrit-todo) (cdr entry)))
                                    load-history))
                     "another file")
-                (file-name-directory (or load-file-name (locate-library "efrit-todo-efrit") "")))))
+                efrit-todo-shadow--directory)))
 
 (defun efrit-todo-efrit--alias-efrit-variables ()
   "Make Efrit's todo variables the names of efrit-todo's, as efrit-do.el does.
@@ -745,7 +754,8 @@ which makes the aliases, is not loaded."
   (setq efrit-todo--loop-option-function #'efrit-todo-efrit--option-value
         efrit-todo--loop-options nil)
   (dolist (variable efrit-todo-efrit--efrit-settings)
-    (add-variable-watcher variable #'efrit-todo-efrit--efrit-setting-changed)))
+    (add-variable-watcher variable #'efrit-todo-efrit--efrit-setting-changed))
+  (efrit-todo--hold-mode-line 'efrit-todo-efrit-mode t))
 
 (defun efrit-todo-efrit--disable ()
   "Remove the advice and restore what the mode changed."
@@ -762,7 +772,8 @@ which makes the aliases, is not loaded."
   (setq efrit-todo-efrit--suspended nil)
   (pcase-dolist (`(,symbol . ,value) efrit-todo-efrit--saved)
     (set symbol value))
-  (setq efrit-todo-efrit--saved nil))
+  (setq efrit-todo-efrit--saved nil)
+  (efrit-todo--hold-mode-line 'efrit-todo-efrit-mode nil))
 
 ;;;###autoload
 (define-minor-mode efrit-todo-efrit-mode
@@ -781,8 +792,11 @@ yet."
       (efrit-todo-efrit--disable)
     (condition-case err
         (efrit-todo-efrit--enable)
-      (user-error
+      ;; Such as efrit-todo's module missing, when Efrit's efrit-todo.el
+      ;; had to be replaced: the mode stays off, with nothing left on.
+      (error
        (setq efrit-todo-efrit-mode nil)
+       (efrit-todo-efrit--disable)
        (signal (car err) (cdr err))))))
 
 (defun efrit-todo-efrit-unload-function ()
@@ -791,4 +805,9 @@ yet."
   nil)
 
 (provide 'efrit-todo-efrit)
+
+;; Local Variables:
+;; package-lint-main-file: "efrit-todo.el"
+;; End:
+
 ;;; efrit-todo-efrit.el ends here

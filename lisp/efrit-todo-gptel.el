@@ -3,8 +3,6 @@
 ;; Copyright (C) 2026 The efrit-todo authors
 
 ;; Author: The efrit-todo authors
-;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: tools, convenience
 ;; URL: https://github.com/efrit-todo/efrit-todo
 
@@ -58,6 +56,10 @@
 (require 'cl-lib)
 (require 'seq)
 (require 'subr-x)
+(require 'efrit-todo-shadow)
+;; Efrit's own efrit-todo.el may come first in `load-path', or may have
+;; been loaded already: this package's must be the one in use.
+(eval-and-compile (efrit-todo-shadow-ensure))
 (require 'efrit-todo)
 (require 'efrit-todo-ui nil t)
 
@@ -586,7 +588,8 @@ The breaker's stop comes after every call of a response is recorded.")
       (add-hook hook function depth)))
   (advice-add 'gptel-abort :before #'efrit-todo-gptel--abort)
   ;; Before the lists are saved on exit (depth 90).
-  (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50))
+  (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50)
+  (efrit-todo--hold-mode-line 'efrit-todo-gptel-mode t))
 
 (defun efrit-todo-gptel--remove-hooks ()
   "Remove the hooks from their global values and from every buffer."
@@ -603,6 +606,7 @@ The breaker's stop comes after every call of a response is recorded.")
   (efrit-todo-gptel--remove-hooks)
   (advice-remove 'gptel-abort #'efrit-todo-gptel--abort)
   (remove-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit)
+  (efrit-todo--hold-mode-line 'efrit-todo-gptel-mode nil)
   (dolist (buffer (buffer-list))
     (with-current-buffer buffer
       (efrit-todo-gptel--cancel-timer)
@@ -710,4 +714,9 @@ Chat buffers let go of their sessions; the lists stay in efrit-todo."
   nil)
 
 (provide 'efrit-todo-gptel)
+
+;; Local Variables:
+;; package-lint-main-file: "efrit-todo.el"
+;; End:
+
 ;;; efrit-todo-gptel.el ends here

@@ -4,7 +4,6 @@
 
 ;; Author: The efrit-todo developers
 ;; Maintainer: The efrit-todo developers
-;; Version: 0.1.0
 ;; Keywords: tools, convenience
 ;; URL: https://github.com/efrit-todo/efrit-todo
 

@@ -1047,6 +1047,55 @@ Not in batch Emacs, which runs scripts rather than resuming work."
   (autoload 'efrit-todo-ui--on-change "efrit-todo-ui")
   (add-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change))
 
+;;;; The adapters
+;;
+;; `(require 'efrit-todo)' offers the modes of the Efrit and gptel
+;; adapters, as a package install's autoloads do, without loading
+;; either adapter, Efrit or gptel.  By absolute name, so that the
+;; adapter comes from the same copy of the package as this file.
+
+(pcase-dolist (`(,file . ,commands)
+               '(("efrit-todo-efrit" efrit-todo-efrit-mode)
+                 ("efrit-todo-gptel" efrit-todo-gptel-mode efrit-todo-gptel-report)))
+  (let ((library (expand-file-name file efrit-todo--directory)))
+    (when (locate-file file (list efrit-todo--directory) (get-load-suffixes))
+      (dolist (command commands)
+        (autoload command library nil t))
+      (custom-autoload (car commands) library nil))))
+
+(defcustom efrit-todo-show-mode-line t
+  "Non-nil to show the mode-line indicator while an adapter's mode is on.
+Turning `efrit-todo-efrit-mode' or `efrit-todo-gptel-mode' on turns
+`efrit-todo-mode-line-mode' on as well, and turning the last of them
+off turns it off again, unless it was on before.  nil leaves the
+indicator to `efrit-todo-mode-line-mode' alone."
+  :type 'boolean
+  :group 'efrit-todo)
+
+(defvar efrit-todo--mode-line-holders nil
+  "The adapter modes that keep `efrit-todo-mode-line-mode' on.
+nil when the indicator is not theirs: off, or turned on by the user.")
+
+(defvar efrit-todo-mode-line-mode)
+(declare-function efrit-todo-mode-line-mode "efrit-todo-ui" (&optional arg))
+
+(defun efrit-todo--hold-mode-line (holder on)
+  "Let the mode HOLDER, turned on if ON, keep the indicator on or release it.
+See `efrit-todo-show-mode-line'."
+  (if on
+      (when (and efrit-todo-show-mode-line (fboundp 'efrit-todo-mode-line-mode)
+                 ;; Already on, and not by an adapter: the user's.
+                 (or efrit-todo--mode-line-holders
+                     (not (bound-and-true-p efrit-todo-mode-line-mode))))
+        (cl-pushnew holder efrit-todo--mode-line-holders)
+        (unless (bound-and-true-p efrit-todo-mode-line-mode)
+          (efrit-todo-mode-line-mode 1)))
+    (when (memq holder efrit-todo--mode-line-holders)
+      (setq efrit-todo--mode-line-holders (delq holder efrit-todo--mode-line-holders))
+      (when (and (null efrit-todo--mode-line-holders)
+                 (bound-and-true-p efrit-todo-mode-line-mode))
+        (efrit-todo-mode-line-mode -1)))))
+
 (defun efrit-todo-unload-function ()
   "Stop watching variables when this file is unloaded.
 Efrit's names go too, being part of this feature.  The module itself

@@ -177,8 +177,9 @@ Our own option, when the user set it, wins; Efrit's defaults change nothing."
       (efrit-todo-reset)
       (efrit-todo-efrit-mode -1))))
 
-(ert-deftest efrit-todo-efrit-mode-test-efrit-own-file-first-is-explained ()
-  "With Efrit's efrit-todo.el loaded first, enabling the mode says what to fix."
+(ert-deftest efrit-todo-efrit-mode-test-efrit-own-file-first-is-replaced ()
+  "With another efrit-todo.el loaded first, the adapter loads efrit-todo's over it.
+Its list, set through Efrit's variable, goes on in the module."
   (skip-unless invocation-name)
   (let* ((dir (make-temp-file "efrit-todo-other-" t))
          (other (expand-file-name "efrit-todo.el" dir)))
@@ -186,19 +187,27 @@ Our own option, when the user set it, wins; Efrit's defaults change nothing."
         (progn
           (with-temp-file other
             (insert ";;; efrit-todo.el --- Another file of this name  -*- lexical-binding: t; -*-\n"
+                    "(defvar efrit-todo--current-todos nil)\n"
+                    "(defun efrit-todo-add (content &optional _priority) (push (vector \"todo-1\" content 'todo 'medium nil nil) efrit-todo--current-todos))\n"
                     "(provide 'efrit-todo)\n"))
           (with-temp-buffer
             (call-process (expand-file-name invocation-name invocation-directory) nil t nil
                           ;; The other directory first, as a load-path in the wrong order.
                           "-Q" "--batch" "-L" dir
                           "-L" (file-name-directory (locate-library "efrit-todo-efrit"))
-                          "-l" "efrit-todo" "-l" "efrit-todo-efrit"
-                          "--eval" "(condition-case err (efrit-todo-efrit-mode 1) (user-error (princ (format \"refused: %s; mode %s\" (cadr err) efrit-todo-efrit-mode))))")
-            (let ((output (buffer-string)))
-              (should (string-match-p "refused: Efrit-todo: the feature .efrit-todo. came from " output))
-              (should (string-match-p (regexp-quote other) output))
-              (should (string-match-p "before Efrit.s in .load-path. and restart Emacs; mode nil" output)))))
+                          "-l" "efrit-todo" "--eval" "(efrit-todo-add \"Left by the other file\")"
+                          "-l" "efrit-todo-efrit" "--eval" "(efrit-todo-efrit-mode 1)"
+                          "--eval" "(princ (format \"mode %s, %s, %S\" efrit-todo-efrit-mode (file-name-nondirectory (symbol-file 'efrit-todo-add)) (mapcar (lambda (item) (plist-get item :content)) (efrit-todo-list))))")
+            (should (string-match-p "mode t, efrit-todo-compat.elc?, (\"Left by the other file\")"
+                                    (buffer-string)))))
       (delete-directory dir t))))
+
+(ert-deftest efrit-todo-efrit-mode-test-a-feature-not-replaced-is-explained ()
+  "When efrit-todo's file cannot replace another one, the mode says what to fix."
+  (cl-letf (((symbol-function 'efrit-todo-shadow-ensure) #'ignore))
+    (let ((err (should-error (efrit-todo-efrit-mode 1) :type 'user-error)))
+      (should (string-match-p "before Efrit.s in .load-path. and restart Emacs" (cadr err))))
+    (should-not efrit-todo-efrit-mode)))
 
 (ert-deftest efrit-todo-efrit-mode-test-context-for-the-next-command-is-brief ()
   "The outcome kept for the next command's prompt names ten open items at most.

@@ -757,7 +757,10 @@ a prefix argument, ask which."
                           (completing-read "Undo in session: " (efrit-todo-sessions)
                                            nil t nil nil (efrit-todo--session nil)))))
   (let* ((session (efrit-todo--session session))
-         (note (efrit-todo--module-undo session)))
+         ;; A session that does not exist has nothing to undo; asking
+         ;; the module would create it, empty.
+         (note (and (member session (efrit-todo-sessions))
+                    (efrit-todo--module-undo session))))
     (when note
       (efrit-todo--changed session))
     (when (called-interactively-p 'interactive)

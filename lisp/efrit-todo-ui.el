@@ -912,16 +912,23 @@ keeps its share of the frame when the frame is resized.  It is
 weakly dedicated to BUFFER, so that `display-buffer' shows other
 buffers elsewhere.  ALIST is the action alist; its entries win over
 the ones this function adds.  Return the window, or nil."
-  (let* ((columns (frame-width))
-         (width (efrit-todo-ui--size efrit-todo-window-width columns)))
+  (let ((width (efrit-todo-ui--beside-width (frame-width))))
     (display-buffer-in-direction
      buffer
      (append alist
-             (if (and (>= width efrit-todo-window-min-width)
-                      (>= (- columns width) efrit-todo-window-min-width))
+             (if width
                  `((direction . rightmost) (window-width . ,width))
                `((direction . bottom) (window-height . efrit-todo-ui--fit-height)))
              '((dedicated . efrit-todo))))))
+
+(defun efrit-todo-ui--beside-width (columns)
+  "Return the list's width beside the other windows of a frame COLUMNS wide.
+nil when the list, or the windows beside it, would get fewer columns
+than `efrit-todo-window-min-width': then it goes below."
+  (let ((width (efrit-todo-ui--size efrit-todo-window-width columns)))
+    (and (>= width efrit-todo-window-min-width)
+         (>= (- columns width) efrit-todo-window-min-width)
+         width)))
 
 (defun efrit-todo-ui--fit-height (window &optional grow-only)
   "Make WINDOW, below the others, as high as the list needs, within bounds.
@@ -957,7 +964,8 @@ drawn, else the start of the buffer."
                      (seq-find (lambda (item) (eq (plist-get item :status) 'pending)) items)
                      (car items))))
     (or (and target
-             (efrit-todo-ui--find-place (list session (plist-get target :id) 'item nil 0 0)))
+             (efrit-todo-ui--find-place
+              (list (efrit-todo-ui--key session) (plist-get target :id) 'item nil 0 0)))
         (save-excursion
           (goto-char (point-min))
           (and (efrit-todo-ui--goto-line-kind 1 '(item)) (point)))

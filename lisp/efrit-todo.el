@@ -293,8 +293,8 @@ restored, dropped or reordered.  SESSION defaults to
 
 (defun efrit-todo-list (&optional session)
   "Return the items of SESSION as plists, in list order.
-Keys: :id :content :active-form :status :parent :priority :created
-:started :completed.  :parent is the id of the item this one is a
+Keys: :id :content :active-form :status :parent :created :started
+:completed.  :parent is the id of the item this one is a
 subtask of, nil for a top-level item.  Times are floats as
 `float-time' gives them, or nil."
   (efrit-todo--module-items (efrit-todo--session session)))

@@ -736,7 +736,7 @@ nil stands for the buffer's own point."
     (efrit-todo-ui--settle window)))
 
 (defun efrit-todo-ui--on-select (window)
-  "Put point on an item if WINDOW, which shows the buffer, was just selected."
+  "Put point on an item if WINDOW, showing the buffer, was just selected."
   (when (eq window (selected-window))
     (with-current-buffer (window-buffer window)
       (efrit-todo-ui--settle window))))
@@ -954,7 +954,7 @@ the list no longer fits: a list that gains items stays in view."
       (ignore-errors (efrit-todo-ui--fit-height window t)))))
 
 (defun efrit-todo-ui--home ()
-  "Return where point goes in a window that enters the buffer.
+  "Return the position for point in a window that enters the buffer.
 That is the running item of the header line's session, else its
 first pending item, else its first item, else the first item
 drawn, else the start of the buffer."
@@ -1081,7 +1081,7 @@ The module's complaint about bad input becomes a `user-error'."
      (_ "\\<efrit-todo-list-mode-map>\\[efrit-todo-reopen-item] reopens it"))))
 
 (defun efrit-todo-ui--set-status (status)
-  "Set the item at point to STATUS, or say why that changes nothing.
+  "Set the item at point to STATUS, or say why that would change nothing.
 Return the note the agent reads, or nil."
   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
                (item (seq-find (lambda (item) (equal (plist-get item :id) id))

@@ -173,7 +173,7 @@ STEPS is that list."
   "The list `efrit-todo-demo-still' shows: one item done, one running.")
 
 (defun efrit-todo-demo-still ()
-  "Show a list as an agent leaves it part-way, and stay still.
+  "Show a list that an agent left part-way, and stay still.
 The terminal test looks at it at several terminal sizes: the list pops
 up as it does for a user, beside or below the window that keeps the
 focus, and the indicator is in the mode line."

@@ -632,7 +632,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (nreverse seen)))
 
 (ert-deftest efrit-todo-ui-test-key-start-reopen-cycle ()
-  "i starts the item at point, r reopens it, t cycles it; the agent is told."
+  "Keys i, r and t start, reopen and cycle the item at point; the agent is told."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--show-sample session "t3")
     (efrit-todo-ui-test--press "i")
@@ -656,7 +656,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (should (eq (efrit-todo-ui-test--status session "t4") 'pending))))
 
 (ert-deftest efrit-todo-ui-test-key-that-changes-nothing-says-what-would ()
-  "c on a completed item changes nothing and names the key that reopens it."
+  "Key c on a completed item changes nothing and names the key that reopens it."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--show-sample session "t1")
     (let* ((history (length (efrit-todo-history session)))
@@ -730,7 +730,8 @@ x lets its list go: it is no longer stopped, and the list stays."
     (should (= (efrit-todo-ui--beside-width 80) 28))))
 
 (ert-deftest efrit-todo-ui-test-window-keys-do-what-they-do-elsewhere ()
-  "The list's window is an ordinary one: q and C-x 0 close it, C-x 1 keeps it."
+  "The list's window is an ordinary one: `q' and `delete-window' close it.
+`delete-other-windows' in it keeps only the list."
   (efrit-todo-ui-test-with-buffer session
     (switch-to-buffer "*scratch*")
     (efrit-todo-ui-test--show-sample session)

@@ -460,8 +460,7 @@ parent names it.  Return the number of lines inserted."
     ;; A line too long for the window wraps under the start of the text.
     (put-text-property line-start (+ line-start line-end 1) 'wrap-prefix
                        (efrit-todo-ui--spaces
-                        (string-width (buffer-substring-no-properties
-                                       line-start (+ line-start text-start)))))
+                        (+ lead (string-width glyph) 1 (string-width id) 2)))
     ;; Faces set here rather than through `efrit-todo-ui--insert-line' save
     ;; a list per line.  Each separator takes the face before it, and the
     ;; last part the newline: fewer intervals than faces with gaps between.

@@ -71,9 +71,9 @@ does not take focus.  Batch Emacs never shows it."
 A `display-buffer' action.  The default shows the list in a window
 of its own, beside the other windows when the frame is wide enough
 and below them otherwise (see `efrit-todo-display-buffer').  It is an
-ordinary window: \[delete-other-windows] in it keeps only the list,
-\[delete-window] or \`q' closes it, and it grows and shrinks with
-the frame."
+ordinary window: \\[delete-other-windows] in it keeps only the list,
+\\[delete-window] or q in it closes it, and it grows and shrinks
+with the frame."
   :type 'sexp
   :group 'efrit-todo-ui)
 
@@ -304,7 +304,7 @@ is marked by one string object.")
 (defun efrit-todo-ui--shown-p (session)
   "Return non-nil when SESSION gets a section in the buffer.
 A session with items does, and so does one whose items were all
-removed: its history tells what became of them, and \[efrit-todo-undo-change]
+removed: its history tells what became of them, and `efrit-todo-undo-change'
 brings them back.  A session that never had an item does not: an
 agent command that failed before planning, or an undo with nothing
 to undo, would otherwise leave an empty section behind."
@@ -905,8 +905,8 @@ it goes below them instead, the whole frame's width and
 `efrit-todo-window-height' high, or as high as the list needs up to
 two thirds of the frame.
 
-The window is an ordinary one, not a side window: \[delete-other-windows]
-in it keeps only the list, and \[delete-window] or \`q' close it.  It
+The window is an ordinary one, not a side window: \\[delete-other-windows]
+in it keeps only the list, and \\[delete-window] or q in it close it.  It
 keeps its share of the frame when the frame is resized.  It is
 weakly dedicated to BUFFER, so that `display-buffer' shows other
 buffers elsewhere.  ALIST is the action alist; its entries win over
@@ -979,7 +979,7 @@ drawn, else the start of the buffer."
 (defun efrit-todo-ui--settle (window)
   "Put WINDOW's point on an item when it is not on a line of the lists.
 A window that shows the buffer afresh would otherwise start on the
-blank line after the last item, from which \[efrit-todo-next-item]
+blank line after the last item, from which `efrit-todo-next-item'
 finds nothing."
   (when (and (window-live-p window)
              (eq (window-buffer window) (current-buffer))

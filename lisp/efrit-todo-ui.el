@@ -786,7 +786,8 @@ nil stands for the buffer's own point."
         (substitute-command-keys "\\<efrit-todo-list-mode-map>\\[efrit-todo-help] keys")))
 
 (defvar-local efrit-todo-ui--header-keys nil
-  "The key hints of the header line, from `efrit-todo-ui--header-keys'.")
+  "The key hints of the header line.
+The function `efrit-todo-ui--header-keys' makes them.")
 
 (defun efrit-todo-ui--header-line (&optional width)
   "Return the header line for a window WIDTH columns wide.

@@ -65,14 +65,41 @@ does not take focus.  Batch Emacs never shows it."
   :group 'efrit-todo-ui)
 
 (defcustom efrit-todo-display-buffer-action
-  '((display-buffer-reuse-window display-buffer-in-side-window)
-    (side . right)
-    (slot . 0)
-    (window-width . 0.35)
-    (preserve-size . (t . nil)))
+  '((display-buffer-reuse-window efrit-todo-display-buffer))
   "How `efrit-todo-show' and `efrit-todo-auto-show' display the buffer.
-A `display-buffer' action; the default is a side window on the right."
+A `display-buffer' action.  The default shows the list in a window
+of its own, beside the other windows when the frame is wide enough
+and below them otherwise (see `efrit-todo-display-buffer').  It is an
+ordinary window: \\[delete-other-windows] in it keeps only the list,
+\\[delete-window] or q in it closes it, and it grows and shrinks
+with the frame."
   :type 'sexp
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-window-width 0.35
+  "Width of the *efrit-todos* window when it stands beside the others.
+A float is a fraction of the frame's width, an integer a number of
+columns.  When that leaves the list, or the windows beside it, fewer
+columns than `efrit-todo-window-min-width', the list goes below."
+  :type '(choice (float :tag "Fraction of the frame's width")
+                 (natnum :tag "Columns"))
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-window-min-width 40
+  "Fewest columns for the list, and for the windows beside it.
+On a frame too narrow for both, `efrit-todo-display-buffer' puts the
+list below the other windows, across the whole frame, where its
+lines have room."
+  :type 'natnum
+  :group 'efrit-todo-ui)
+
+(defcustom efrit-todo-window-height 0.4
+  "Height of the *efrit-todos* window when it goes below the others.
+A float is a fraction of the frame's height, an integer a number of
+lines.  The window grows beyond that when the list needs more lines,
+up to two thirds of the frame."
+  :type '(choice (float :tag "Fraction of the frame's height")
+                 (natnum :tag "Lines"))
   :group 'efrit-todo-ui)
 
 (defcustom efrit-todo-use-unicode 'auto
@@ -181,6 +208,18 @@ the buffer up by name.")
         (replace-regexp-in-string "[\n\r\t\f]+" " " text)
       text)))
 
+(defvar efrit-todo-ui--signal-user-error
+  (lambda (text) (signal 'user-error (list text)))
+  "Function that signals a `user-error' with TEXT for `efrit-todo-ui--user-error'.")
+
+(defun efrit-todo-ui--user-error (format &rest args)
+  "Signal a `user-error' whose message FORMAT and ARGS make.
+Before an error's message, *Messages* shows the name of the function
+that signalled it: in code loaded from source, whichever special form
+held the call (\"if: No todo item on this line\").  Signalled from an
+anonymous function, the message stands alone."
+  (funcall efrit-todo-ui--signal-user-error (apply #'format-message format args)))
+
 (defun efrit-todo-ui--escape (text)
   "Return TEXT with `%' doubled, safe inside a mode-line construct."
   (string-replace "%" "%%" text))
@@ -261,12 +300,30 @@ is marked by one string object.")
   "Return non-nil when BUFFER (default: current) is in a visible window."
   (get-buffer-window (or buffer (current-buffer)) 'visible))
 
+(defun efrit-todo-ui--shown-p (session)
+  "Return non-nil when SESSION gets a section in the buffer.
+A session with items does, and so does one whose items were all
+removed: its history tells what became of them, and `efrit-todo-undo-change'
+brings them back.  A session that never had an item does not: an
+agent command that failed before planning, or an undo with nothing
+to undo, would otherwise leave an empty section behind."
+  (or (> (efrit-todo--item-count session) 0)
+      (efrit-todo-history session)))
+
+(defun efrit-todo-ui--shown-sessions ()
+  "Return the sessions that get a section, oldest first."
+  (seq-filter #'efrit-todo-ui--shown-p (efrit-todo-sessions)))
+
 (defun efrit-todo-ui--header-session ()
-  "Return the session the header line and new items are about."
+  "Return the session the header line and new items are about, or nil."
   (let ((sessions (efrit-todo-sessions)))
-    (cond ((member efrit-todo-ui--selected sessions) efrit-todo-ui--selected)
-          ((member efrit-todo-ui--last-changed sessions) efrit-todo-ui--last-changed)
-          (t (car (last sessions))))))
+    (cond ((and (member efrit-todo-ui--selected sessions)
+                (efrit-todo-ui--shown-p efrit-todo-ui--selected))
+           efrit-todo-ui--selected)
+          ((and (member efrit-todo-ui--last-changed sessions)
+                (efrit-todo-ui--shown-p efrit-todo-ui--last-changed))
+           efrit-todo-ui--last-changed)
+          (t (seq-find #'efrit-todo-ui--shown-p (reverse sessions))))))
 
 ;;;; Drawing
 ;;
@@ -291,6 +348,16 @@ the section shows no items.")
           (puthash id (cons call (gethash id table)) table))))
     (maphash (lambda (id calls) (puthash id (nreverse calls) table)) table)
     table))
+
+(defvar efrit-todo-ui--spaces (make-vector 40 nil)
+  "Strings of N spaces by N, made once: lines with the same indent share one.")
+
+(defun efrit-todo-ui--spaces (n)
+  "Return a string of N spaces, the same object for the same N below 40."
+  (if (< n (length efrit-todo-ui--spaces))
+      (or (aref efrit-todo-ui--spaces n)
+          (aset efrit-todo-ui--spaces n (make-string n ?\s)))
+    (make-string n ?\s)))
 
 (defun efrit-todo-ui--insert-line (text props &rest faces)
   "Insert TEXT and a newline with the line properties PROPS.
@@ -389,6 +456,10 @@ parent names it.  Return the number of lines inserted."
     (efrit-todo-ui--insert-line
      (concat "  " indent glyph " " id "  " text under time fold)
      (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
+    ;; A line too long for the window wraps under the start of the text.
+    (put-text-property line-start (+ line-start line-end 1) 'wrap-prefix
+                       (efrit-todo-ui--spaces
+                        (+ lead (string-width glyph) 1 (string-width id) 2)))
     ;; Faces set here rather than through `efrit-todo-ui--insert-line' save
     ;; a list per line.  Each separator takes the face before it, and the
     ;; last part the newline: fewer intervals than faces with gaps between.
@@ -434,6 +505,8 @@ parent names it.  Return the number of lines inserted."
                    'efrit-todo-session session)
              (cons 0 (length line))
              (if (plist-get call :error) 'efrit-todo-tool-error 'efrit-todo-tool-call))
+            (put-text-property (- (point) (length line) 1) (point) 'wrap-prefix
+                               (efrit-todo-ui--spaces (+ (length indent) 8)))
             (setq index (1+ index))))
         (1+ index)))))
 
@@ -605,7 +678,7 @@ nil stands for the buffer's own point."
   (let* ((inhibit-read-only t)
          (places (efrit-todo-ui--places-to-keep (point-min) (1+ (point-max))))
          (glyphs (efrit-todo-ui--glyph-table))
-         (sessions (reverse (efrit-todo-sessions))))
+         (sessions (reverse (efrit-todo-ui--shown-sessions))))
     (setq efrit-todo-ui--stale nil)
     (erase-buffer)
     (if sessions
@@ -622,13 +695,18 @@ nil stands for the buffer's own point."
   "Redraw the section of SESSION only; a new session redraws everything."
   (let* ((key (efrit-todo-ui--key session))
          (bounds (efrit-todo-ui--section-bounds key)))
-    (if (not bounds)
-        (efrit-todo-ui--redraw-all)
+    (cond
+     ((not bounds)
+      (when (efrit-todo-ui--shown-p session)
+        (efrit-todo-ui--redraw-all)))
+     ((not (efrit-todo-ui--shown-p session))
+      (efrit-todo-ui--redraw-all))
+     (t
       (let ((inhibit-read-only t)
             (places (efrit-todo-ui--places-to-keep (car bounds) (cdr bounds))))
         (save-excursion
           (efrit-todo-ui--draw-section key (efrit-todo-ui--glyph-table) bounds))
-        (efrit-todo-ui--restore-places places)))))
+        (efrit-todo-ui--restore-places places))))))
 
 (defun efrit-todo-ui--catch-up ()
   "Redraw the sessions that changed while the buffer was hidden."
@@ -644,14 +722,22 @@ nil stands for the buffer's own point."
   (setq efrit-todo-ui--last-changed session)
   (if (efrit-todo-ui--visible-p)
       (progn (efrit-todo-ui--catch-up)
-             (efrit-todo-ui--redraw-session session))
+             (efrit-todo-ui--redraw-session session)
+             (efrit-todo-ui--grow))
     (unless (member session efrit-todo-ui--stale)
       (push session efrit-todo-ui--stale))))
 
 (defun efrit-todo-ui--on-display (window)
   "Catch up with the module now that WINDOW displays the buffer."
   (with-current-buffer (window-buffer window)
-    (efrit-todo-ui--catch-up)))
+    (efrit-todo-ui--catch-up)
+    (efrit-todo-ui--settle window)))
+
+(defun efrit-todo-ui--on-select (window)
+  "Put point on an item if WINDOW, showing the buffer, was just selected."
+  (when (eq window (selected-window))
+    (with-current-buffer (window-buffer window)
+      (efrit-todo-ui--settle window))))
 
 (defun efrit-todo-ui--tick ()
   "Update the running times shown in a visible *efrit-todos*."
@@ -690,14 +776,32 @@ nil stands for the buffer's own point."
     (cancel-timer efrit-todo-ui--timer)
     (setq efrit-todo-ui--timer nil)))
 
-(defun efrit-todo-ui--header-line ()
-  "Return the header line: the summary of the header session."
-  (let ((session (ignore-errors (efrit-todo-ui--header-session))))
-    (efrit-todo-ui--escape
-     (concat (if session
-                 (or (gethash session efrit-todo-ui--summaries) session)
-               "no todo lists")
-             (substitute-command-keys "  (\\<efrit-todo-list-mode-map>\\[efrit-todo-help] for help)")))))
+(defun efrit-todo-ui--header-keys ()
+  "Return the key hints of the header line, longest first."
+  (list (substitute-command-keys
+         (concat "\\<efrit-todo-list-mode-map>\\[efrit-todo-mark-completed] done  "
+                 "\\[efrit-todo-start-item] start  \\[efrit-todo-reopen-item] reopen  "
+                 "\\[efrit-todo-mark-cancelled] cancel  \\[efrit-todo-help] keys"))
+        (substitute-command-keys "\\<efrit-todo-list-mode-map>\\[efrit-todo-help] keys")))
+
+(defvar-local efrit-todo-ui--header-keys nil
+  "The key hints of the header line.
+The function `efrit-todo-ui--header-keys' makes them.")
+
+(defun efrit-todo-ui--header-line (&optional width)
+  "Return the header line for a window WIDTH columns wide.
+It is the summary of the header session, then as many of the key
+hints as fit.  WIDTH defaults to the width of the window whose
+header line is drawn."
+  (let* ((session (ignore-errors (efrit-todo-ui--header-session)))
+         (summary (if session
+                      (or (gethash session efrit-todo-ui--summaries) session)
+                    "no todo lists"))
+         (room (- (or width (window-total-width)) (string-width summary) 4))
+         (keys (seq-find (lambda (keys) (<= (string-width keys) room))
+                         (or efrit-todo-ui--header-keys
+                             (setq efrit-todo-ui--header-keys (efrit-todo-ui--header-keys))))))
+    (efrit-todo-ui--escape (if keys (concat summary "  · " keys) summary))))
 
 ;;;; The mode and its commands
 
@@ -707,6 +811,9 @@ nil stands for the buffer's own point."
     ("p" efrit-todo-previous-item "previous item")
     ("TAB" efrit-todo-toggle-fold "show or hide the item's tool calls, or the session's items")
     ("c" efrit-todo-mark-completed "mark the item completed")
+    ("i" efrit-todo-start-item "start the item: in progress (the running one goes back to pending)")
+    ("r" efrit-todo-reopen-item "reopen the item: back to pending")
+    ("t" efrit-todo-cycle-status "cycle the item: pending, in progress, completed, pending")
     ("k" efrit-todo-mark-cancelled "mark the item cancelled")
     ("e" efrit-todo-edit-item "edit the item's content")
     ("a" efrit-todo-add-item "add an item at the end of the session")
@@ -717,7 +824,7 @@ nil stands for the buffer's own point."
     ("u" efrit-todo-undo-change "undo the session's newest change, by the agent or by you")
     ("x" efrit-todo-drop-stopped "let a stopped session's list go: the next command starts afresh")
     ("?" efrit-todo-help "this help")
-    ("q" quit-window "quit the window"))
+    ("q" quit-window "close the window (C-x 1 in it keeps only the list)"))
   "Keys of `efrit-todo-list-mode': (KEY COMMAND DESCRIPTION), in help order.")
 
 (defvar efrit-todo-list-mode-map
@@ -736,6 +843,12 @@ change while it is visible.  Edits go through the same checks as
 the agent's writes, and the agent is told about each of them with
 the result of its next tool call (\"the user marked t3 cancelled\").
 
+Keys on the item at point: \\[efrit-todo-mark-completed] completes it, \\[efrit-todo-start-item] starts it
+\(the item running before goes back to pending), \\[efrit-todo-reopen-item] reopens it
+\(back to pending), \\[efrit-todo-mark-cancelled] cancels it, \\[efrit-todo-cycle-status] cycles it through pending,
+in progress and completed.  \\[efrit-todo-help] lists every key with what it does.
+\\[quit-window] closes the window; \\[delete-other-windows] in it keeps only the list.
+
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui
   (when (equal (buffer-name) efrit-todo-buffer-name)
@@ -746,12 +859,17 @@ the result of its next tool call (\"the user marked t3 cancelled\").
   (setq-local efrit-todo-ui--summaries (make-hash-table :test 'equal))
   (setq-local revert-buffer-function (lambda (&rest _) (efrit-todo-ui--redraw-all)))
   (setq-local header-line-format '(:eval (efrit-todo-ui--header-line)))
+  ;; Long lines wrap at a word, continued under the item's text (each
+  ;; line carries its `wrap-prefix'), also in a window narrower than
+  ;; `truncate-partial-width-windows' would otherwise truncate.
   (setq-local truncate-lines nil)
+  (setq-local truncate-partial-width-windows nil)
   (setq-local word-wrap t)
-  (setq-local wrap-prefix "      ")
+  (setq-local wrap-prefix "  ")
   (setq-local efrit-todo-ui--drawn (make-hash-table :test 'equal))
   (setq buffer-undo-list t)
   (add-hook 'window-buffer-change-functions #'efrit-todo-ui--on-display nil t)
+  (add-hook 'window-selection-change-functions #'efrit-todo-ui--on-select nil t)
   (add-hook 'kill-buffer-hook #'efrit-todo-ui--stop-timer nil t)
   (efrit-todo-ui--stop-timer)
   (when efrit-todo-refresh-interval
@@ -769,18 +887,122 @@ the result of its next tool call (\"the user marked t3 cancelled\").
         (efrit-todo-ui--redraw-all)))
     buffer))
 
+;;;; The window
+
+(defun efrit-todo-ui--size (size whole)
+  "Return SIZE as a count: a float is that fraction of WHOLE."
+  (if (floatp size) (max 1 (round (* size whole))) size))
+
+;;;###autoload
+(defun efrit-todo-display-buffer (buffer alist)
+  "Display BUFFER in a new window beside the frame's windows, or below them.
+A `display-buffer' action function, used by the default of
+`efrit-todo-display-buffer-action'.  Beside the other windows, at the
+right, the window is the whole frame's height and
+`efrit-todo-window-width' wide.  When that would leave it, or the
+windows beside it, fewer columns than `efrit-todo-window-min-width',
+it goes below them instead, the whole frame's width and
+`efrit-todo-window-height' high, or as high as the list needs up to
+two thirds of the frame.
+
+The window is an ordinary one, not a side window: \\[delete-other-windows]
+in it keeps only the list, and \\[delete-window] or q in it close it.  It
+keeps its share of the frame when the frame is resized.  It is
+weakly dedicated to BUFFER, so that `display-buffer' shows other
+buffers elsewhere.  ALIST is the action alist; its entries win over
+the ones this function adds.  Return the window, or nil."
+  (let ((width (efrit-todo-ui--beside-width (frame-width))))
+    (display-buffer-in-direction
+     buffer
+     (append alist
+             (if width
+                 `((direction . rightmost) (window-width . ,width))
+               `((direction . bottom) (window-height . efrit-todo-ui--fit-height)))
+             '((dedicated . efrit-todo))))))
+
+(defun efrit-todo-ui--beside-width (columns)
+  "Return the list's width beside the other windows of a frame COLUMNS wide.
+nil when the list, or the windows beside it, would get fewer columns
+than `efrit-todo-window-min-width': then it goes below."
+  (let ((width (efrit-todo-ui--size efrit-todo-window-width columns)))
+    (and (>= width efrit-todo-window-min-width)
+         (>= (- columns width) efrit-todo-window-min-width)
+         width)))
+
+(defun efrit-todo-ui--fit-height (window &optional grow-only)
+  "Make WINDOW, below the others, as high as the list needs, within bounds.
+It is at least `efrit-todo-window-height' high, and at most two thirds
+of the frame, so that the windows above keep some lines: on a narrow
+frame wrapped items need more lines than a share of the height gives.
+With GROW-ONLY, never make it lower than it is.  The window remembers
+that it is to fit the list as it grows (`efrit-todo-ui--grow')."
+  (set-window-parameter window 'efrit-todo-fit t)
+  (let* ((lines (frame-height (window-frame window)))
+         (most (max 1 (floor (* 2 lines) 3)))
+         (least (min most (max (efrit-todo-ui--size efrit-todo-window-height lines)
+                               (if grow-only (window-total-height window) 0)))))
+    (fit-window-to-buffer window most least)))
+
+(defun efrit-todo-ui--grow ()
+  "Let the windows placed below the others grow with the list.
+Only windows that `efrit-todo-ui--fit-height' sized, and only when
+the list no longer fits: a list that gains items stays in view."
+  (dolist (window (get-buffer-window-list (current-buffer) nil t))
+    (when (and (window-parameter window 'efrit-todo-fit)
+               (not (pos-visible-in-window-p (point-max) window)))
+      (ignore-errors (efrit-todo-ui--fit-height window t)))))
+
+(defun efrit-todo-ui--home ()
+  "Return the position for point in a window that enters the buffer.
+That is the running item of the header line's session, else its
+first pending item, else its first item, else the first item
+drawn, else the start of the buffer."
+  (let* ((session (efrit-todo-ui--header-session))
+         (items (and session (efrit-todo-list session)))
+         (target (or (seq-find (lambda (item) (eq (plist-get item :status) 'in-progress)) items)
+                     (seq-find (lambda (item) (eq (plist-get item :status) 'pending)) items)
+                     (car items))))
+    (or (and target
+             (efrit-todo-ui--find-place
+              (list (efrit-todo-ui--key session) (plist-get target :id) 'item nil 0 0)))
+        (save-excursion
+          (goto-char (point-min))
+          (and (efrit-todo-ui--goto-line-kind 1 '(item)) (point)))
+        (point-min))))
+
+(defun efrit-todo-ui--on-item-line-p (pos)
+  "Return non-nil when POS is on a line of the lists: an item, call or heading."
+  (memq (get-text-property (save-excursion (goto-char pos) (line-beginning-position))
+                           'efrit-todo-line)
+        '(item call heading)))
+
+(defun efrit-todo-ui--settle (window)
+  "Put WINDOW's point on an item when it is not on a line of the lists.
+A window that shows the buffer afresh would otherwise start on the
+blank line after the last item, from which `efrit-todo-next-item'
+finds nothing."
+  (when (and (window-live-p window)
+             (eq (window-buffer window) (current-buffer))
+             (not (efrit-todo-ui--on-item-line-p (window-point window))))
+    (let ((home (efrit-todo-ui--home)))
+      (set-window-point window home)
+      (when (eq window (selected-window))
+        (goto-char home)))))
+
 ;;;###autoload
 (defun efrit-todo-show (&optional session)
   "Show the todo lists in *efrit-todos* and select its window.
 With SESSION, or interactively with a prefix argument, move to that
 session's section."
   (interactive (list (and current-prefix-arg
-                          (completing-read "Session: " (reverse (efrit-todo-sessions)) nil t))))
+                          (completing-read "Session: " (reverse (efrit-todo-ui--shown-sessions))
+                                           nil t))))
   (let ((buffer (efrit-todo-ui--buffer)))
     (pop-to-buffer buffer efrit-todo-display-buffer-action)
     (efrit-todo-ui--catch-up)
-    (when session
-      (efrit-todo-ui--goto-session session))
+    (if session
+        (efrit-todo-ui--goto-session session)
+      (efrit-todo-ui--settle (selected-window)))
     buffer))
 
 ;;;###autoload
@@ -807,7 +1029,7 @@ Return non-nil when one was found; otherwise leave point alone."
   (interactive "p")
   (dotimes (_ (abs (or n 1)))
     (unless (efrit-todo-ui--goto-line-kind (if (< (or n 1) 0) -1 1) '(item))
-      (user-error "No %s item" (if (< (or n 1) 0) "previous" "next")))))
+      (efrit-todo-ui--user-error "No %s item" (if (< (or n 1) 0) "previous" "next")))))
 
 ;;;###autoload
 (defun efrit-todo-previous-item (&optional n)
@@ -825,7 +1047,7 @@ Return non-nil when one was found; otherwise leave point alone."
   "Return (SESSION . ID) of the item on this line, or signal a `user-error'."
   (let ((id (get-text-property (line-beginning-position) 'efrit-todo-item)))
     (unless id
-      (user-error "No todo item on this line"))
+      (efrit-todo-ui--user-error "Efrit-todo: no item on this line"))
     (cons (get-text-property (line-beginning-position) 'efrit-todo-session) id)))
 
 (defun efrit-todo-ui--apply-edit (function &rest args)
@@ -834,26 +1056,81 @@ The module's complaint about bad input becomes a `user-error'."
   (let ((note (condition-case err
                   (apply function args)
                 (efrit-todo-invalid-input
-                 (user-error "Efrit-todo: %s" (cadr err))))))
+                 (efrit-todo-ui--user-error "Efrit-todo: %s" (cadr err))))))
     (if (string-empty-p note)
         (message "Efrit-todo: nothing to change")
       (message "Efrit-todo: %s (the agent reads this with its next tool result)" note))
     (efrit-todo-ui--catch-up)
     note))
 
+;; Status keys: c and k finish an item, i starts it, r reopens it, t
+;; cycles through pending, in progress and completed.  A key that would
+;; change nothing says what the item is and which key changes it.
+
+(defun efrit-todo-ui--status-name (status)
+  "Return STATUS, a status symbol, as words."
+  (if (eq status 'in-progress) "in progress" (symbol-name status)))
+
+(defun efrit-todo-ui--status-hint (status)
+  "Return which keys move an item with STATUS on."
+  (substitute-command-keys
+   (pcase status
+     ('pending "\\<efrit-todo-list-mode-map>\\[efrit-todo-start-item] starts it, \\[efrit-todo-mark-completed] completes it")
+     ('in-progress "\\<efrit-todo-list-mode-map>\\[efrit-todo-mark-completed] completes it, \\[efrit-todo-reopen-item] puts it back to pending")
+     (_ "\\<efrit-todo-list-mode-map>\\[efrit-todo-reopen-item] reopens it"))))
+
+(defun efrit-todo-ui--set-status (status)
+  "Set the item at point to STATUS, or say why that would change nothing.
+Return the note the agent reads, or nil."
+  (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
+               (item (seq-find (lambda (item) (equal (plist-get item :id) id))
+                               (efrit-todo-list session)))
+               (now (plist-get item :status)))
+    (if (eq now status)
+        (progn
+          (message "Efrit-todo: %s is already %s: %s" id
+                   (efrit-todo-ui--status-name now) (efrit-todo-ui--status-hint now))
+          nil)
+      (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id status session))))
+
 ;;;###autoload
 (defun efrit-todo-mark-completed ()
   "Mark the item at point completed."
   (interactive)
-  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
-    (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id 'completed session)))
+  (efrit-todo-ui--set-status 'completed))
 
 ;;;###autoload
 (defun efrit-todo-mark-cancelled ()
   "Mark the item at point cancelled."
   (interactive)
-  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
-    (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id 'cancelled session)))
+  (efrit-todo-ui--set-status 'cancelled))
+
+;;;###autoload
+(defun efrit-todo-start-item ()
+  "Start the item at point: mark it in progress.
+The item that was running goes back to pending: one item runs at a time."
+  (interactive)
+  (efrit-todo-ui--set-status 'in-progress))
+
+;;;###autoload
+(defun efrit-todo-reopen-item ()
+  "Reopen the item at point: put it back to pending."
+  (interactive)
+  (efrit-todo-ui--set-status 'pending))
+
+;;;###autoload
+(defun efrit-todo-cycle-status ()
+  "Move the item at point on: pending, in progress, completed, pending.
+A cancelled item goes back to pending."
+  (interactive)
+  (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
+               (item (seq-find (lambda (item) (equal (plist-get item :id) id))
+                               (efrit-todo-list session))))
+    (efrit-todo-ui--set-status
+     (pcase (plist-get item :status)
+       ('pending 'in-progress)
+       ('in-progress 'completed)
+       (_ 'pending)))))
 
 ;;;###autoload
 (defun efrit-todo-edit-item (content)
@@ -880,7 +1157,7 @@ The module's complaint about bad input becomes a `user-error'."
                (index (seq-position items id (lambda (item id) (equal (plist-get item :id) id))))
                (target (+ (or index 0) offset)))
     (unless (and index (<= 0 target) (< target (length items)))
-      (user-error "Efrit-todo: %s is already %s" id (if (< offset 0) "first" "last")))
+      (efrit-todo-ui--user-error "Efrit-todo: %s is already %s" id (if (< offset 0) "first" "last")))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-move id offset session)))
 
 ;;;###autoload
@@ -931,12 +1208,12 @@ An unfolded item shows its tool calls; a folded session hides its items."
          (session (get-text-property bol 'efrit-todo-session))
          (id (get-text-property bol 'efrit-todo-item)))
     (unless session
-      (user-error "Nothing to fold here"))
+      (efrit-todo-ui--user-error "Efrit-todo: nothing to fold here"))
     (if id
         (let ((key (cons session id)))
           (unless (or (gethash key efrit-todo-ui--unfolded)
                       (gethash id (efrit-todo-ui--calls-by-item session)))
-            (user-error "Efrit-todo: no tool calls under %s" id))
+            (efrit-todo-ui--user-error "Efrit-todo: no tool calls under %s" id))
           (if (gethash key efrit-todo-ui--unfolded)
               (remhash key efrit-todo-ui--unfolded)
             (puthash key t efrit-todo-ui--unfolded)))
@@ -963,7 +1240,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
 (defun efrit-todo-choose-session (session)
   "Put SESSION in the header line and move to its section."
   (interactive
-   (list (completing-read "Session: " (reverse (efrit-todo-sessions)) nil t nil nil
+   (list (completing-read "Session: " (reverse (efrit-todo-ui--shown-sessions)) nil t nil nil
                           (efrit-todo-ui--session-at-point))))
   (setq efrit-todo-ui--selected session)
   (efrit-todo-ui--goto-session session)
@@ -992,19 +1269,48 @@ The caller checks that the user wants that: `efrit-todo-auto-show'."
     (puthash session t efrit-todo-ui--auto-shown)
     (let ((buffer (efrit-todo-ui--buffer)))
       (unless (efrit-todo-ui--visible-p buffer)
-        (display-buffer buffer efrit-todo-display-buffer-action)
-        (with-current-buffer buffer (efrit-todo-ui--catch-up))))))
+        (let ((window (display-buffer buffer efrit-todo-display-buffer-action)))
+          (with-current-buffer buffer
+            (efrit-todo-ui--catch-up)
+            (efrit-todo-ui--settle window)))))))
 
 ;;;; The mode line
+
+;; The indicator stands in `mode-line-format' before the buffer name: at
+;; the end of the mode line, with the other global information, an
+;; 80-column window cuts it off after the major mode.  It adapts to the
+;; width of each window whose mode line it is drawn in: the running
+;; item's text shrinks, and goes, before the progress does.
+
+(defcustom efrit-todo-mode-line-position 'before-buffer-name
+  "Where `efrit-todo-mode-line-mode' shows the indicator.
+`before-buffer-name': in `mode-line-format', just before the buffer
+name, where it stays in view on a narrow window.  `global-mode-string':
+at the right of the major and minor modes, with the other global
+information, where a narrow window cuts it off.  A mode line of your
+own making, one without `mode-line-buffer-identification', gets the
+indicator in `global-mode-string' either way."
+  :type '(choice (const :tag "Before the buffer name" before-buffer-name)
+                 (const :tag "With the global information, at the right" global-mode-string))
+  :initialize #'custom-initialize-default
+  :set (lambda (symbol value)
+         (set-default symbol value)
+         (when (bound-and-true-p efrit-todo-mode-line-mode)
+           (efrit-todo-ui--mode-line-install t)))
+  :group 'efrit-todo-ui)
 
 (defvar efrit-todo-ui--mode-line-session nil
   "Session the mode-line indicator is about, or nil.")
 
 (defvar efrit-todo-ui--mode-line-cache nil
-  "The indicator as last computed.")
+  "The indicator as last computed: an alist from item widths to constructs.")
 
 (defvar efrit-todo-ui--mode-line-dirty t
   "Non-nil when `efrit-todo-ui--mode-line-cache' needs computing again.")
+
+(defvar efrit-todo-ui--mode-line-place nil
+  "Where the indicator stands now.
+`before-buffer-name', `global-mode-string' or nil (nowhere).")
 
 (defvar efrit-todo-mode-line-format '(:eval (efrit-todo-ui--mode-line))
   "The mode-line construct of `efrit-todo-mode-line-mode'.")
@@ -1020,12 +1326,16 @@ The caller checks that the user wants that: `efrit-todo-auto-show'."
   "Return how many items in COUNTS are pending or in progress."
   (+ (plist-get counts :pending) (plist-get counts :in-progress)))
 
-(defun efrit-todo-mode-line-text (&optional session)
+(defun efrit-todo-mode-line-text (&optional session item-width)
   "Return the mode-line indicator for SESSION, escaped for the mode line.
 nil when SESSION has no list.  SESSION defaults to the session that
-changed last."
+changed last.  The running item's text takes at most ITEM-WIDTH
+columns (default `efrit-todo-mode-line-max-length'), none when that
+is less than 8."
   (let* ((session (or session efrit-todo-ui--mode-line-session))
-         (counts (and session (efrit-todo-counts session))))
+         (counts (and session (efrit-todo-counts session)))
+         (item-width (min efrit-todo-mode-line-max-length
+                          (or item-width efrit-todo-mode-line-max-length))))
     (when (and counts (> (plist-get counts :total) 0))
       (let* ((tripped (plist-get (efrit-todo-breaker session) :tripped))
              (current (efrit-todo-current session))
@@ -1034,9 +1344,11 @@ changed last."
                     (cond (tripped " breaker tripped")
                           ((efrit-todo-stopped session) " stopped")
                           (current
-                           (concat " " (truncate-string-to-width
-                                        (efrit-todo-ui--one-line (plist-get current :active-form))
-                                        efrit-todo-mode-line-max-length nil nil t)))
+                           (if (< item-width 8)
+                               ""
+                             (concat " " (truncate-string-to-width
+                                          (efrit-todo-ui--one-line (plist-get current :active-form))
+                                          item-width nil nil t))))
                           ((zerop (efrit-todo-ui--open-count counts)) " done")
                           (t "")))))
         (propertize (efrit-todo-ui--escape text)
@@ -1063,18 +1375,36 @@ changed last."
          "\nmouse-1: show *efrit-todos*"))
     (error "Efrit-todo")))
 
-(defun efrit-todo-ui--mode-line ()
-  "Return the cached indicator, computing it when it is out of date.
-Runs inside redisplay, so it never signals."
+(defun efrit-todo-ui--mode-line-item-width (width)
+  "Return how many columns the running item gets in a mode line WIDTH wide.
+What the default mode line shows besides, the buffer name, position
+and major mode, takes about 60 columns."
+  (- width 60))
+
+(defun efrit-todo-ui--mode-line (&optional width)
+  "Return the indicator for a window WIDTH columns wide, computing it if needed.
+WIDTH defaults to the width of the window whose mode line is drawn:
+while redisplay evaluates the mode line, that window is the selected
+one.  Runs inside redisplay, so it never signals."
   (when efrit-todo-ui--mode-line-dirty
-    (setq efrit-todo-ui--mode-line-dirty nil)
-    (setq efrit-todo-ui--mode-line-cache
-          (condition-case err
-              (let ((text (efrit-todo-mode-line-text)))
-                (and text (list " " text " ")))
-            (error (message "Efrit-todo: mode line: %s" (error-message-string err))
-                   nil))))
-  efrit-todo-ui--mode-line-cache)
+    (setq efrit-todo-ui--mode-line-dirty nil
+          efrit-todo-ui--mode-line-cache nil))
+  (let ((item-width (max 0 (min efrit-todo-mode-line-max-length
+                                (efrit-todo-ui--mode-line-item-width
+                                 (or width (window-total-width)))))))
+    (if-let* ((cached (assq item-width efrit-todo-ui--mode-line-cache)))
+        (cdr cached)
+      (let ((construct
+             (condition-case err
+                 (let ((text (efrit-todo-mode-line-text nil item-width)))
+                   (and text
+                        (if (eq efrit-todo-ui--mode-line-place 'global-mode-string)
+                            (list " " text " ")
+                          (list "" text "  "))))
+               (error (message "Efrit-todo: mode line: %s" (error-message-string err))
+                      nil))))
+        (push (cons item-width construct) efrit-todo-ui--mode-line-cache)
+        construct))))
 
 (defun efrit-todo-ui--has-list-p (session)
   "Return non-nil when SESSION has at least one item."
@@ -1091,26 +1421,52 @@ Runs inside redisplay, so it never signals."
   (setq efrit-todo-ui--mode-line-dirty t)
   (force-mode-line-update t))
 
-;;;###autoload
-(define-minor-mode efrit-todo-mode-line-mode
-  "Show todo progress and the running item in the mode line.
-The indicator follows the session that changed last; it shows
-nothing when that session has no list, turns to the face
-`efrit-todo-mode-line-tripped' when its breaker trips, lists the
-whole list in its help-echo and opens *efrit-todos* on a click."
-  :global t
-  :group 'efrit-todo-ui
-  (setq global-mode-string (delq 'efrit-todo-mode-line-format
+(defun efrit-todo-ui--mode-line-install (on)
+  "Take the indicator out of the mode line; with ON, put it back in.
+It goes where `efrit-todo-mode-line-position' says."
+  (let ((format (default-value 'mode-line-format)))
+    (when (consp format)
+      (setq-default mode-line-format (remq 'efrit-todo-mode-line-format format))))
+  (setq global-mode-string (remq 'efrit-todo-mode-line-format
                                  (if (listp global-mode-string)
                                      global-mode-string
                                    (list global-mode-string))))
-  (when efrit-todo-mode-line-mode
-    (unless global-mode-string (setq global-mode-string '("")))
-    (setq global-mode-string (append global-mode-string '(efrit-todo-mode-line-format)))
-    (setq efrit-todo-ui--mode-line-session
-          (seq-find #'efrit-todo-ui--has-list-p (reverse (efrit-todo-sessions)))))
+  (setq efrit-todo-ui--mode-line-place nil)
+  (when on
+    (let ((format (default-value 'mode-line-format)))
+      (if (and (eq efrit-todo-mode-line-position 'before-buffer-name)
+               (consp format)
+               (memq 'mode-line-buffer-identification format))
+          (progn
+            (setq-default mode-line-format
+                          (mapcan (lambda (element)
+                                    (if (eq element 'mode-line-buffer-identification)
+                                        (list 'efrit-todo-mode-line-format element)
+                                      (list element)))
+                                  format))
+            (setq efrit-todo-ui--mode-line-place 'before-buffer-name))
+        (unless global-mode-string (setq global-mode-string '("")))
+        (setq global-mode-string (append global-mode-string '(efrit-todo-mode-line-format)))
+        (setq efrit-todo-ui--mode-line-place 'global-mode-string))))
   (setq efrit-todo-ui--mode-line-dirty t)
   (force-mode-line-update t))
+
+;;;###autoload
+(define-minor-mode efrit-todo-mode-line-mode
+  "Show todo progress and the running item in the mode line.
+The indicator stands where `efrit-todo-mode-line-position' says,
+before the buffer name by default.  It follows the session that
+changed last; it shows nothing when that session has no list, turns
+to the face `efrit-todo-mode-line-tripped' when its breaker trips,
+lists the whole list in its help-echo and opens *efrit-todos* on a
+click.  On a narrow window it leaves out the running item's text
+and shows only the progress."
+  :global t
+  :group 'efrit-todo-ui
+  (efrit-todo-ui--mode-line-install efrit-todo-mode-line-mode)
+  (when efrit-todo-mode-line-mode
+    (setq efrit-todo-ui--mode-line-session
+          (seq-find #'efrit-todo-ui--has-list-p (reverse (efrit-todo-sessions))))))
 
 ;;;; Following the changes
 

@@ -293,8 +293,8 @@ restored, dropped or reordered.  SESSION defaults to
 
 (defun efrit-todo-list (&optional session)
   "Return the items of SESSION as plists, in list order.
-Keys: :id :content :active-form :status :parent :priority :created
-:started :completed.  :parent is the id of the item this one is a
+Keys: :id :content :active-form :status :parent :created :started
+:completed.  :parent is the id of the item this one is a
 subtask of, nil for a top-level item.  Times are floats as
 `float-time' gives them, or nil."
   (efrit-todo--module-items (efrit-todo--session session)))
@@ -757,7 +757,10 @@ a prefix argument, ask which."
                           (completing-read "Undo in session: " (efrit-todo-sessions)
                                            nil t nil nil (efrit-todo--session nil)))))
   (let* ((session (efrit-todo--session session))
-         (note (efrit-todo--module-undo session)))
+         ;; A session that does not exist has nothing to undo; asking
+         ;; the module would create it, empty.
+         (note (and (member session (efrit-todo-sessions))
+                    (efrit-todo--module-undo session))))
     (when note
       (efrit-todo--changed session))
     (when (called-interactively-p 'interactive)

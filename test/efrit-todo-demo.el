@@ -156,16 +156,39 @@ STEPS is that list."
   (let ((inhibit-read-only t))
     (erase-buffer)
     (insert "efrit-todo demo: a scripted agent session, replayed live.\n\n"
-            "The list on the side and the mode line below follow each step.\n"
-            "In the list: n/p move, TAB folds, c/k complete/cancel, ? lists the keys.\n\n"))
+            "The list and the mode line follow each step.  C-x o goes to the list:\n"
+            "n/p move, TAB folds, c/i/r/k complete/start/reopen/cancel, ? lists\n"
+            "the keys, q closes it.\n\n"))
   (special-mode)
-  ;; A short mode line keeps the indicator in view on an 80-column terminal.
-  (setq mode-line-format '(" " mode-line-buffer-identification "  " mode-line-misc-info))
-  ;; A narrow terminal has no room for the list beside the narration.
-  (when (< (frame-width) 120)
-    (setq efrit-todo-display-buffer-action
-          '(display-buffer-in-side-window (side . bottom) (window-height . 0.45))))
+  (setq-local word-wrap t)
+  ;; The list goes beside the narration on a wide terminal, below it on
+  ;; an 80-column one: `efrit-todo-display-buffer-action' as it comes.
   (efrit-todo-demo--play efrit-todo-demo-steps))
+
+(defconst efrit-todo-demo-still-list
+  "{\"todos\": [
+    {\"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
+    {\"content\": \"Rename it in config.el\", \"status\": \"in_progress\", \"activeForm\": \"Renaming it: 100% of calls\"},
+    {\"content\": \"Update the callers in main.el and cli.el\", \"status\": \"pending\"}]}"
+  "The list `efrit-todo-demo-still' shows: one item done, one running.")
+
+(defun efrit-todo-demo-still ()
+  "Show a list that an agent left part-way, and stay still.
+The terminal test looks at it at several terminal sizes: the list pops
+up as it does for a user, beside or below the window that keeps the
+focus, and the indicator is in the mode line."
+  (interactive)
+  (setq inhibit-startup-screen t)
+  (efrit-todo-reset efrit-todo-demo-session)
+  (efrit-todo-mode-line-mode 1)
+  (switch-to-buffer (get-buffer-create "*demo*"))
+  (delete-other-windows)
+  (let ((inhibit-read-only t))
+    (erase-buffer)
+    (insert "efrit-todo: a list part-way.\n"))
+  (special-mode)
+  (efrit-todo-write (efrit-todo-demo--parse efrit-todo-demo-still-list)
+                    efrit-todo-demo-session))
 
 (provide 'efrit-todo-demo)
 ;;; efrit-todo-demo.el ends here

@@ -1,9 +1,12 @@
 #!/bin/sh
-# Terminal test of the live demo: tmux runs `emacs -nw -Q` with
-# test/efrit-todo-demo.el, and `tmux capture-pane' must show the
-# *efrit-todos* buffer and the mode-line indicator with the expected text
-# at two moments of the replay.  No terminal is needed: the tmux server
-# runs detached on its own socket.  Usage (from `make tmux-test'):
+# Terminal test of the list and the mode line as a user sees them: tmux
+# runs `emacs -nw -Q' with test/efrit-todo-demo.el, and `tmux
+# capture-pane' must show every item's text whole (wrapped, perhaps,
+# never cut) and the indicator in the mode line of the window the user
+# works in, at 80x24, 120x40 and 30x20, and after the terminal shrinks
+# from 160 to 80 columns.  The keys of the list are pressed as a user
+# would.  No terminal is needed: each tmux server runs detached on its
+# own socket.  Usage (from `make tmux-test'):
 #   EMACS=emacs sh test/efrit-todo-tmux-test.sh
 set -eu
 cd "$(dirname "$0")/.."
@@ -18,24 +21,58 @@ case "${TERM:-dumb}" in dumb|unknown) TERM=xterm-256color ;; esac
 export TERM
 export LANG=C.UTF-8
 EMACS=${EMACS:-emacs}
-socket="efrit-todo-test-$$"
+socket=""
+sockets=""
 tmux_() { tmux -u -L "$socket" -f /dev/null "$@"; }
-trap 'tmux_ kill-server >/dev/null 2>&1 || true' EXIT INT TERM
+cleanup() {
+    for s in $sockets; do tmux -L "$s" -f /dev/null kill-server >/dev/null 2>&1 || true; done
+}
+trap cleanup EXIT INT TERM
 
-tmux_ new-session -d -x 160 -y 40 \
-    "env EFRIT_TODO_DEMO_SPEED=1.5 $EMACS -nw -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil)' -l test/efrit-todo-demo.el -f efrit-todo-demo-live"
+# start NAME COLUMNS LINES FUNCTION: a fresh Emacs in a fresh terminal of
+# that size, running FUNCTION of the demo.
+start() {
+    socket="efrit-todo-test-$$-$1"
+    sockets="$sockets $socket"
+    tmux_ new-session -d -x "$2" -y "$3" \
+        "env EFRIT_TODO_DEMO_SPEED=1.5 $EMACS -nw -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil)' -l test/efrit-todo-demo.el -f $4"
+}
+
+stop() { tmux_ kill-server >/dev/null 2>&1 || true; }
+
+keys() { tmux_ send-keys "$@"; sleep 0.4; }
+
+# list_text PANE SESSION: the text of the *efrit-todos* window in PANE,
+# from the heading of SESSION to the window's mode line, its lines
+# joined with single spaces, so that an item wrapped over several
+# lines reads as one.  Beside another window, the list is what follows
+# the window divider.
+list_text() {
+    printf '%s\n' "$1" | awk -v session="$2" '
+        { line = $0; i = index(line, "|"); if (i > 0) line = substr(line, i + 1) }
+        started && index(line, "*efrit-todos*") { exit }
+        started || line ~ ("^(▾|-) " session "  [0-9]") { started = 1; printf "%s ", line }' |
+        tr -s ' '
+}
 
 # wait_for NAME SECONDS PATTERN...: poll the pane until one capture
 # matches every extended regexp PATTERN; fail showing the pane otherwise.
+# A PATTERN that starts with "list:" is matched against the list's text
+# (list_text), "no:" must not match the pane.
 wait_for() {
     name=$1 seconds=$2
     shift 2
     tries=$((seconds * 10))
     while [ "$tries" -gt 0 ]; do
         pane=$(tmux_ capture-pane -p 2>/dev/null || true)
+        list=$(list_text "$pane" demo)
         ok=yes
         for pattern in "$@"; do
-            printf '%s\n' "$pane" | grep -Eq -- "$pattern" || { ok=no; break; }
+            case $pattern in
+                list:*) printf '%s\n' "$list" | grep -Eq -- "${pattern#list:}" || { ok=no; break; } ;;
+                no:*) ! printf '%s\n' "$pane" | grep -Eq -- "${pattern#no:}" || { ok=no; break; } ;;
+                *) printf '%s\n' "$pane" | grep -Eq -- "$pattern" || { ok=no; break; } ;;
+            esac
         done
         if [ "$ok" = yes ]; then
             echo "tmux-test: $name: seen"
@@ -46,28 +83,106 @@ wait_for() {
     done
     echo "tmux-test: $name: not seen within ${seconds}s; missing: $pattern; the pane:" >&2
     printf '%s\n' "$pane" >&2
+    echo "tmux-test: the list's text: $list" >&2
     exit 1
 }
 
-# The list window starts after the window divider: a top-level item two
-# columns in, a subtask four.
-edge='(\||│)'
+# divider_column: where the window divider stands on the pane's third
+# line (the second window line), or 0 when the windows are not side by
+# side.
+divider_column() {
+    tmux_ capture-pane -p | awk 'NR == 3 { print index($0, "|"); exit }'
+}
 
-# t4 runs, and its text has a `%' that the mode line must show as is.
-# t3's subtasks t6 and t7 stand under it, indented.
-wait_for "t4 running" 40 \
-    '(◐|\[>\]) t4  Running the tests: 100%-pass  running' \
-    'Todo 5/7 Running the tests: 100%-pass' \
-    "$edge  (✓|\\[x\\]) t3  Update the callers" \
-    "$edge    (✓|\\[x\\]) t6  Update main\\.el  took" \
-    "$edge    (✓|\\[x\\]) t7  Update cli\\.el  took"
+# The selected window is the one showing *demo*: its mode line shows the
+# indicator before the buffer name.
+indicator() { printf 'Todo %s.*\\*demo\\*' "$1"; }
 
-# The end: six done, t5 cancelled by the user.
-wait_for "all done" 30 \
-    '(✓|\[x\]) t4  Run the test suite: 100%-pass  took' \
-    '(✗|\[-\]) t5  Update the docs' \
-    "$edge    (✓|\\[x\\]) t6  Update main\\.el  took" \
-    'Todo 6/7 done' \
+still_items='list:(✓|\[x\]) t1 Find every call of parse-config took'
+still_running='list:(◐|\[>\]) t2 Renaming it: 100% of calls running'
+still_waiting='list:(○|\[ \]) t3 Update the callers in main\.el and cli\.el'
+
+# A list part-way, at each size: every item whole, the indicator in
+# view; beside the window in use on a wide terminal, below it otherwise.
+for size in 120x40 80x24 30x20; do
+    start "still-$size" "${size%x*}" "${size#*x}" efrit-todo-demo-still
+    wait_for "$size: the list and the indicator" 20 \
+        "$still_items" "$still_running" "$still_waiting" "$(indicator 1/3)" \
+        'no:\$$'
+    column=$(divider_column)
+    case $size in
+        120x40) [ "$column" -gt 60 ] || { echo "tmux-test: $size: the list is not beside (divider at $column)" >&2; exit 1; } ;;
+        *) [ "$column" -eq 0 ] || { echo "tmux-test: $size: the list is not below (divider at $column)" >&2; exit 1; } ;;
+    esac
+    echo "tmux-test: $size: the list is $( [ "$column" -gt 0 ] && echo beside || echo below )"
+    stop
+done
+
+# The keys, at 80x24.  Entering the list puts point on the running item,
+# so n moves on to t3; i starts t3 (t2 waits again), c completes it, c
+# again says what would change it, r reopens it.
+start keys 80 24 efrit-todo-demo-still
+wait_for "keys: shown" 20 "$still_running"
+keys C-x o
+keys n
+keys i
+wait_for "keys: i starts t3" 5 'list:(◐|\[>\]) t3 Update the callers' 'list:(○|\[ \]) t2 Rename it in config\.el'
+keys c
+wait_for "keys: c completes t3" 5 'list:(✓|\[x\]) t3 Update the callers'
+keys c
+wait_for "keys: c again says what would change it" 5 't3 is already completed: r reopens it'
+keys r
+wait_for "keys: r reopens t3" 5 'list:(○|\[ \]) t3 Update the callers'
+# Off an item, a key says so; *Messages* has no stray "if: " before it.
+keys M-\<
+keys c
+wait_for "keys: c on the heading" 5 'Efrit-todo: no item on this line'
+# C-x 1 in the list keeps only the list; q then leaves one window.
+keys C-x 1
+wait_for "keys: C-x 1 keeps only the list" 5 "$still_waiting" \
+    'no:Cannot make side window' 'no:\*demo\*'
+keys q
+wait_for "keys: q closes it" 5 "$(indicator 1/3)" 'no:efrit-todos'
+keys C-h e
+wait_for "keys: *Messages*" 5 '^Efrit-todo: no item on this line' 'no:^if: '
+stop
+
+# A terminal shrunk from 160 to 80 columns: the list keeps its share of
+# the width, the window beside it too, and the items stay whole.
+start resize 160 40 efrit-todo-demo-still
+wait_for "resize: beside at 160" 20 "$still_items" "$still_running" "$still_waiting"
+before=$(divider_column)
+tmux_ resize-window -x 80 -y 24
+wait_for "resize: at 80" 10 "$still_items" "$still_running" "$still_waiting" "$(indicator 1/3)"
+after=$(divider_column)
+echo "tmux-test: resize: the divider went from column $before to $after"
+if [ "$after" -lt 40 ] || [ "$after" -gt 60 ]; then
+    echo "tmux-test: resize: the windows did not keep their shares (divider at $after of 80)" >&2
+    tmux_ capture-pane -p >&2
+    exit 1
+fi
+stop
+
+# The live demo at 80x24, the size `make demo' is tried at: the list
+# below the narration, subtasks under their parent, the running item's
+# `%' as is, and at the end all seven items whole.
+start live 80 24 efrit-todo-demo-live
+wait_for "live: t4 running" 40 \
+    'list:(◐|\[>\]) t4 Running the tests: 100%-pass running' \
+    "$(indicator '5/7 Running the tests')" \
+    '^  (✓|\[x\]) t3  Update the callers' \
+    '^    (✓|\[x\]) t6  Update main\.el  took' \
+    '^    (✓|\[x\]) t7  Update cli\.el  took'
+wait_for "live: all done" 30 \
+    'list:(✓|\[x\]) t1 Find every call of parse-config took' \
+    'list:(✓|\[x\]) t2 Rename parse-config to config-parse in config\.el took' \
+    'list:(✓|\[x\]) t3 Update the callers in main\.el and cli\.el took' \
+    'list:(✓|\[x\]) t6 Update main\.el took' \
+    'list:(✓|\[x\]) t7 Update cli\.el took' \
+    'list:(✓|\[x\]) t4 Run the test suite: 100%-pass took' \
+    'list:(✗|\[-\]) t5 Update the docs' \
+    "$(indicator '6/7 done')" \
     '(▾|-) demo  6/7 done  breaker ok'
+stop
 
 echo "tmux-test: passed"

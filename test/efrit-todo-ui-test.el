@@ -98,6 +98,18 @@ A section redrawn since loses its mark."
         (error "Item %s of %s is not in the buffer" id session))
       (forward-line 1))))
 
+(defun efrit-todo-ui-test--goto-item-line (session kind)
+  "Move point in *efrit-todos* to the first line of KIND in SESSION's section."
+  (with-current-buffer efrit-todo-buffer-name
+    (goto-char (point-min))
+    (while (not (and (equal (get-text-property (point) 'efrit-todo-session) session)
+                     (eq (get-text-property (point) 'efrit-todo-line) kind)))
+      (when (eobp)
+        (error "No %s line in the section of %s" kind session))
+      (forward-line 1))
+    (dolist (window (get-buffer-window-list (current-buffer) nil t))
+      (set-window-point window (point)))))
+
 (defun efrit-todo-ui-test--item (session id)
   "Return the plist of item ID in SESSION, or nil."
   (seq-find (lambda (item) (equal (plist-get item :id) id)) (efrit-todo-list session)))
@@ -191,16 +203,39 @@ press RET."
                             (efrit-todo-ui-test--section session)))))
 
 (ert-deftest efrit-todo-ui-test-zero-items ()
-  "A session with no items draws a heading and a note, without errors."
+  "A session that never had an item gets no section; one emptied since does.
+An agent command that fails before it plans, or an undo with nothing
+to undo, must not leave an empty \"0/0 done\" section behind, nor take
+the header line."
   (efrit-todo-ui-test-with-buffer session
-    (efrit-todo-ui-test--write session)
+    (let ((listed (concat session "-listed")))
+      (efrit-todo-ui-test--write listed '("Real work" "pending"))
+      (efrit-todo-ui-test--write session)
+      (efrit-todo-begin-turn (concat session "-failed"))
+      (efrit-todo-show)
+      (should-not (efrit-todo-ui-test--section session))
+      (should-not (efrit-todo-ui-test--section (concat session "-failed")))
+      (with-current-buffer efrit-todo-buffer-name
+        (should (string-prefix-p (concat listed ": 0/1 done") (efrit-todo-ui--header-line))))
+      (efrit-todo-mode-line-mode 1)
+      (should-not (efrit-todo-mode-line-text session))
+      ;; Emptied by the user: the section stays, saying so, so that u
+      ;; can bring the items back.
+      (efrit-todo-ui-test--write session '("Done already" "completed"))
+      (efrit-todo-user-clear-finished session)
+      (should (equal (efrit-todo-ui-test--section session)
+                     (concat "▾ " session "  0/0 done  breaker ok, 0 calls\n  no items\n\n")))
+      (efrit-todo-ui-test--goto-item-line session 'empty)
+      (efrit-todo-ui-test--press "u")
+      (should (equal (efrit-todo-ui-test--ids session) '("t1"))))))
+
+(ert-deftest efrit-todo-ui-test-undo-in-a-fresh-emacs-adds-no-session ()
+  "`efrit-todo-undo' of a session that does not exist creates none."
+  (efrit-todo-ui-test-with-buffer session
+    (should-not (efrit-todo-undo session))
+    (should-not (member session (efrit-todo-sessions)))
     (efrit-todo-show)
-    (should (equal (efrit-todo-ui-test--section session)
-                   (concat "▾ " session "  0/0 done  breaker ok, 0 calls\n  no items\n\n")))
-    (efrit-todo-mode-line-mode 1)
-    (should-not (efrit-todo-mode-line-text session))
-    (efrit-todo-ui-test--press "d")
-    (should (null (efrit-todo-list session)))))
+    (should-not (efrit-todo-ui-test--section session))))
 
 (ert-deftest efrit-todo-ui-test-500-items ()
   "500 items draw, redraw, navigate and show in the mode line without errors."
@@ -276,7 +311,7 @@ press RET."
     (let ((other (get-buffer-window efrit-todo-buffer-name)))
       (efrit-todo-ui-test--goto-item session "t2")
       (set-window-point other (with-current-buffer efrit-todo-buffer-name (point)))
-      (select-window (window-main-window))
+      (select-window (seq-find (lambda (window) (not (eq window other))) (window-list)))
       (switch-to-buffer "*scratch*")
       (should-not (eq (selected-window) other))
       ;; Move the buffer's own point away: only the window's must follow t2,
@@ -550,6 +585,9 @@ x lets its list go: it is no longer stopped, and the list stays."
                       "p         previous item"
                       "TAB       show or hide the item's tool calls, or the session's items"
                       "c         mark the item completed"
+                      "i         start the item: in progress (the running one goes back to pending)"
+                      "r         reopen the item: back to pending"
+                      "t         cycle the item: pending, in progress, completed, pending"
                       "k         mark the item cancelled"
                       "e         edit the item's content"
                       "a         add an item at the end of the session"
@@ -560,7 +598,7 @@ x lets its list go: it is no longer stopped, and the list stays."
                       "u         undo the session's newest change, by the agent or by you"
                       "x         let a stopped session's list go: the next command starts afresh"
                       "?         this help"
-                      "q         quit the window"))
+                      "q         close the window (C-x 1 in it keeps only the list)"))
         (should (string-match-p (concat "^" (regexp-quote line) "$") (buffer-string)))))
     ;; The help names the key that really runs the command.
     (pcase-dolist (`(,key ,command ,_) efrit-todo-ui--key-table)
@@ -577,6 +615,210 @@ x lets its list go: it is no longer stopped, and the list stays."
       (goto-char (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
       (should-error (efrit-todo-mark-completed) :type 'user-error))
     (should (eq (plist-get (efrit-todo-ui-test--item session "t2") :status) 'in-progress))))
+
+;;;; Status keys, point, window and wrapping on a small terminal
+
+(defun efrit-todo-ui-test--status (session id)
+  "Return the status of item ID in SESSION."
+  (plist-get (efrit-todo-ui-test--item session id) :status))
+
+(defun efrit-todo-ui-test--messages (function)
+  "Call FUNCTION; return the messages it showed, oldest first."
+  (let ((seen nil))
+    (cl-letf (((symbol-function 'message)
+               (lambda (format &rest args)
+                 (when format (push (apply #'format-message format args) seen)))))
+      (funcall function))
+    (nreverse seen)))
+
+(ert-deftest efrit-todo-ui-test-key-start-reopen-cycle ()
+  "Keys i, r and t start, reopen and cycle the item at point; the agent is told."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session "t3")
+    (efrit-todo-ui-test--press "i")
+    (should (eq (efrit-todo-ui-test--status session "t3") 'in-progress))
+    ;; One item runs at a time: the one running before waits again.
+    (should (eq (efrit-todo-ui-test--status session "t2") 'pending))
+    (should (string-match-p "◐ t3" (efrit-todo-ui-test--section session)))
+    (efrit-todo-ui-test--goto-item session "t1")
+    (efrit-todo-ui-test--press "r")
+    (should (eq (efrit-todo-ui-test--status session "t1") 'pending))
+    (should (string-match-p "○ t1" (efrit-todo-ui-test--section session)))
+    (let ((guidance (efrit-todo-ui-test--model-reads session)))
+      (should (string-match-p "the user marked t3 in.progress" guidance))
+      (should (string-match-p "the user marked t1 pending" guidance)))
+    (dolist (expected '(in-progress completed pending))
+      (efrit-todo-ui-test--press "t")
+      (should (eq (efrit-todo-ui-test--status session "t1") expected)))
+    (efrit-todo-ui-test--goto-item session "t4")
+    (efrit-todo-ui-test--press "k")
+    (efrit-todo-ui-test--press "t")
+    (should (eq (efrit-todo-ui-test--status session "t4") 'pending))))
+
+(ert-deftest efrit-todo-ui-test-key-that-changes-nothing-says-what-would ()
+  "Key c on a completed item changes nothing and names the key that reopens it."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session "t1")
+    (let* ((history (length (efrit-todo-history session)))
+           (messages (efrit-todo-ui-test--messages
+                      (lambda () (efrit-todo-ui-test--press "c")))))
+      (should (equal messages '("Efrit-todo: t1 is already completed: r reopens it")))
+      (should (= (length (efrit-todo-history session)) history)))
+    (efrit-todo-ui-test--goto-item session "t2")
+    (should (equal (efrit-todo-ui-test--messages (lambda () (efrit-todo-ui-test--press "i")))
+                   '("Efrit-todo: t2 is already in progress: c completes it, r puts it back to pending")))
+    (efrit-todo-ui-test--goto-item session "t3")
+    (should (equal (efrit-todo-ui-test--messages (lambda () (efrit-todo-ui-test--press "r")))
+                   '("Efrit-todo: t3 is already pending: i starts it, c completes it")))))
+
+(ert-deftest efrit-todo-ui-test-key-on-non-item-says-so-plainly ()
+  "An item key off an item signals a `user-error' whose text stands alone."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session)
+    (with-current-buffer efrit-todo-buffer-name
+      (goto-char (car (efrit-todo-ui--section-bounds (efrit-todo-ui--key session))))
+      (dolist (command '(efrit-todo-mark-completed efrit-todo-start-item
+                         efrit-todo-reopen-item efrit-todo-cycle-status))
+        (should (equal (cdr (should-error (funcall command) :type 'user-error))
+                       '("Efrit-todo: no item on this line")))))))
+
+(ert-deftest efrit-todo-ui-test-status-keys-are-documented ()
+  "The mode's docstring and the header line name the status keys."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session)
+    (with-current-buffer efrit-todo-buffer-name
+      (let ((doc (substitute-command-keys (documentation 'efrit-todo-list-mode))))
+        (dolist (phrase '("c completes it" "i starts it" "r reopens it" "k cancels it"
+                          "t cycles it" "q closes the window"))
+          (should (string-match-p (regexp-quote phrase) doc))))
+      (efrit-todo-choose-session session)
+      (should (string-match-p "c done  i start  r reopen  k cancel  \\? keys\\'"
+                              (efrit-todo-ui--header-line 200)))
+      (let ((narrow (efrit-todo-ui--header-line 60)))
+        (should (string-match-p "\\? keys\\'" narrow))
+        (should-not (string-match-p "i start" narrow))))))
+
+(ert-deftest efrit-todo-ui-test-point-on-an-item-when-shown ()
+  "The list's window starts on the running item, so n and p work at once."
+  (efrit-todo-ui-test-with-buffer session
+    (switch-to-buffer "*scratch*")
+    (let ((noninteractive nil)
+          (efrit-todo-auto-show t))
+      (efrit-todo-ui-test--sample session))
+    (let ((window (get-buffer-window efrit-todo-buffer-name)))
+      (should window)
+      (with-current-buffer efrit-todo-buffer-name
+        (should (equal (get-text-property (window-point window) 'efrit-todo-item) "t2")))
+      ;; A point left after the last item goes back to an item.
+      (set-window-point window (with-current-buffer efrit-todo-buffer-name (point-max)))
+      (efrit-todo-show)
+      (should (eq (selected-window) window))
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t2"))
+      (efrit-todo-ui-test--press "n")
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))))
+
+(ert-deftest efrit-todo-ui-test-beside-on-a-wide-frame-below-on-a-narrow-one ()
+  "The list goes beside the other windows only where both keep 40 columns."
+  (should-not (efrit-todo-ui--beside-width 30))
+  (should-not (efrit-todo-ui--beside-width 80))
+  (should (= (efrit-todo-ui--beside-width 120) 42))
+  (should (= (efrit-todo-ui--beside-width 160) 56))
+  (let ((efrit-todo-window-width 50))
+    (should (= (efrit-todo-ui--beside-width 100) 50))
+    (should-not (efrit-todo-ui--beside-width 85)))
+  (let ((efrit-todo-window-min-width 20))
+    (should (= (efrit-todo-ui--beside-width 80) 28))))
+
+(ert-deftest efrit-todo-ui-test-window-keys-do-what-they-do-elsewhere ()
+  "The list's window is an ordinary one: `q' and `delete-window' close it.
+`delete-other-windows' in it keeps only the list."
+  (efrit-todo-ui-test-with-buffer session
+    (switch-to-buffer "*scratch*")
+    (efrit-todo-ui-test--show-sample session)
+    (let ((window (get-buffer-window efrit-todo-buffer-name)))
+      (should-not (window-parameter window 'window-side))
+      (should (= (length (window-list)) 2))
+      (efrit-todo-ui-test--press "q")
+      (should-not (window-live-p window))
+      (should (equal (window-list) (list (get-buffer-window "*scratch*")))))
+    (efrit-todo-show)
+    (efrit-todo-ui-test--press "C-x 0")
+    (should-not (get-buffer-window efrit-todo-buffer-name))
+    (efrit-todo-show)
+    (efrit-todo-ui-test--press "C-x 1")
+    (should (equal (window-list) (list (get-buffer-window efrit-todo-buffer-name))))))
+
+(ert-deftest efrit-todo-ui-test-long-items-wrap-under-their-text ()
+  "A line too long for the window wraps, continued under the item's text."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--subtask-sample session)
+    (efrit-todo-after-tool "search_files" "parse-config" "config.el:12" nil session 0.1)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--press "TAB")
+    (with-current-buffer efrit-todo-buffer-name
+      (should-not truncate-lines)
+      (should-not truncate-partial-width-windows)
+      (should word-wrap)
+      (let ((checked 0))
+        (goto-char (point-min))
+        (while (not (eobp))
+          (let ((line (buffer-substring-no-properties (point) (line-end-position))))
+            (pcase (get-text-property (point) 'efrit-todo-line)
+              ('item
+               ;; The text starts two columns after the id.
+               (should (string-match " t[0-9]+  " line))
+               (dotimes (i (length line))
+                 (should (equal (get-text-property (+ (point) i) 'wrap-prefix)
+                                (make-string (match-end 0) ?\s))))
+               (setq checked (1+ checked)))
+              ('call
+               (should (string-match "search_files" line))
+               (should (> (length (get-text-property (point) 'wrap-prefix))
+                          (- (match-beginning 0) 2))))))
+          (forward-line 1))
+        (should (>= checked 7))))))
+
+(ert-deftest efrit-todo-ui-test-mode-line-before-the-buffer-name ()
+  "The indicator stands before the buffer name and fits a narrow window."
+  (efrit-todo-ui-test-with-buffer session
+    (let ((original (default-value 'mode-line-format)))
+      (unwind-protect
+          (progn
+            (efrit-todo-mode-line-mode 1)
+            (let ((format (default-value 'mode-line-format)))
+              (should (< (cl-position 'efrit-todo-mode-line-format format)
+                         (cl-position 'mode-line-buffer-identification format)))
+              (should-not (memq 'efrit-todo-mode-line-format global-mode-string)))
+            (efrit-todo-ui-test--write session
+                                       '("Rename it" "in_progress" "Renaming parse-config to config-parse everywhere")
+                                       '("Test it" "pending"))
+            ;; 80 columns: progress and the start of the running item, in
+            ;; few enough columns to leave the buffer name and position.
+            (let ((text (concat (cadr (efrit-todo-ui--mode-line 80)))))
+              (should (string-prefix-p "Todo 0/2 Renaming parse" text))
+              (should (<= (string-width text) 30)))
+            ;; 30 columns: the progress alone.
+            (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line 30)))
+                           "Todo 0/2"))
+            (customize-set-variable 'efrit-todo-mode-line-position 'global-mode-string)
+            (should (memq 'efrit-todo-mode-line-format global-mode-string))
+            (should-not (memq 'efrit-todo-mode-line-format (default-value 'mode-line-format)))
+            (customize-set-variable 'efrit-todo-mode-line-position 'before-buffer-name)
+            (should (memq 'efrit-todo-mode-line-format (default-value 'mode-line-format)))
+            ;; A mode line of the user's own has no buffer name to stand
+            ;; before: the indicator goes with the global information.
+            (efrit-todo-mode-line-mode -1)
+            (setq-default mode-line-format '("%b " mode-line-position))
+            (efrit-todo-mode-line-mode 1)
+            (should (equal (default-value 'mode-line-format) '("%b " mode-line-position)))
+            (should (memq 'efrit-todo-mode-line-format global-mode-string))
+            (efrit-todo-mode-line-mode -1)
+            (should-not (memq 'efrit-todo-mode-line-format global-mode-string)))
+        (efrit-todo-mode-line-mode -1)
+        (setq-default mode-line-format original)
+        (custom-reevaluate-setting 'efrit-todo-mode-line-position)))
+    (should-not (memq 'efrit-todo-mode-line-format (default-value 'mode-line-format)))))
 
 ;;;; Auto-show
 
@@ -609,11 +851,11 @@ x lets its list go: it is no longer stopped, and the list stays."
   "The indicator shows progress and the running item, escaping `%'."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-mode-line-mode 1)
-    (should (memq 'efrit-todo-mode-line-format global-mode-string))
+    (should (memq 'efrit-todo-mode-line-format (default-value 'mode-line-format)))
     (efrit-todo-ui-test--write session
                                '("Reach full coverage" "in_progress" "Raising 100%d %s coverage")
                                '("Ship" "pending"))
-    (let ((text (car (cdr (efrit-todo-ui--mode-line)))))
+    (let ((text (car (cdr (efrit-todo-ui--mode-line 200)))))
       (should (equal (substring-no-properties text) "Todo 0/2 Raising 100%%d %%s coverage"))
       (should (eq (get-text-property 0 'face text) 'efrit-todo-mode-line))
       (should (eq (lookup-key (get-text-property 0 'local-map text) [mode-line mouse-1])
@@ -625,13 +867,14 @@ x lets its list go: it is no longer stopped, and the list stays."
                                '("Ship" "in_progress" "Shipping the release to every mirror in the world" "t2"))
     (let ((efrit-todo-mode-line-max-length 12))
       (setq efrit-todo-ui--mode-line-dirty t)
-      (should (member (substring-no-properties (car (cdr (efrit-todo-ui--mode-line))))
+      (should (member (substring-no-properties (car (cdr (efrit-todo-ui--mode-line 200))))
                       '("Todo 1/2 Shipping th…" "Todo 1/2 Shipping t..."))))
     (efrit-todo-ui-test--write session
                                '("Reach full coverage" "completed" nil "t1")
                                '("Ship" "completed" nil "t2"))
-    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line))) "Todo 2/2 done"))
+    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line 200))) "Todo 2/2 done"))
     (efrit-todo-mode-line-mode -1)
+    (should-not (memq 'efrit-todo-mode-line-format (default-value 'mode-line-format)))
     (should-not (memq 'efrit-todo-mode-line-format global-mode-string))))
 
 (ert-deftest efrit-todo-ui-test-mode-line-follows-sessions ()
@@ -640,11 +883,11 @@ x lets its list go: it is no longer stopped, and the list stays."
     (let ((other (concat session "-other")))
       (efrit-todo-mode-line-mode 1)
       (efrit-todo-ui-test--write session '("First" "in_progress" "Doing the first"))
-      (should (string-match-p "Doing the first" (cadr (efrit-todo-ui--mode-line))))
+      (should (string-match-p "Doing the first" (cadr (efrit-todo-ui--mode-line 200))))
       (efrit-todo-ui-test--write other '("Second" "in_progress" "Doing the second"))
-      (should (string-match-p "Doing the second" (cadr (efrit-todo-ui--mode-line))))
+      (should (string-match-p "Doing the second" (cadr (efrit-todo-ui--mode-line 200))))
       (efrit-todo-reset other)
-      (should (string-match-p "Doing the first" (cadr (efrit-todo-ui--mode-line))))
+      (should (string-match-p "Doing the first" (cadr (efrit-todo-ui--mode-line 200))))
       (should-not (efrit-todo-mode-line-text other)))))
 
 (ert-deftest efrit-todo-ui-test-mode-line-tripped ()
@@ -652,7 +895,7 @@ x lets its list go: it is no longer stopped, and the list stays."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-mode-line-mode 1)
     (efrit-todo-ui-test--sample session)
-    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line)))
+    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line 200)))
                    "Todo 1/4 Renaming parse-config"))
     ;; Three identical calls run; the same call asked for twice more is
     ;; refused, and the second refusal trips the breaker.
@@ -661,7 +904,7 @@ x lets its list go: it is no longer stopped, and the list stays."
     (dotimes (_ 2)
       (efrit-todo-before-tool "search_files" "same" session))
     (should (plist-get (efrit-todo-breaker session) :tripped))
-    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line)))
+    (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line 200)))
                    "Todo 1/4 breaker tripped"))
     (let ((text (efrit-todo-mode-line-text session)))
       (should (equal (substring-no-properties text) "Todo 1/4 breaker tripped"))

@@ -30,6 +30,9 @@ pub(super) fn status_symbol(env: &Env, status: Status) -> Value<'_> {
     }
 }
 
+/// ITEM as an `efrit-todo-list' plist.  Its priority stays out: only
+/// Efrit's struct has a slot for it (see efrit_struct.rs), and nothing
+/// in efrit-todo reads or sets it.
 pub(super) fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
     env.list(&[
         kw_id.bind(env),
@@ -42,8 +45,6 @@ pub(super) fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
         status_symbol(env, item.status),
         kw_parent.bind(env),
         item.parent.as_deref().into_lisp(env)?,
-        kw_priority.bind(env),
-        item.priority.as_deref().into_lisp(env)?,
         kw_created.bind(env),
         item.created.into_lisp(env)?,
         kw_started.bind(env),

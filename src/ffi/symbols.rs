@@ -6,7 +6,6 @@ emacs::use_symbols! {
     kw_active_form => ":active-form"
     kw_status => ":status"
     kw_parent => ":parent"
-    kw_priority => ":priority"
     kw_created => ":created"
     kw_started => ":started"
     kw_completed => ":completed"

@@ -1,6 +1,9 @@
 # efrit-todo: `make help' lists the targets.
 
 EMACS ?= emacs
+# Emacs 30.1 beside the system's: .ci/install-emacs30 unpacks Debian's
+# bookworm-backports build into .ci/emacs30/ and writes this wrapper.
+EMACS30 ?= .ci/emacs30/emacs
 CARGO ?= cargo
 MODULE := lisp/efrit-todo-module.so
 BUILT := target/release/libefrit_todo.so
@@ -11,8 +14,10 @@ SUITES := $(wildcard test/*-test.el)
 # lands, and drop this list.
 CHECKDOC_ONLY := $(wildcard test/*.el bench/*.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
+# ERT's batch summary then gives each skipped test's reason.
+export EMACS_TEST_VERBOSE := 1
 
-.PHONY: build test cargo-test ert setup-test loop test-efrit test-gptel fuzz lint tmux-test bench demo clean help
+.PHONY: build test emacs-test test-emacs30 cargo-test ert setup-test loop test-efrit test-gptel fuzz lint lint-rust lint-lisp tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -20,7 +25,15 @@ $(MODULE): Cargo.toml $(wildcard src/*.rs src/ffi/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 
-test: cargo-test ert loop fuzz lint tmux-test ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, fuzzer, lint, tmux
+test: cargo-test lint-rust emacs-test ## Everything CI runs on one Emacs: cargo tests, clippy, rustfmt, layering, then emacs-test
+
+emacs-test: ert loop fuzz lint-lisp tmux-test ## What CI runs on each Emacs: ERT suites, loop scenarios, fuzzer, Lisp lint, tmux
+
+test-emacs30: $(EMACS30) ## emacs-test on Emacs 30.1 (EMACS30; installed on first use)
+	$(MAKE) emacs-test EMACS=$(abspath $(EMACS30))
+
+.ci/emacs30/emacs:
+	sh .ci/install-emacs30
 
 cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
@@ -37,7 +50,7 @@ loop: build ## The agent-loop scenarios through a stand-in efrit-do loop
 	$(BATCH) -l test/efrit-todo-fake-efrit.el -l test/efrit-todo-scenarios.el -f ert-run-tests-batch-and-exit
 
 test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit checkout at EFRIT_DIR
-	@if [ -z "$(EFRIT_DIR)" ]; then echo "test-efrit: EFRIT_DIR is unset, skipping the real-Efrit suite"; else \
+	@if [ -z "$(EFRIT_DIR)" ]; then echo "test-efrit: skipped, EFRIT_DIR is unset; to run it: make test-efrit EFRIT_DIR=/path/to/efrit"; else \
 	  set -e; REAL="$(BATCH) -l test/efrit-todo-real-efrit.el -l test/efrit-todo-scenarios.el"; \
 	  $$REAL -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
 	  $$REAL -f efrit-todo-scenarios-compare; \
@@ -50,7 +63,7 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 # responses and over url.el, and its Anthropic backend over curl and
 # over url.el.
 test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (5 ways)
-	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: GPTEL_DIR is unset, skipping the real-gptel suite (make ert runs it against the fake gptel)"; else \
+	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: skipped, GPTEL_DIR is unset (make ert runs it against the fake gptel); to run it: make test-gptel GPTEL_DIR=/path/to/gptel"; else \
 	  set -e; for transport in "" "EFRIT_TODO_GPTEL_STREAM=1" "EFRIT_TODO_GPTEL_CURL=0" "EFRIT_TODO_GPTEL_BACKEND=anthropic" \
 	      "EFRIT_TODO_GPTEL_BACKEND=anthropic EFRIT_TODO_GPTEL_CURL=0"; do \
 	    env $$transport GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
@@ -61,12 +74,17 @@ test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR
 fuzz: build ## Random values into every public function, module API checked
 	$(EMACS) -Q --batch --module-assertions -L lisp -L test -l efrit-todo-fuzz -f ert-run-tests-batch-and-exit
 
-lint: build ## rustfmt check; module layering (tests/architecture.rs); byte-compile (warnings are errors); checkdoc, also of test/ and bench/; package-lint of lisp/
+lint: lint-rust lint-lisp ## lint-rust and lint-lisp
+
+lint-rust: ## rustfmt check; module layering (tests/architecture.rs)
 	$(CARGO) fmt --check
 	$(CARGO) test --release --test architecture
+
+# The .elc of test/ and bench/ are removed even when a file fails.
+lint-lisp: build ## byte-compile (warnings are errors); checkdoc, also of test/ and bench/; package-lint of lisp/
 	$(EMACS) --batch -L lisp -l test/lint.el $(LISP) --checkdoc-only $(CHECKDOC_ONLY)
-	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el
-	rm -f test/*.elc bench/*.elc
+	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el; \
+	  status=$$?; rm -f test/*.elc bench/*.elc; exit $$status
 
 tmux-test: build ## The live demo in emacs -nw under tmux: list and mode line as drawn
 	EMACS=$(EMACS) sh test/efrit-todo-tmux-test.sh
@@ -74,10 +92,12 @@ tmux-test: build ## The live demo in emacs -nw under tmux: list and mode line as
 # One Emacs times both sides in turn (median of EFRIT_TODO_BENCH_RUNS >= 10
 # runs, GC share, Lisp allocation per call); with EFRIT_DIR set to an Efrit
 # checkout, Efrit's own handler and breaker, byte-compiled into a temporary
-# directory, are the other side.  Then the token-cost table.
+# directory, are the other side.  Then the token-cost table.  An .elc
+# beside a bench file is loaded only when newer than its source.
+NEWER := --eval '(setq load-prefer-newer t)'
 bench: build ## us per call and GC share beside Efrit's (EFRIT_DIR); allocation; token cost
-	$(BATCH) -l efrit-todo-bench -f efrit-todo-bench-run
-	$(BATCH) -l efrit-todo-bench-cost -f efrit-todo-bench-cost-run
+	$(BATCH) $(NEWER) -l efrit-todo-bench -f efrit-todo-bench-run
+	$(BATCH) $(NEWER) -l efrit-todo-bench-cost -f efrit-todo-bench-cost-run
 
 # Live in Emacs (GUI with a display, else this terminal); without a
 # terminal (CI, a pipe) the batch replay prints what the model reads.
@@ -94,4 +114,4 @@ clean: ## Remove build products
 	rm -f $(MODULE) lisp/*.elc test/*.elc bench/*.elc
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'

@@ -106,6 +106,7 @@
 ;; Efrit's, loaded from EFRIT_DIR.
 (defvar efrit-data-directory)
 (defvar native-comp-deferred-compilation)
+(defvar native-comp-jit-compilation)
 (defvar efrit-session-tracking-enabled)
 (defvar efrit-do-max-tool-calls-per-session)
 (defvar efrit-do-max-same-tool-calls)
@@ -495,24 +496,27 @@ Return the allocation rows: (LABEL OURS EFRIT), the lists that
          (out (and root (file-directory-p (expand-file-name "lisp" root))
                    (make-temp-file "efrit-todo-bench-efrit" t))))
     (unwind-protect
-        ;; No native compilation starting in the background while timing.
-        (let ((native-comp-deferred-compilation nil))
-          (when out
-            (setq efrit-todo-bench--efrit-root (directory-file-name (expand-file-name root)))
-            (efrit-todo-bench--load-efrit efrit-todo-bench--efrit-root out))
-          (efrit-todo-bench--load-ours)
-          (efrit-todo-bench--header (efrit-todo-bench-inputs-grow-heap))
-          (let ((allocations (efrit-todo-bench--time-compared (efrit-todo-bench--compared))))
-            (efrit-todo-bench--with-open-breaker
-              (dolist (row (append (list (efrit-todo-bench--report-row))
-                                   (efrit-todo-bench--growth-rows)
-                                   (efrit-todo-bench--other-rows)))
-		(if (eq (nth 2 row) 'ratio)
-                    (princ (format efrit-todo-bench--row-format (car row)
-                                   (format "%.2f" (cadr row)) "" "" "" ""
-                                   (if (<= (cadr row) 1.5) "no growth" "GROWS")))
-                  (efrit-todo-bench--print-row (car row) (cadr row) (nth 2 row)))))
-            (efrit-todo-bench--print-allocations allocations)))
+        ;; No native compilation starting in the background while timing;
+        ;; Emacs 29 renamed the variable, keeping the old name as an alias.
+        (with-suppressed-warnings ((obsolete native-comp-deferred-compilation))
+          (let ((native-comp-jit-compilation nil)
+                (native-comp-deferred-compilation nil))
+            (when out
+              (setq efrit-todo-bench--efrit-root (directory-file-name (expand-file-name root)))
+              (efrit-todo-bench--load-efrit efrit-todo-bench--efrit-root out))
+            (efrit-todo-bench--load-ours)
+            (efrit-todo-bench--header (efrit-todo-bench-inputs-grow-heap))
+            (let ((allocations (efrit-todo-bench--time-compared (efrit-todo-bench--compared))))
+              (efrit-todo-bench--with-open-breaker
+                (dolist (row (append (list (efrit-todo-bench--report-row))
+                                     (efrit-todo-bench--growth-rows)
+                                     (efrit-todo-bench--other-rows)))
+                  (if (eq (nth 2 row) 'ratio)
+                      (princ (format efrit-todo-bench--row-format (car row)
+                                     (format "%.2f" (cadr row)) "" "" "" ""
+                                     (if (<= (cadr row) 1.5) "no growth" "GROWS")))
+                    (efrit-todo-bench--print-row (car row) (cadr row) (nth 2 row)))))
+              (efrit-todo-bench--print-allocations allocations))))
       (when out
         (delete-directory out t)))))
 

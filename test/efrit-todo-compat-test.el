@@ -13,7 +13,7 @@
 ;; real module, each in a fresh session.
 ;;
 ;; Run them with `make ert'; this file needs test/ on the `load-path'
-;; for its helpers from efrit-todo-test.el.
+;; for its helpers from efrit-todo-test-helpers.el.
 
 ;;; Code:
 
@@ -22,7 +22,7 @@
 (require 'seq)
 (require 'subr-x)
 (require 'efrit-todo)
-(require 'efrit-todo-test)
+(require 'efrit-todo-test-helpers)
 
 (declare-function efrit-todo--module-structs "efrit-todo-module" (session old))
 (declare-function efrit-todo--module-id-counter "efrit-todo-module" (session))

@@ -18,8 +18,11 @@
 (defun efrit-todo-efrit-test--load ()
   "Load Efrit from EFRIT_DIR behind this package, or skip the test."
   (let ((root (getenv "EFRIT_DIR")))
-    (unless (and root (file-directory-p (expand-file-name "lisp" root)))
-      (ert-skip "EFRIT_DIR does not name an Efrit checkout"))
+    (cond ((member root '(nil ""))
+           (ert-skip "EFRIT_DIR is unset; to run it: make ert EFRIT_DIR=/path/to/efrit"))
+          ((not (file-directory-p (expand-file-name "lisp" root)))
+           (ert-skip (format "EFRIT_DIR=%s has no lisp/: it must name an Efrit checkout"
+                             root))))
     (dolist (dir '("lisp/tools" "lisp/support" "lisp/interfaces" "lisp/core" "lisp"))
       (add-to-list 'load-path (expand-file-name dir root) t))
     (require 'efrit-do)

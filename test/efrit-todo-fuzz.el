@@ -192,7 +192,13 @@ DEPTH bounds the nesting of random parts."
                  (member (file-name-sans-extension (file-truename (car entry))) files))
         (dolist (element (cdr entry))
           (let ((name (and (eq (car-safe element) 'defun) (cdr element))))
+            ;; Since Emacs 29 an `autoload' call is recorded as a defun
+            ;; of the file making it: the UI commands efrit-todo.el
+            ;; autoloads are defined elsewhere, so `symbol-file' decides.
             (when (and name (fboundp name)
+                       (member (file-name-sans-extension
+                                (file-truename (symbol-file name 'defun)))
+                               files)
                        (not (string-match-p "--" (symbol-name name)))
                        (not (memq name efrit-todo-fuzz--excluded)))
               (push name functions))))))

@@ -870,10 +870,18 @@ session_complete is in the next turn's request."
     (dolist (outcome outcomes)
       (efrit-todo-scenarios--should-be-valid outcome))))
 
+(defun efrit-todo-scenarios--skip-without (what)
+  "Skip this test, which needs WHAT from Efrit, saying how to run it."
+  (ert-skip (if (featurep 'efrit-todo-fake-efrit)
+                (format (concat "the stand-in Efrit has no %s; to run this on a real"
+                                " Efrit: make test-efrit EFRIT_DIR=/path/to/efrit")
+                        what)
+              (format "the Efrit at EFRIT_DIR has no %s" what))))
+
 (ert-deftest efrit-todo-scenarios-legacy-executor-keeps-every-result ()
   "Efrit's older async executor hands its caller the report, not the last text."
   (unless (fboundp 'efrit-execute-async)
-    (ert-skip "This Efrit has no `efrit-execute-async'"))
+    (efrit-todo-scenarios--skip-without "`efrit-execute-async'"))
   (pcase-let ((`(,command ,script) (efrit-todo-scenarios-script 'results-survive))
               (result nil))
     (efrit-todo-scenarios--with-mode t
@@ -886,7 +894,7 @@ session_complete is in the next turn's request."
 (ert-deftest efrit-todo-scenarios-efrit-own-todo-ui-is-suspended ()
   "Efrit's own todo buffer, loaded while the mode is on, waits for it to go off."
   (unless (locate-library "efrit-ui-todos")
-    (ert-skip "This Efrit has no efrit-ui-todos.el"))
+    (efrit-todo-scenarios--skip-without "efrit-ui-todos.el"))
   (efrit-todo-scenarios--with-mode t
     (require 'efrit-ui-todos)
     (dolist (advice efrit-todo-efrit--efrit-ui-advice)

@@ -3,7 +3,9 @@
 ;;; Commentary:
 
 ;; Usage, from the top directory:
-;;   $EMACS -Q --batch -L lisp/ -l test/lint.el FILE... [--checkdoc-only FILE...]
+;;   $EMACS --batch -L lisp/ -l test/lint.el FILE... [--checkdoc-only FILE...]
+;; (without -Q, so that Debian's site start-up puts package-lint on the
+;; `load-path').
 ;; Byte-compiles each FILE with warnings as errors (into a temporary
 ;; directory, so no stale .elc is left beside the sources), runs checkdoc
 ;; and, when it is installed, package-lint.  Exits non-zero on any problem.
@@ -66,6 +68,8 @@
           (t (lint--byte-compile argument)
              (lint--checkdoc argument)
              (lint--package-lint argument)))))
+(unless (or (featurep 'package-lint) (member (car command-line-args-left) '(nil "--checkdoc-only")))
+  (message "lint: package-lint skipped: not on this Emacs's load-path"))
 (setq command-line-args-left nil)
 (if (zerop lint--problems)
     (message "lint: no problems")

@@ -16,7 +16,7 @@ BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
-$(MODULE): Cargo.toml $(wildcard src/*.rs src/ffi/*.rs)
+$(MODULE): Cargo.toml $(wildcard src/*.rs src/*/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 

@@ -2,7 +2,8 @@
 //! modules listed above it there, and only src/ffi/ touches the emacs crate.
 //! A module may be one file, src/NAME.rs, or a directory, src/NAME/, whose
 //! files each keep to the module's place and use one another without a
-//! cycle.
+//! cycle.  A file may use what its mod.rs defines, not what mod.rs takes
+//! from another file: that would be a use of the other file, hidden.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -60,7 +61,11 @@ fn production_code(text: &str) -> &str {
     }
 }
 
+/// The name TEXT starts with, or `*` for a glob.
 fn identifier(text: &str) -> String {
+    if text.starts_with('*') {
+        return "*".to_string();
+    }
     text.chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect()
@@ -104,6 +109,45 @@ fn names_after(code: &str, prefix: &str) -> Vec<String> {
 /// The crate modules CODE names through `crate::`.
 fn used_modules(code: &str) -> Vec<String> {
     names_after(code, "crate::")
+}
+
+/// The names mod.rs (its production CODE) takes from its files with `use`
+/// (`pub use writer::{flush, save_now};`), each with the file it is in.
+fn taken_from_files(code: &str, files: &[String]) -> BTreeMap<String, String> {
+    let mut taken = BTreeMap::new();
+    for statement in code.split(';') {
+        // Without the comments and attributes before it.
+        let statement: Vec<&str> = statement
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with("//") && !line.starts_with("#["))
+            .collect();
+        let statement = statement.join(" ");
+        let Some(path) = statement
+            .strip_prefix("pub use ")
+            .or_else(|| statement.strip_prefix("pub(crate) use "))
+            .or_else(|| statement.strip_prefix("use "))
+        else {
+            continue;
+        };
+        let Some((file, names)) = path.split_once("::") else {
+            continue;
+        };
+        let file = file.trim_start_matches("self::");
+        if !files.iter().any(|f| f == file) {
+            continue;
+        }
+        let names = names.trim().trim_start_matches('{').trim_end_matches('}');
+        for name in names.split(',') {
+            // The name bound: the last segment, or what `as` renames it to.
+            let name = name.rsplit(" as ").next().unwrap_or(name);
+            let name = name.rsplit("::").next().unwrap_or(name).trim();
+            if !name.is_empty() {
+                taken.insert(name.to_string(), file.to_string());
+            }
+        }
+    }
+    taken
 }
 
 /// A cycle in GRAPH (each node and the nodes it uses), if there is one.
@@ -197,22 +241,33 @@ fn the_files_of_a_module_use_one_another_without_a_cycle() {
             .map(|f| stem(f))
             .filter(|s| s != "mod")
             .collect();
+        let mod_rs = fs::read_to_string(dir.join("mod.rs")).expect("a mod.rs");
+        let taken = taken_from_files(production_code(&mod_rs), &siblings);
         let mut graph = BTreeMap::new();
         for file in &files {
             if stem(file) == "mod" {
                 continue;
             }
             let text = fs::read_to_string(file).expect("a module is readable");
-            let used = names_after(production_code(&text), "super::");
-            // Through mod.rs a file could reach anything, cycles included.
-            for name in &used {
+            let mut uses = Vec::new();
+            for name in names_after(production_code(&text), "super::") {
                 assert!(
-                    siblings.contains(name),
-                    "{} uses super::{name}, which is not a file of src/{module}/: name the file it is in",
+                    name != "*",
+                    "{} uses super::*: name what it uses, so that this test sees it",
                     file.display()
                 );
+                if siblings.contains(&name) {
+                    uses.push(name);
+                } else if let Some(other) = taken.get(&name) {
+                    panic!(
+                        "{} uses super::{name}, which mod.rs takes from {other}.rs: use super::{other}::{name}",
+                        file.display()
+                    );
+                }
+                // Else something mod.rs itself defines, which any file of
+                // the module may use.
             }
-            graph.insert(stem(file), used);
+            graph.insert(stem(file), uses);
         }
         if let Some(cycle) = find_cycle(&graph) {
             panic!("the files of src/{module}/ use one another in a cycle: {cycle:?}");
@@ -249,6 +304,20 @@ fn the_checks_see_a_violation() {
     assert_eq!(
         names_after(code, "super::"),
         vec!["lock", "names", "record", "writer"]
+    );
+    assert_eq!(names_after("use super::*;", "super::"), vec!["*"]);
+    let files = vec!["atomic".to_string(), "writer".to_string()];
+    let taken = taken_from_files(
+        "mod atomic;\nmod writer;\n/// The file.\npub use atomic::{\n    replace_file,\n    FileId as Id,\n};\npub use writer::flush;\nuse std::io;\npub struct Session;",
+        &files,
+    );
+    assert_eq!(
+        taken.into_iter().collect::<Vec<_>>(),
+        vec![
+            ("Id".to_string(), "atomic".to_string()),
+            ("flush".to_string(), "writer".to_string()),
+            ("replace_file".to_string(), "atomic".to_string()),
+        ]
     );
     let graph = |edges: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
         edges

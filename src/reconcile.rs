@@ -856,6 +856,25 @@ mod tests {
     }
 
     #[test]
+    fn the_same_items_in_reverse_order_are_a_reorder() {
+        let mut f = Fixture::new();
+        let contents: Vec<String> = (1..=12).map(|n| format!("Step {n}")).collect();
+        let forward: Vec<ProposedItem> = contents
+            .iter()
+            .map(|c| proposed(None, c, Pending))
+            .collect();
+        let backward: Vec<ProposedItem> = forward.iter().rev().cloned().collect();
+        f.write(&forward).unwrap();
+        let r = reconcile(&f.items, &mut f.retired, &mut f.ids, &backward, 2.0).unwrap();
+        let ids: Vec<&str> = r.items.iter().map(|i| i.id.as_str()).collect();
+        let reversed: Vec<String> = (1..=12).rev().map(|n| format!("t{n}")).collect();
+        assert_eq!(ids, reversed);
+        assert!(!r.diff.is_empty(), "a reorder is a change");
+        assert!(r.diff.changed_ids().moved);
+        assert!(r.undo.is_some());
+    }
+
+    #[test]
     fn status_transitions_are_classified() {
         let mut f = Fixture::new();
         f.write(&[
@@ -1154,6 +1173,8 @@ mod tests {
             let fast = apply(matching, previous.clone(), &mut retired_fast, &mut ids, &proposed, 2.0);
             prop_assert_eq!(fast.undo.clone(), UndoData::between(previous.clone(), &fast.items, Vec::new()));
             prop_assert_eq!(fast.moved, reordered(&previous, &fast.items));
+            // A write changes something exactly when it can be undone.
+            prop_assert_eq!(fast.diff.is_empty(), fast.undo.is_none());
             // The same write through the copying entry point.
             let (mut retired_copy, mut ids) = (retired.clone(), IdCounter::default());
             ids.raise_to(100);

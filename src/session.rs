@@ -292,15 +292,14 @@ impl Session {
         let diff = reconciled.diff;
         if let Some(mut undo) = reconciled.undo {
             undo.retired_before = retired_before;
-            let mut ids = diff.changed_ids();
-            ids.moved = reconciled.moved;
+            let ids = diff.changed_ids();
             let summary = ids.summary();
             self.history.push(Change {
                 undo: Some(undo),
                 ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids)
             });
         }
-        let show_list = reconciled.moved
+        let show_list = diff.moved
             || !diff.added.is_empty()
             || !diff.restored.is_empty()
             || !diff.dropped.is_empty();
@@ -1971,7 +1970,7 @@ mod subtask_tests {
         .unwrap();
         assert_eq!(
             text,
-            "[TODO list updated: 0/6 done]\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n  t2 [pending] Write docs\n    t5 [pending] Test (under t1)\n  t3 [pending] Tag\n    t6 [pending] Announce (under t2)\nNext: work on t1."
+            "[TODO list updated: 0/6 done]\nReordered: the items keep their ids, in this order:\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n  t2 [pending] Write docs\n    t5 [pending] Test (under t1)\n  t3 [pending] Tag\n    t6 [pending] Announce (under t2)\nNext: work on t1."
         );
         // Without parents, a whole list is a flat list again.
         let text = write(

@@ -1055,7 +1055,7 @@ mod subtask_tests {
         .unwrap();
         assert_eq!(
             text,
-            "[TODO list updated: 0/6 done]\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n  t2 [pending] Write docs\n    t5 [pending] Test (under t1)\n  t3 [pending] Tag\n    t6 [pending] Announce (under t2)\nNext: work on t1."
+            "[TODO list updated: 0/6 done]\nReordered: the items keep their ids, in this order:\n  t1 [in_progress] Ship it\n    t4 [pending] Build\n  t2 [pending] Write docs\n    t5 [pending] Test (under t1)\n  t3 [pending] Tag\n    t6 [pending] Announce (under t2)\nNext: work on t1."
         );
         // Without parents, a whole list is a flat list again.
         let text = write(

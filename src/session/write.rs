@@ -118,15 +118,14 @@ impl Session {
         let diff = reconciled.diff;
         if let Some(mut undo) = reconciled.undo {
             undo.retired_before = retired_before;
-            let mut ids = diff.changed_ids();
-            ids.moved = reconciled.moved;
+            let ids = diff.changed_ids();
             let summary = ids.summary();
             self.history.push(Change {
                 undo: Some(undo),
                 ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids)
             });
         }
-        let show_list = reconciled.moved
+        let show_list = diff.moved
             || !diff.added.is_empty()
             || !diff.restored.is_empty()
             || !diff.dropped.is_empty();

@@ -21,7 +21,7 @@ export EMACS_TEST_VERBOSE := 1
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
-$(MODULE): Cargo.toml $(wildcard src/*.rs src/ffi/*.rs)
+$(MODULE): Cargo.toml $(wildcard src/*.rs src/*/*.rs)
 	$(CARGO) build --release
 	cp $(BUILT) $@
 

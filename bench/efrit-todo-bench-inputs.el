@@ -37,6 +37,34 @@ from Efrit's JSON parser (`json-read' with `json-object-type'
   (vconcat (mapcar (lambda (round) (efrit-todo-bench-inputs-write size (% round size)))
                    (number-sequence 0 (1- (max 2 (min 10 (/ 2000 size))))))))
 
+;; A model working through a plan sends the whole list on every call,
+;; without ids, with one status changed since the call before.  Inputs
+;; made in advance for every step of a long list would be most of the
+;; heap, so one input is changed in place before each call instead:
+;; a `puthash' or two, the same on both sides.  The strings put in are
+;; the same objects every time; what efrit-todo reads is compared by
+;; text, never by identity, so that does not favour either side.
+(defun efrit-todo-bench-inputs-stepper (size)
+  "Return a function of no arguments giving todo_write inputs of SIZE items.
+Each input is the one before with one item's status changed: item 0
+started, item 0 completed, item 1 started, ... then back the other way
+\(reopened, then pending), so the cycle never jumps.  It is one input
+changed in place, as Efrit's JSON parser makes them, without ids."
+  (let* ((input (efrit-todo-bench-inputs-write size -1))
+         (todos (gethash "todos" input))
+         (step -1))
+    (lambda ()
+      (setq step (% (1+ step) (* 4 size)))
+      (let* ((forward (< step (* 2 size)))
+             (at (if forward step (- step (* 2 size))))
+             (item (aref todos (/ at 2))))
+        (puthash "status"
+                 (if forward
+                     (if (cl-evenp at) "in_progress" "completed")
+                   (if (cl-evenp at) "in_progress" "pending"))
+                 item))
+      input)))
+
 (defconst efrit-todo-bench-inputs-tools
   '("eval_sexp" "read_file" "search_content" "edit_file" "shell_command")
   "Tool names the breaker benches rotate through.")

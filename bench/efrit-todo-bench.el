@@ -7,7 +7,10 @@
 ;; The first gives microseconds per call, and the share of that time
 ;; spent collecting garbage, for:
 ;;
-;; - todo_write at 5, 20, 100 and 1000 items;
+;; - todo_write at 5, 20, 100 and 1000 items, on ten inputs in turn;
+;; - todo_write at the same sizes as a model working through its plan
+;;   sends it: the whole list without ids, one status changed since the
+;;   call before ("one step");
 ;; - a before-tool + after-tool pair (the breaker's work around every
 ;;   tool call), with a small tool input and with a 20-item todo_write
 ;;   input;
@@ -123,6 +126,8 @@
 (defconst efrit-todo-bench--targets
   '(("todo_write 5" . 0.25) ("todo_write 20" . 0.25)
     ("todo_write 100" . 0.20) ("todo_write 1000" . 0.20)
+    ("todo_write step 5" . 0.25) ("todo_write step 20" . 0.25)
+    ("todo_write step 100" . 0.20) ("todo_write step 1000" . 0.20)
     ("pair small" . 0.05) ("pair todo_write 20" . 0.05))
   "Most a row may take as a fraction of Efrit's time.")
 
@@ -280,6 +285,20 @@ values are kept for its next run."
           (lambda ()
             (efrit-do--handle-todo-write (aref inputs (setq efrit (% (1+ efrit) n))))))))
 
+(defun efrit-todo-bench--stepper (size)
+  "Return (OURS EFRIT), functions making one step of a SIZE-item plan.
+Each call sends the whole list, without ids, with one status changed
+since the call before (see `efrit-todo-bench-inputs-stepper'); each
+side has its own input and its own session of steps."
+  (let ((ours (efrit-todo-bench-inputs-stepper size))
+        (efrit (efrit-todo-bench-inputs-stepper size))
+        (session (format "bench-step-%d" size)))
+    (list (lambda ()
+            (let ((efrit-todo-current-session session))
+              (efrit-todo-write (funcall ours))))
+          (lambda ()
+            (efrit-do--handle-todo-write (funcall efrit))))))
+
 (defun efrit-todo-bench--pair (calls session)
   "Return (OURS EFRIT), functions making the breaker's work for one tool call.
 CALLS is a vector of (NAME INPUT RESULT), used in turn; SESSION is
@@ -312,6 +331,11 @@ which live only while the case is timed."
    (mapcar (lambda (size)
              (list (format "todo_write %d" size) (format "todo_write, %d items" size)
                    (lambda () (efrit-todo-bench--writer size))))
+           efrit-todo-bench-inputs-sizes)
+   (mapcar (lambda (size)
+             (list (format "todo_write step %d" size)
+                   (format "todo_write, %d items, one step" size)
+                   (lambda () (efrit-todo-bench--stepper size))))
            efrit-todo-bench-inputs-sizes)
    (list (list "pair small" "before + after tool, small input"
                (lambda ()

@@ -38,6 +38,9 @@ pub struct Diff {
     pub removed: Vec<Item>,
     /// Items put under another parent, or to the top level.
     pub reparented: Vec<String>,
+    /// The items kept from the previous list stand in another order: a
+    /// change even when no item changed, which the model must be shown.
+    pub moved: bool,
 }
 
 impl Diff {
@@ -57,12 +60,13 @@ impl Diff {
             dropped: ids(&self.dropped),
             removed: ids(&self.removed),
             reparented: self.reparented.clone(),
-            moved: false,
+            moved: self.moved,
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.touched().all(<[String]>::is_empty)
+        !self.moved
+            && self.touched().all(<[String]>::is_empty)
             && self.dropped.is_empty()
             && self.removed.is_empty()
     }
@@ -95,8 +99,6 @@ impl Diff {
 pub struct Reconciled {
     pub items: Vec<Item>,
     pub diff: Diff,
-    /// The items kept from the previous list stand in another order.
-    pub moved: bool,
     /// What undo needs to go back to the previous list, without the retired
     /// items brought back (the caller knows those); None when nothing changed.
     pub undo: Option<UndoData>,
@@ -591,12 +593,7 @@ pub fn apply(
             before: earlier.into_iter().map(|(_, item)| item).collect(),
             retired_before: Vec::new(),
         });
-        return Reconciled {
-            items,
-            diff,
-            moved: false,
-            undo,
-        };
+        return Reconciled { items, diff, undo };
     }
 
     let mut slots: Vec<Option<Item>> = previous.into_iter().map(Some).collect();
@@ -654,32 +651,25 @@ pub fn apply(
             retired.insert(item.id.clone(), item);
         }
     }
-    let (moved, undo) = match general {
-        Some(before) => (
-            reordered(&before, &items),
-            UndoData::between(before, &items, Vec::new()),
-        ),
+    let undo = match general {
+        Some(before) => {
+            diff.moved = reordered(&before, &items);
+            UndoData::between(before, &items, Vec::new())
+        }
         None => {
+            diff.moved = moved;
             let unchanged = earlier.is_empty() && added.is_empty() && order.is_none();
             earlier.sort_unstable_by_key(|(j, _)| *j);
             let before = earlier.into_iter().map(|(_, item)| item).collect();
-            (
-                moved,
-                (!unchanged).then_some(UndoData {
-                    order,
-                    added,
-                    before,
-                    retired_before: Vec::new(),
-                }),
-            )
+            (!unchanged).then_some(UndoData {
+                order,
+                added,
+                before,
+                retired_before: Vec::new(),
+            })
         }
     };
-    Reconciled {
-        items,
-        diff,
-        moved,
-        undo,
-    }
+    Reconciled { items, diff, undo }
 }
 
 /// Applies a proposed list to the previous one.  `retired` holds items that
@@ -853,6 +843,25 @@ mod tests {
         ];
         f.write(&list).unwrap();
         assert!(f.write(&list).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_same_items_in_reverse_order_are_a_reorder() {
+        let mut f = Fixture::new();
+        let contents: Vec<String> = (1..=12).map(|n| format!("Step {n}")).collect();
+        let forward: Vec<ProposedItem> = contents
+            .iter()
+            .map(|c| proposed(None, c, Pending))
+            .collect();
+        let backward: Vec<ProposedItem> = forward.iter().rev().cloned().collect();
+        f.write(&forward).unwrap();
+        let r = reconcile(&f.items, &mut f.retired, &mut f.ids, &backward, 2.0).unwrap();
+        let ids: Vec<&str> = r.items.iter().map(|i| i.id.as_str()).collect();
+        let reversed: Vec<String> = (1..=12).rev().map(|n| format!("t{n}")).collect();
+        assert_eq!(ids, reversed);
+        assert!(!r.diff.is_empty(), "a reorder is a change");
+        assert!(r.diff.changed_ids().moved);
+        assert!(r.undo.is_some());
     }
 
     #[test]
@@ -1153,7 +1162,9 @@ mod tests {
             ids.raise_to(100);
             let fast = apply(matching, previous.clone(), &mut retired_fast, &mut ids, &proposed, 2.0);
             prop_assert_eq!(fast.undo.clone(), UndoData::between(previous.clone(), &fast.items, Vec::new()));
-            prop_assert_eq!(fast.moved, reordered(&previous, &fast.items));
+            prop_assert_eq!(fast.diff.moved, reordered(&previous, &fast.items));
+            // A write changes something exactly when it can be undone.
+            prop_assert_eq!(fast.diff.is_empty(), fast.undo.is_none());
             // The same write through the copying entry point.
             let (mut retired_copy, mut ids) = (retired.clone(), IdCounter::default());
             ids.raise_to(100);

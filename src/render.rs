@@ -353,6 +353,11 @@ pub fn write_result(
     if diff.is_empty() {
         out.push_str("No change: the list is as it was.\n");
     } else if show_list {
+        if diff.moved {
+            // The model sent the items in a new order, most often without
+            // ids: this is the list it must now refer to by id.
+            out.push_str("Reordered: the items keep their ids, in this order:\n");
+        }
         item_lines(
             &mut out,
             items,
@@ -525,6 +530,25 @@ mod tests {
             text.contains("\nNo change: the list is as it was.\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_reorder_says_so_and_shows_the_list_with_ids() {
+        let mut items = list(&[Status::Pending, Status::Pending, Status::Pending]);
+        items.reverse();
+        let diff = Diff {
+            moved: true,
+            ..Diff::default()
+        };
+        let text = write_result(&items, &diff, true, 30, &[]);
+        assert!(!text.contains("No change"), "{text}");
+        assert!(text.contains("\nReordered: "), "{text}");
+        let shown: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.trim_start().split(' ').next())
+            .filter(|word| word.starts_with('t'))
+            .collect();
+        assert_eq!(shown, ["t3", "t2", "t1"], "{text}");
     }
 
     #[test]

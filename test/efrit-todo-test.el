@@ -486,6 +486,84 @@ items\"; a list of plists is the most natural way to write one in Lisp."
       ;; A write that changes nothing adds no history entry.
       (should (equal (efrit-todo-history) history)))))
 
+;;;; A reorder
+
+(defun efrit-todo-test-twelve (&optional reversed)
+  "Return a todo_write input of 12 pending items without ids.
+\"Step 1\" to \"Step 12\", or the other way round when REVERSED."
+  (let ((items (mapcar (lambda (n) (efrit-todo-test-item (format "Step %d" n) "pending"))
+                       (number-sequence 1 12))))
+    (apply #'efrit-todo-test-input (if reversed (nreverse items) items))))
+
+(defun efrit-todo-test-ids-in (text)
+  "Return the item ids that begin lines of TEXT, in the order of the lines."
+  (let ((ids nil)
+        (start 0))
+    (while (string-match "^ *\\(t[0-9]+\\) " text start)
+      (push (match-string 1 text) ids)
+      (setq start (match-end 0)))
+    (nreverse ids)))
+
+(ert-deftest efrit-todo-test-reorder-is-a-change-in-the-result ()
+  "The same 12 items sent in reverse order, without ids, are reordered.
+The result says so and shows the list with ids, in its new order,
+rather than \"No change\"."
+  (efrit-todo-test-with-session
+    (efrit-todo-write (efrit-todo-test-twelve))
+    (let ((text (efrit-todo-write (efrit-todo-test-twelve t)))
+          (reversed (mapcar (lambda (n) (format "t%d" n)) (number-sequence 12 1 -1))))
+      (should (equal (efrit-todo-test-ids) reversed))
+      (should-not (string-match-p "No change" text))
+      (should (string-match-p "\\<[Rr]eordered\\>" text))
+      (should (equal (efrit-todo-test-ids-in text) reversed)))))
+
+(ert-deftest efrit-todo-test-reorder-is-a-change-in-history-and-undo ()
+  "A reorder is an undoable entry of the history, and the change hook runs."
+  (efrit-todo-test-with-session
+    (efrit-todo-write (efrit-todo-test-twelve))
+    (let ((entries (length (efrit-todo-history))))
+      (efrit-todo-test-recording-changes calls
+        (efrit-todo-write (efrit-todo-test-twelve t))
+        (should (equal calls (list (list efrit-todo-current-session)))))
+      (should (= (length (efrit-todo-history)) (1+ entries)))
+      (let ((change (efrit-todo-test-last-change)))
+        (should (plist-get change :moved))
+        (should (plist-get change :undoable)))
+      (should (efrit-todo-undo))
+      (should (equal (efrit-todo-test-ids)
+                     (mapcar (lambda (n) (format "t%d" n)) (number-sequence 1 12)))))))
+
+(ert-deftest efrit-todo-test-reorder-is-saved ()
+  "The saved file holds the list in its new order after a reorder."
+  (skip-unless (boundp 'efrit-todo-state-directory))
+  (efrit-todo-test-with-state-directory
+    (efrit-todo-test-with-session
+      (efrit-todo-write (efrit-todo-test-twelve))
+      (efrit-todo-flush)
+      (efrit-todo-write (efrit-todo-test-twelve t))
+      (efrit-todo-flush)
+      (let* ((json-object-type 'alist)
+             (json-array-type 'list)
+             (json-key-type 'string)
+             (saved (json-read-file (efrit-todo-state-file))))
+        (should (equal (mapcar (lambda (item) (cdr (assoc "id" item)))
+                               (cdr (assoc "items" saved)))
+                       (mapcar (lambda (n) (format "t%d" n)) (number-sequence 12 1 -1))))))))
+
+(ert-deftest efrit-todo-test-reorder-is-not-churn ()
+  "The breaker's churn rule counts writes that change nothing, not reorders."
+  (efrit-todo-test-with-session
+    (let ((write (lambda (input)
+                   (efrit-todo-after-tool "todo_write" input (efrit-todo-write input) nil))))
+      (funcall write (efrit-todo-test-twelve))
+      (funcall write (efrit-todo-test-twelve t))
+      (should (equal (plist-get (efrit-todo-breaker) :churn) 0))
+      (funcall write (efrit-todo-test-twelve))
+      (should (equal (plist-get (efrit-todo-breaker) :churn) 0))
+      ;; The same order again is a write that changes nothing.
+      (funcall write (efrit-todo-test-twelve))
+      (should (equal (plist-get (efrit-todo-breaker) :churn) 1)))))
+
 ;;;; In progress, dropped items, changes
 
 (ert-deftest efrit-todo-test-first-in-progress-wins ()

@@ -1,0 +1,676 @@
+//! The write path of a session: todo_write (a whole list or a merge),
+//! Efrit's list API (add, set-status, set-all, clear), the user's edits
+//! and undo.  Every operation validates first and commits last, so a
+//! failed call leaves the session exactly as it was.
+
+use rustc_hash::FxHashMap;
+
+use crate::history::{Actor, Change, ChangeKind, ChangedIds};
+use crate::model::{now, Item, Status};
+use crate::reconcile::{apply, match_items, update, Diff, Matching};
+use crate::render;
+use crate::tree::{self, Node};
+use crate::validate::{
+    checked_text, non_blank, parse_request, quote, Input, InvalidInput, Limits, MergeItem,
+    ProposedItem, WriteRequest,
+};
+
+use super::{ExternalItem, Options, Session, UserEdit, WriteEffect, WriteOutcome};
+
+impl Session {
+    /// Takes back the newest change of the list that was not taken back yet,
+    /// whoever made it; the undo is itself a change, made by the user.
+    /// Returns the note for the model, or None when there is nothing to undo.
+    pub fn undo(&mut self) -> Option<String> {
+        let target = self.history.undo_target()?;
+        let (seq, actor, kind, summary) = (
+            target.seq,
+            target.actor,
+            target.kind,
+            target.summary.clone(),
+        );
+        let undo = target.undo.clone()?;
+        let before = self.items.clone();
+        undo.apply(&mut self.items, &mut self.retired);
+        tree::repair(&mut self.items, &[]);
+        let ids = ChangedIds::between(&before, &self.items);
+        let note = format!(
+            "the user undid change {seq} ({} by the {}: {summary}); the list is as it was before it",
+            kind.name(),
+            actor.name()
+        );
+        self.history.mark_undone(seq);
+        self.history.push(Change {
+            undoes: Some(seq),
+            ..Change::new(Actor::User, ChangeKind::Undo, now(), note.clone(), ids)
+        });
+        self.changed(Actor::User, Some(note.clone()));
+        Some(note)
+    }
+
+    /// The todo_write tool.  With AUTO_COMPLETE, items naming one of the
+    /// tools (KNOWN_TOOLS or any already called) are marked in the result.
+    pub fn write(
+        &mut self,
+        input: &Input,
+        options: &Options,
+        auto_complete: bool,
+        known_tools: Vec<String>,
+    ) -> Result<WriteOutcome, InvalidInput> {
+        let (diff, show_list) = match parse_request(input, &options.limits)? {
+            WriteRequest::Replace(proposed) => self.replace(&proposed)?,
+            WriteRequest::Merge(changes) => (self.merge(&changes, &options.limits)?, false),
+        };
+        self.known_tools = known_tools;
+        let auto_tools = if auto_complete {
+            self.tool_names(None)
+        } else {
+            Vec::new()
+        };
+        let text = render::write_result(
+            &self.items,
+            &diff,
+            show_list,
+            options.full_list_up_to,
+            &auto_tools,
+        );
+        self.writes += 1;
+        self.changed(Actor::Model, None);
+        let completed_any = !diff.completed.is_empty();
+        if completed_any {
+            self.guide.note_progress();
+        }
+        self.last_write = Some(WriteEffect {
+            completed_any,
+            changed_nothing: diff.is_empty(),
+        });
+        Ok(WriteOutcome { text, diff })
+    }
+
+    /// A write of the whole list.  Returns what changed, and whether the
+    /// result should show the list: when items came or went or moved, the
+    /// model's picture of the list may differ from this one.
+    fn replace(&mut self, proposed: &[ProposedItem]) -> Result<(Diff, bool), InvalidInput> {
+        // Retired items an id brings back, as they were, for undo.
+        let retired_before: Vec<Item> = if self.retired.is_empty() {
+            Vec::new()
+        } else {
+            proposed
+                .iter()
+                .filter_map(|p| p.id.and_then(|id| self.retired.get(id)))
+                .cloned()
+                .collect()
+        };
+        // Matching is the only step that can fail; from here on the write
+        // commits, and the previous list is taken over rather than copied.
+        let matching = match_items(&self.items, &self.retired, proposed)?;
+        self.check_replace_tree(proposed, &matching)?;
+        let previous = std::mem::take(&mut self.items);
+        let reconciled = apply(
+            matching,
+            previous,
+            &mut self.retired,
+            &mut self.ids,
+            proposed,
+            now(),
+        );
+        self.items = reconciled.items;
+        let diff = reconciled.diff;
+        if let Some(mut undo) = reconciled.undo {
+            undo.retired_before = retired_before;
+            let ids = diff.changed_ids();
+            let summary = ids.summary();
+            self.history.push(Change {
+                undo: Some(undo),
+                ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids)
+            });
+        }
+        let show_list = diff.moved
+            || !diff.added.is_empty()
+            || !diff.restored.is_empty()
+            || !diff.dropped.is_empty();
+        Ok((diff, show_list))
+    }
+
+    /// A merged write: items named by id change only the fields they carry,
+    /// items without an id are added at the end, the rest stay as they are.
+    /// An item this write sets in_progress wins over one already running.
+    fn merge(&mut self, changes: &[MergeItem], limits: &Limits) -> Result<Diff, InvalidInput> {
+        enum Target {
+            Listed(usize),
+            Retired,
+            New,
+        }
+        let mut targets = Vec::with_capacity(changes.len());
+        for (i, change) in changes.iter().enumerate() {
+            targets.push(match change.id {
+                None => Target::New,
+                Some(id) => match self.items.iter().position(|item| item.id == id) {
+                    Some(at) => Target::Listed(at),
+                    None if self.retired.contains_key(id) => Target::Retired,
+                    None => {
+                        return Err(InvalidInput::new(
+                            format!("todos[{i}].id"),
+                            format!("unknown id {}: use an id from an earlier todo_write result, or omit id to add an item", quote(id)),
+                        ))
+                    }
+                },
+            });
+        }
+        let growth = targets
+            .iter()
+            .filter(|t| !matches!(t, Target::Listed(_)))
+            .count();
+        if self.items.len() + growth > limits.max_items {
+            return Err(InvalidInput::new(
+                "todos",
+                format!(
+                    "would make the list {} items long; the limit is {}",
+                    self.items.len() + growth,
+                    limits.max_items
+                ),
+            ));
+        }
+        let listed: Vec<Option<usize>> = targets
+            .iter()
+            .map(|target| {
+                if let Target::Listed(at) = target {
+                    Some(*at)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        // A retired item a merge brings back keeps its parent when that is
+        // in the list by the end of the merge.
+        let restoring: Vec<&str> = changes
+            .iter()
+            .zip(&listed)
+            .filter(|(_, at)| at.is_none())
+            .filter_map(|(change, _)| change.id)
+            .collect();
+        self.check_merge_tree(changes, &listed, &restoring)?;
+        // Checked: from here on the write commits.
+        let before = self.items.clone();
+        let will_be_listed =
+            |id: &str| before.iter().any(|item| item.id == id) || restoring.contains(&id);
+        let mut subtasks: Vec<Item> = Vec::new();
+        let mut retired_before = Vec::new();
+        let mut diff = Diff::default();
+        let mut running: Option<String> = None;
+        let at = now();
+        for (change, target) in changes.iter().zip(targets) {
+            let index = match target {
+                Target::Listed(at) => at,
+                Target::Retired => {
+                    let id = change.id.unwrap_or_default();
+                    let Some(mut item) = self.retired.remove(id) else {
+                        continue;
+                    };
+                    retired_before.push(item.clone());
+                    diff.restored.push(item.id.clone());
+                    if !item.parent.as_deref().is_some_and(will_be_listed) {
+                        item.parent = None;
+                    }
+                    self.items.push(item);
+                    self.items.len() - 1
+                }
+                Target::New => {
+                    let status = change.status.unwrap_or(Status::Pending);
+                    let content = change.content.unwrap_or_default().to_string();
+                    let mut item = Item::new(
+                        self.ids.issue(),
+                        content,
+                        change.active_form.map(str::to_string),
+                        status,
+                        at,
+                    );
+                    diff.added.push(item.id.clone());
+                    if status == Status::InProgress && running.is_none() {
+                        running = Some(item.id.clone());
+                    }
+                    item.parent = change.parent.flatten().map(str::to_string);
+                    if item.parent.is_some() {
+                        // Placed under its parent once every change is made.
+                        subtasks.push(item);
+                    } else {
+                        self.items.push(item);
+                    }
+                    continue;
+                }
+            };
+            let item = &mut self.items[index];
+            let status = change.status.unwrap_or(item.status);
+            let kept_content;
+            let content = match change.content {
+                Some(content) => content,
+                None => {
+                    kept_content = item.content.clone();
+                    &kept_content
+                }
+            };
+            let kept_parent;
+            let parent = match change.parent {
+                Some(parent) => parent,
+                None => {
+                    kept_parent = item.parent.clone();
+                    kept_parent.as_deref()
+                }
+            };
+            let wanted = ProposedItem {
+                id: change.id,
+                content,
+                active_form: change.active_form,
+                status,
+                parent,
+            };
+            update(item, &wanted, status, at, &mut diff, false);
+            if status == Status::InProgress && running.is_none() {
+                running = Some(item.id.clone());
+            }
+        }
+        for item in subtasks {
+            let parent = self
+                .items
+                .iter()
+                .position(|i| Some(i.id.as_str()) == item.parent.as_deref());
+            let end = parent.map_or(self.items.len(), |parent| {
+                tree::subtree_end(&self.items, parent)
+            });
+            self.items.insert(end, item);
+        }
+        if let Some(running) = running {
+            for item in self
+                .items
+                .iter_mut()
+                .filter(|i| i.status == Status::InProgress && i.id != running)
+            {
+                item.set_status(Status::Pending, at);
+                diff.started.retain(|id| *id != item.id);
+                diff.demoted.push(item.id.clone());
+            }
+        }
+        if !diff.is_empty() {
+            let ids = diff.changed_ids();
+            self.record(
+                Actor::Model,
+                ChangeKind::Write,
+                before,
+                retired_before,
+                Some(ids),
+                None,
+            );
+        }
+        Ok(diff)
+    }
+
+    /// Whether ID names an item of the list or a retired one.
+    fn knows(&self, id: &str) -> bool {
+        self.items.iter().any(|item| item.id == id) || self.retired.contains_key(id)
+    }
+
+    /// The subtask checks of a whole-list write (see `tree::check`), on
+    /// the list MATCHING says it makes.  A list without parents needs none.
+    fn check_replace_tree(
+        &self,
+        proposed: &[ProposedItem],
+        matching: &Matching,
+    ) -> Result<(), InvalidInput> {
+        if proposed.iter().all(|p| p.parent.is_none()) {
+            return Ok(());
+        }
+        let nodes: Vec<Node> = proposed
+            .iter()
+            .enumerate()
+            .map(|(i, wanted)| {
+                let was = matching.continued(i).and_then(|j| self.items.get(j));
+                Node {
+                    id: was.map(|item| item.id.as_str()).or(wanted.id),
+                    parent: wanted.parent,
+                    status: wanted.status,
+                    at: Some(i),
+                    placed: true,
+                    was: was.map(|item| (item.status, item.parent.as_deref())),
+                }
+            })
+            .collect();
+        tree::check(&nodes, &self.items, |id| self.knows(id))
+    }
+
+    /// The subtask checks of a merged write: LISTED gives for each change
+    /// the index of the listed item it changes; the others bring back a
+    /// retired item (with an id, in RESTORING) or add one.
+    fn check_merge_tree(
+        &self,
+        changes: &[MergeItem],
+        listed: &[Option<usize>],
+        restoring: &[&str],
+    ) -> Result<(), InvalidInput> {
+        if changes.iter().all(|c| c.parent.is_none()) && !tree::any_parent(&self.items) {
+            return Ok(());
+        }
+        let mut named: Vec<Option<usize>> = vec![None; self.items.len()];
+        for (i, at) in listed.iter().enumerate() {
+            if let Some(at) = at {
+                named[*at] = Some(i);
+            }
+        }
+        let will_be_listed =
+            |id: &str| self.items.iter().any(|item| item.id == id) || restoring.contains(&id);
+        let mut nodes: Vec<Node> = self
+            .items
+            .iter()
+            .zip(&named)
+            .map(|(item, at)| {
+                let change = at.map(|i| &changes[i]);
+                Node {
+                    id: Some(&item.id),
+                    parent: change
+                        .and_then(|c| c.parent)
+                        .unwrap_or(item.parent.as_deref()),
+                    status: change.and_then(|c| c.status).unwrap_or(item.status),
+                    at: *at,
+                    placed: change.is_some_and(|c| c.parent.is_some()),
+                    was: Some((item.status, item.parent.as_deref())),
+                }
+            })
+            .collect();
+        for (i, (change, at)) in changes.iter().zip(listed).enumerate() {
+            if at.is_some() {
+                continue;
+            }
+            let retired = change.id.and_then(|id| self.retired.get(id));
+            let kept = retired
+                .and_then(|item| item.parent.as_deref())
+                .filter(|p| will_be_listed(p));
+            let parent = match change.parent {
+                Some(parent) => parent,
+                None => kept,
+            };
+            nodes.push(Node {
+                id: change.id,
+                parent,
+                status: change
+                    .status
+                    .or(retired.map(|item| item.status))
+                    .unwrap_or(Status::Pending),
+                at: Some(i),
+                placed: parent.is_some(),
+                was: None,
+            });
+        }
+        tree::check(&nodes, &self.items, |id| self.knows(id))
+    }
+
+    /// Appends one pending item (Efrit's `efrit-todo-add`).
+    pub fn add(
+        &mut self,
+        content: String,
+        priority: Option<String>,
+        options: &Options,
+    ) -> Result<Item, InvalidInput> {
+        let before = self.items.clone();
+        let item = self.push_item(content, priority, options)?;
+        self.record(
+            Actor::Model,
+            ChangeKind::Add,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
+        Ok(item)
+    }
+
+    fn push_item(
+        &mut self,
+        content: String,
+        priority: Option<String>,
+        options: &Options,
+    ) -> Result<Item, InvalidInput> {
+        if self.items.len() >= options.limits.max_items {
+            return Err(InvalidInput::new(
+                "todos",
+                format!(
+                    "already has {} items; the limit is {}",
+                    self.items.len(),
+                    options.limits.max_items
+                ),
+            ));
+        }
+        let mut item = Item::new(self.ids.issue(), content, None, Status::Pending, now());
+        item.priority = priority;
+        self.items.push(item.clone());
+        Ok(item)
+    }
+
+    /// Changes one item's status; None when no item has that id.
+    pub fn set_status(&mut self, id: &str, status: Status) -> Option<Item> {
+        let index = self.items.iter().position(|i| i.id == id)?;
+        let before = self.items.clone();
+        self.items[index].set_status(status, now());
+        let item = self.items[index].clone();
+        self.record(
+            Actor::Model,
+            ChangeKind::Status,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
+        Some(item)
+    }
+
+    /// Replaces the list with items built elsewhere (Efrit's `efrit-todo-set-all`).
+    pub fn set_all(
+        &mut self,
+        external: Vec<ExternalItem>,
+        options: &Options,
+    ) -> Result<(), InvalidInput> {
+        if external.len() > options.limits.max_items {
+            return Err(InvalidInput::new(
+                "todos",
+                format!(
+                    "has {} items; the limit is {}",
+                    external.len(),
+                    options.limits.max_items
+                ),
+            ));
+        }
+        let mut ids = self.ids.clone();
+        for item in &external {
+            if let Some(id) = &item.id {
+                ids.observe(id);
+            }
+        }
+        let at = now();
+        // Efrit's API has no parents: an item it hands back keeps its own.
+        let parents: FxHashMap<&str, &str> = self
+            .items
+            .iter()
+            .filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p)))
+            .collect();
+        let mut items: Vec<Item> = external
+            .into_iter()
+            .map(|e| {
+                let id = e.id.unwrap_or_else(|| ids.issue());
+                let created = e.created.unwrap_or(at);
+                let mut item = Item::new(id, e.content, None, e.status, created);
+                if e.status == Status::Completed {
+                    item.completed = e.completed.or(Some(at));
+                }
+                item.priority = e.priority;
+                item.parent = parents.get(item.id.as_str()).map(|p| p.to_string());
+                item
+            })
+            .collect();
+        tree::repair(&mut items, &[]);
+        self.ids = ids;
+        let before = std::mem::replace(&mut self.items, items);
+        self.record(
+            Actor::Model,
+            ChangeKind::SetAll,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
+        Ok(())
+    }
+
+    /// Applies one edit by the user and returns how the model will be told.
+    pub fn user_edit(&mut self, edit: UserEdit, options: &Options) -> Result<String, InvalidInput> {
+        let position = |items: &[Item], id: &str| {
+            items.iter().position(|i| i.id == id).ok_or_else(|| {
+                InvalidInput::new("id", format!("no item {} in this list", quote(id)))
+            })
+        };
+        let at = now();
+        let before = self.items.clone();
+        let kind = match &edit {
+            UserEdit::SetStatus { .. } => ChangeKind::Status,
+            UserEdit::EditContent { .. } => ChangeKind::Edit,
+            UserEdit::Add { .. } => ChangeKind::Add,
+            UserEdit::Move { .. } => ChangeKind::Move,
+            UserEdit::ClearFinished => ChangeKind::ClearFinished,
+        };
+        let note = match edit {
+            UserEdit::SetStatus { id, status } => {
+                let index = position(&self.items, &id)?;
+                self.check_user_status(index, status)?;
+                if status == Status::InProgress {
+                    // One running item: the one the user picked.
+                    for other in self
+                        .items
+                        .iter_mut()
+                        .filter(|i| i.status == Status::InProgress)
+                    {
+                        other.set_status(Status::Pending, at);
+                    }
+                }
+                self.items[index].set_status(status, at);
+                if status == Status::Completed {
+                    self.guide.note_progress();
+                }
+                format!("the user marked {id} {}", status.wire_name())
+            }
+            UserEdit::EditContent { id, content } => {
+                let index = position(&self.items, &id)?;
+                let content = checked_text(
+                    &Input::Str(content),
+                    "content",
+                    options.limits.max_content_chars,
+                )
+                .and_then(|t| non_blank(t, "content"))?;
+                let item = &mut self.items[index];
+                if item.active_form == item.content {
+                    item.active_form = content.clone();
+                }
+                item.content = content;
+                format!("the user reworded {id} to {}", quote(&item.content))
+            }
+            UserEdit::Add { content } => {
+                let content = checked_text(
+                    &Input::Str(content),
+                    "content",
+                    options.limits.max_content_chars,
+                )
+                .and_then(|t| non_blank(t, "content"))?;
+                let item = self.push_item(content, None, options)?;
+                format!("the user added {} {}", item.id, quote(&item.content))
+            }
+            UserEdit::Move { id, offset } => {
+                let from = position(&self.items, &id)?;
+                let last = self.items.len() as i64 - 1;
+                let to = (from as i64).saturating_add(offset).clamp(0, last) as usize;
+                let item = self.items.remove(from);
+                self.items.insert(to, item);
+                format!("the user moved {id} to position {}", to + 1)
+            }
+            UserEdit::ClearFinished => {
+                let (finished, open): (Vec<Item>, Vec<Item>) = std::mem::take(&mut self.items)
+                    .into_iter()
+                    .partition(|i| !i.status.is_open());
+                self.items = open;
+                let ids: Vec<String> = finished.iter().map(|i| i.id.clone()).collect();
+                // Subtasks of a removed item move up to its place.
+                let moved_up = tree::repair(&mut self.items, &finished);
+                for item in finished {
+                    self.retired.insert(item.id.clone(), item);
+                }
+                if ids.is_empty() {
+                    return Ok(String::new());
+                }
+                let mut note = format!(
+                    "the user removed the finished items {} from the list",
+                    ids.join(", ")
+                );
+                if !moved_up.is_empty() {
+                    note.push_str(&format!(
+                        " (their unfinished subtasks {} moved up a level)",
+                        moved_up.join(", ")
+                    ));
+                }
+                note
+            }
+        };
+        if self.items == before {
+            // Nothing to record, and nothing the model needs to hear.
+            return Ok(String::new());
+        }
+        self.record(
+            Actor::User,
+            kind,
+            before,
+            Vec::new(),
+            None,
+            Some(note.clone()),
+        );
+        self.changed(Actor::User, Some(note.clone()));
+        Ok(note)
+    }
+
+    /// The subtask rules for the user's status edits, as for the model's:
+    /// no item completed while a subtask of it is unfinished, no subtask of
+    /// a completed item reopened.
+    fn check_user_status(&self, index: usize, status: Status) -> Result<(), InvalidInput> {
+        let item = &self.items[index];
+        if status == Status::Completed && item.status != Status::Completed {
+            let open = tree::open_subtasks(&self.items, index);
+            if !open.is_empty() {
+                return Err(InvalidInput::new(
+                    "status",
+                    tree::completion_refusal(&item.id, &open),
+                ));
+            }
+        }
+        if status.is_open() && !item.status.is_open() {
+            if let Some(parent) = tree::completed_ancestor(&self.items, index) {
+                return Err(InvalidInput::new(
+                    "status",
+                    format!(
+                        "{} is a subtask of {parent}, which is completed; reopen {parent} first",
+                        item.id
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Empties the list; ids already issued stay retired.
+    pub fn clear(&mut self) {
+        let before = self.items.clone();
+        for item in self.items.drain(..) {
+            self.retired.insert(item.id.clone(), item);
+        }
+        self.record(
+            Actor::Model,
+            ChangeKind::Clear,
+            before,
+            Vec::new(),
+            None,
+            None,
+        );
+    }
+}

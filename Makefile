@@ -3,7 +3,10 @@
 EMACS ?= emacs
 CARGO ?= cargo
 MODULE := lisp/efrit-todo-module.so
-BUILT := target/release/libefrit_todo.so
+# Where cargo puts the library: CARGO_TARGET_DIR, a build.target-dir in
+# a .cargo/config.toml, or target/, as cargo itself resolves them.
+TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+BUILT = $(TARGET_DIR)/release/libefrit_todo.so
 LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
 # The tests and benches get checkdoc too.  The two bench files named here
@@ -16,9 +19,12 @@ BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
+# The module is replaced by a new file, not written over: an Emacs that
+# has it loaded keeps the old file mapped, and would crash.
 $(MODULE): Cargo.toml $(wildcard src/*.rs src/ffi/*.rs)
 	$(CARGO) build --release
-	cp $(BUILT) $@
+	cp "$(BUILT)" $@.new
+	mv -f $@.new $@
 
 test: cargo-test ert loop fuzz lint tmux-test ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, fuzzer, lint, tmux
 

@@ -15,7 +15,7 @@ SUITES := $(wildcard test/*-test.el)
 CHECKDOC_ONLY := $(wildcard test/*.el bench/*.el)
 BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 
-.PHONY: build test cargo-test ert loop test-efrit test-gptel fuzz lint tmux-test bench demo clean help
+.PHONY: build test cargo-test ert loop test-efrit test-gptel fuzz lint tmux-test build-tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
@@ -26,7 +26,7 @@ $(MODULE): Cargo.toml $(wildcard src/*.rs src/ffi/*.rs)
 	cp "$(BUILT)" $@.new
 	mv -f $@.new $@
 
-test: cargo-test ert loop fuzz lint tmux-test ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, fuzzer, lint, tmux
+test: cargo-test ert loop fuzz lint tmux-test build-tmux-test ## Everything CI runs: cargo tests, clippy, ERT suites, loop scenarios, fuzzer, lint, tmux
 
 cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
@@ -69,6 +69,10 @@ lint: build ## rustfmt check; module layering (tests/architecture.rs); byte-comp
 
 tmux-test: build ## The live demo in emacs -nw under tmux: list and mode line as drawn
 	EMACS=$(EMACS) sh test/efrit-todo-tmux-test.sh
+
+# A full cargo build (a minute or more) of the last commit, in a clone.
+build-tmux-test: ## A fresh clone builds its module in emacs -nw under tmux; keys typed meanwhile show at once
+	EMACS=$(EMACS) sh test/efrit-todo-build-tmux-test.sh
 
 # One Emacs times both sides in turn (median of EFRIT_TODO_BENCH_RUNS >= 10
 # runs, GC share, Lisp allocation per call); with EFRIT_DIR set to an Efrit

@@ -141,7 +141,10 @@ The count shown when cargo prints no progress bar (an old cargo).")
   "The timer that shows the running build's progress.")
 
 (defvar efrit-todo-build--message nil
-  "The progress message shown last, so that it is replaced and nothing else.")
+  "The build's message shown last, which the next progress replaces.")
+
+(defvar efrit-todo-build--other-message nil
+  "Another message in the echo area and when it was first seen, or nil.")
 
 ;;;; Where things are
 
@@ -299,21 +302,34 @@ their source line, as in `compilation-mode'."
         (dolist (window windows)
           (set-window-point window (point-max)))))))
 
+(defun efrit-todo-build--free-echo-area-p ()
+  "Return non-nil when the echo area may show the build's progress.
+Not over a minibuffer or a prompt, nor over another message until it
+has been there for 5 seconds: the build must not hide what the user
+is reading or typing."
+  (let ((current (current-message)))
+    (and (not noninteractive)
+         (not (active-minibuffer-window))
+         (not cursor-in-echo-area)
+         (or (null current)
+             (equal current efrit-todo-build--message)
+             (if (equal current (car efrit-todo-build--other-message))
+                 (>= (- (float-time) (cdr efrit-todo-build--other-message)) 5)
+               (setq efrit-todo-build--other-message (cons current (float-time)))
+               nil)))))
+
 (defun efrit-todo-build--show-progress ()
-  "Show the running build's progress in its buffer's mode line and the echo area.
-The echo area only when it shows nothing else (or the last progress)
-and no minibuffer is active: the build must not hide what the user is
-reading or typing."
+  "Show the running build's progress in its buffer's mode line and the echo area."
   (let ((text (efrit-todo-build--progress-text)))
     (when-let* ((buffer (get-buffer efrit-todo-build-buffer-name)))
       (with-current-buffer buffer
         (setq mode-line-process (concat ":building " text))
         (force-mode-line-update)))
-    (unless (or noninteractive (active-minibuffer-window) cursor-in-echo-area
-                (not (member (current-message) (list nil efrit-todo-build--message))))
+    (when (efrit-todo-build--free-echo-area-p)
+      ;; Not logged: *Messages* gets the start and the end of the build.
       (let ((message-log-max nil))
         (setq efrit-todo-build--message
-              (message "Efrit-todo: building the module, %s (%s, M-x efrit-todo-build-cancel stops it)"
+              (message "Efrit-todo: building the module, %s (see %s)"
                        text efrit-todo-build-buffer-name))))))
 
 ;;;; Reading cargo
@@ -511,9 +527,10 @@ that file would crash Emacs, replacing it does not."
     (efrit-todo-build--install-stand-ins)
     (efrit-todo-build--stop-timer)
     (setq efrit-todo-build--timer (run-at-time 1 1 #'efrit-todo-build--show-progress))
-    (message (substitute-command-keys
-              "Efrit-todo: building the module with cargo in the background; watch the buffer %s, \\[efrit-todo-build-cancel] stops it")
-             efrit-todo-build-buffer-name)
+    (setq efrit-todo-build--message
+          (message (substitute-command-keys
+                    "Efrit-todo: building the module with cargo in the background; watch the buffer %s, \\[efrit-todo-build-cancel] stops it")
+                   efrit-todo-build-buffer-name))
     efrit-todo-build--process))
 
 ;;;###autoload

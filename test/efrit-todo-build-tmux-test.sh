@@ -28,6 +28,10 @@ EMACS=${EMACS:-emacs}
 socket="efrit-todo-build-test-$$"
 work=$(mktemp -d "${TMPDIR:-/tmp}/efrit-todo-build-tmux.XXXXXX")
 tmux_() { tmux -u -L "$socket" -f /dev/null "$@"; }
+now_ms() { date +%s%3N; }
+began=$(now_ms)
+# say TEXT: report TEXT with the seconds since the start.
+say() { echo "build-tmux-test: [$(( ($(now_ms) - began) / 1000 )) s] $*"; }
 trap 'tmux_ kill-server >/dev/null 2>&1 || true; rm -rf "$work"' EXIT INT TERM
 
 git clone -q "$root" "$work/repo"
@@ -55,7 +59,7 @@ wait_for() {
             printf '%s\n' "$pane" | grep -Eq -- "$pattern" || { ok=no; break; }
         done
         if [ "$ok" = yes ]; then
-            echo "build-tmux-test: $name: seen"
+            say "$name: seen"
             return 0
         fi
         sleep 0.1
@@ -74,7 +78,6 @@ cargo_running() {
     return 1
 }
 
-now_ms() { date +%s%3N; }
 
 wait_for "the offer" 60 'build it now with cargo'
 tmux_ send-keys y
@@ -110,7 +113,7 @@ if [ "$typed" -lt 3 ]; then
     echo "build-tmux-test: the build ended before 3 keys could be typed during it" >&2
     exit 1
 fi
-echo "build-tmux-test: $typed keys typed during the build showed after (ms):$times"
+say "$typed keys typed during the build showed after (ms):$times"
 
 # A call before the module is there says that it is being built.
 if cargo_running; then
@@ -121,6 +124,7 @@ if cargo_running; then
 fi
 
 wait_for "the end of the build" 900 'module built in [0-9]+ s and loaded'
+tmux_ capture-pane -p | grep "module built" >&2 || true
 seconds=$(tmux_ capture-pane -p | sed -n 's/.*module built in \([0-9]*\) s and loaded.*/\1/p' | head -1)
 
 tmux_ send-keys M-:
@@ -132,7 +136,7 @@ wait_for "a todo_write after the build" 20 'TODO list updated' 'Typed while buil
 rm "$repo/lisp/efrit-todo-module.so"
 make_start=$(now_ms)
 if ! (cd "$repo" && CARGO_TARGET_DIR="$work/target" make -s build >"$work/make.log" 2>&1); then
-    echo "build-tmux-test: make build with CARGO_TARGET_DIR set failed:" >&2
+    say "make build with CARGO_TARGET_DIR set failed:" >&2
     cat "$work/make.log" >&2
     exit 1
 fi
@@ -140,6 +144,6 @@ fi
     echo "build-tmux-test: make build did not use CARGO_TARGET_DIR" >&2
     exit 1
 }
-echo "build-tmux-test: make build with CARGO_TARGET_DIR: $(( $(now_ms) - make_start )) ms"
+say "make build with CARGO_TARGET_DIR: $(( $(now_ms) - make_start )) ms"
 
-echo "build-tmux-test: passed: the build took ${seconds} s; keys during it showed within ${slowest} ms"
+say "passed: the build took ${seconds} s; keys during it showed within ${slowest} ms"

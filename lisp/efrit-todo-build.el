@@ -277,7 +277,7 @@ Run again after each file loads, as later files name more of them."
 (defvar json-array-type)
 (declare-function json-read-from-string "json" (string))
 
-(define-derived-mode efrit-todo-build-mode compilation-mode "Efrit-todo build"
+(define-derived-mode efrit-todo-build-mode compilation-mode "Cargo"
   "Major mode of *efrit-todo-build*, which shows cargo building the module.
 \\<efrit-todo-build-mode-map>\\[efrit-todo-build-cancel] stops the build; \
 \\[efrit-todo-build-module] starts it again.  Compiler messages lead to
@@ -323,7 +323,7 @@ is reading or typing."
   (let ((text (efrit-todo-build--progress-text)))
     (when-let* ((buffer (get-buffer efrit-todo-build-buffer-name)))
       (with-current-buffer buffer
-        (setq mode-line-process (concat ":building " text))
+        (setq mode-line-process (concat ":" text))
         (force-mode-line-update)))
     (when (efrit-todo-build--free-echo-area-p)
       ;; Not logged: *Messages* gets the start and the end of the build.
@@ -627,7 +627,7 @@ not loaded."
   "Return non-nil when the missing module may be built now."
   (pcase efrit-todo-module-auto-build
     ('ask (and (not noninteractive)
-               (y-or-n-p "Efrit-todo needs its dynamic module; build it now with cargo (in the background)? ")))
+               (y-or-n-p "Efrit-todo needs its module: build it with cargo in the background? ")))
     (setting setting)))
 
 (defun efrit-todo-build--ensure (version)

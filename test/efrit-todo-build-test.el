@@ -140,7 +140,7 @@ to the crate) and loaded into the same Emacs."
                  "CARGO_TARGET_DIR=tgt"))
            (value (car run)))
       (should (equal (length (plist-get value :asked)) 1))
-      (should (string-match-p "build it now with cargo" (car (plist-get value :asked))))
+      (should (string-match-p "build it with cargo" (car (plist-get value :asked))))
       (should (eq (plist-get value :feature) 'efrit-todo))
       (should (eq (plist-get value :running) t))
       (should (equal (plist-get value :progress) '(2 . 3)))

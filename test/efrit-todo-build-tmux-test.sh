@@ -42,9 +42,10 @@ if [ -e "$repo/lisp/efrit-todo-module.so" ]; then
     exit 1
 fi
 
-# No saved lists read or written: the state directory is nil.
+# No saved lists read or written: the state directory is nil.  M-: shows
+# an error in the echo area rather than in the debugger.
 tmux_ new-session -d -x 100 -y 30 \
-    "cd '$repo' && env CARGO_TARGET_DIR='$work/target' $EMACS -nw -Q -L lisp --eval '(setq inhibit-startup-screen t efrit-todo-state-directory nil)' --eval '(require (quote efrit-todo))'"
+    "cd '$repo' && env CARGO_TARGET_DIR='$work/target' $EMACS -nw -Q -L lisp --eval '(setq inhibit-startup-screen t eval-expression-debug-on-error nil efrit-todo-state-directory nil)' --eval '(require (quote efrit-todo))'"
 
 # wait_for NAME SECONDS PATTERN...: poll the pane until one capture
 # matches every extended regexp PATTERN; fail showing the pane otherwise.
@@ -79,7 +80,7 @@ cargo_running() {
 }
 
 
-wait_for "the offer" 60 'build it now with cargo'
+wait_for "the offer" 60 'build it with cargo in the background\? \(y or n\)'
 tmux_ send-keys y
 wait_for "the crate count" 120 'building the module, [0-9]+/[0-9]+ crates' '\*scratch\*'
 cargo_running || { echo "build-tmux-test: cargo is not running" >&2; exit 1; }

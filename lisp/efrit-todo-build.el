@@ -115,9 +115,6 @@ nil (none started), `running', `cancelling', `done', `failed' or
 (defvar efrit-todo-build--started nil
   "The `float-time' at which the last build started.")
 
-(defvar efrit-todo-build--seconds nil
-  "How long the last build took, once it has ended.")
-
 (defvar efrit-todo-build--progress nil
   "Cargo's count of the build, (DONE . TOTAL), or nil before the first.")
 
@@ -417,8 +414,7 @@ that file would crash Emacs, replacing it does not."
 
 (defun efrit-todo-build--end (state text)
   "Record that the build ended in STATE; tell the user TEXT."
-  (setq efrit-todo-build--state state
-        efrit-todo-build--seconds (- (float-time) efrit-todo-build--started))
+  (setq efrit-todo-build--state state)
   (when-let* ((buffer (get-buffer efrit-todo-build-buffer-name)))
     (with-current-buffer buffer
       (setq mode-line-process (format ":%s" state))
@@ -453,8 +449,11 @@ that file would crash Emacs, replacing it does not."
      'done (if was-loaded
                (format "Efrit-todo: module built in %d s; restart Emacs to use it (a loaded module cannot be replaced)"
                        (round (- (float-time) efrit-todo-build--started)))
-             (format "Efrit-todo: module built in %d s and loaded; efrit-todo is ready"
-                     (round (- (float-time) efrit-todo-build--started)))))
+             (format "Efrit-todo: module built in %d s and loaded; %s"
+                     (round (- (float-time) efrit-todo-build--started))
+                     (if (featurep 'efrit-todo)
+                         "efrit-todo is ready"
+                       "(require 'efrit-todo) loads efrit-todo now"))))
     (unless was-loaded
       (condition-case err
           (run-hooks 'efrit-todo-build-loaded-hook)
@@ -510,7 +509,6 @@ that file would crash Emacs, replacing it does not."
                (string-join command " "))))
     (setq efrit-todo-build--state 'running
           efrit-todo-build--started (float-time)
-          efrit-todo-build--seconds nil
           efrit-todo-build--progress nil
           efrit-todo-build--compiled 0
           efrit-todo-build--artifact nil

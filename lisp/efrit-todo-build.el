@@ -660,6 +660,15 @@ for it: a batch script goes on to call efrit-todo.  Signal
   (when (efrit-todo-build-module-loaded-p)
     (efrit-todo-build--check-version version)))
 
+(defun efrit-todo-build-unload-function ()
+  "Stop a running build and its progress when this file is unloaded."
+  (efrit-todo-build--stop-timer)
+  (when (process-live-p efrit-todo-build--process)
+    (set-process-sentinel efrit-todo-build--process #'ignore)
+    (delete-process efrit-todo-build--process))
+  (efrit-todo-build--remove-stand-ins)
+  nil)
+
 (provide 'efrit-todo-build)
 
 ;; Local Variables:

@@ -6,7 +6,10 @@ EMACS ?= emacs
 EMACS30 ?= .ci/emacs30/emacs
 CARGO ?= cargo
 MODULE := lisp/efrit-todo-module.so
-BUILT := target/release/libefrit_todo.so
+# Where cargo puts the library: CARGO_TARGET_DIR, a build.target-dir in
+# a .cargo/config.toml, or target/, as cargo itself resolves them.
+TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+BUILT = $(TARGET_DIR)/release/libefrit_todo.so
 LISP := $(wildcard lisp/*.el)
 SUITES := $(wildcard test/*-test.el)
 # The tests and benches get checkdoc too.  The two bench files named here
@@ -17,15 +20,18 @@ BATCH := $(EMACS) -Q --batch -L lisp -L test -L bench
 # ERT's batch summary then gives each skipped test's reason.
 export EMACS_TEST_VERBOSE := 1
 
-.PHONY: build test emacs-test test-emacs30 cargo-test ert setup-test loop test-efrit test-gptel fuzz lint lint-rust lint-lisp tmux-test bench demo clean help
+.PHONY: build test emacs-test test-emacs30 cargo-test ert setup-test loop test-efrit test-gptel fuzz lint lint-rust lint-lisp tmux-test build-tmux-test bench demo clean help
 
 build: $(MODULE) ## Build the module into lisp/efrit-todo-module.so (the default)
 
+# The module is replaced by a new file, not written over: an Emacs that
+# has it loaded keeps the old file mapped, and would crash.
 $(MODULE): Cargo.toml $(wildcard src/*.rs src/*/*.rs)
 	$(CARGO) build --release
-	cp $(BUILT) $@
+	cp "$(BUILT)" $@.new
+	mv -f $@.new $@
 
-test: cargo-test lint-rust emacs-test ## Everything CI runs on one Emacs: cargo tests, clippy, rustfmt, layering, then emacs-test
+test: cargo-test lint-rust emacs-test build-tmux-test ## Everything CI runs on one Emacs: cargo tests, clippy, rustfmt, layering, emacs-test, the build in tmux
 
 emacs-test: ert loop fuzz lint-lisp tmux-test ## What CI runs on each Emacs: ERT suites, loop scenarios, fuzzer, Lisp lint, tmux
 
@@ -88,6 +94,10 @@ lint-lisp: build ## byte-compile (warnings are errors); checkdoc, also of test/ 
 
 tmux-test: build ## The live demo in emacs -nw under tmux: list and mode line as drawn
 	EMACS=$(EMACS) sh test/efrit-todo-tmux-test.sh
+
+# A full cargo build (a minute or more) of the last commit, in a clone.
+build-tmux-test: ## A fresh clone builds its module in emacs -nw under tmux; keys typed meanwhile show at once
+	EMACS=$(EMACS) sh test/efrit-todo-build-tmux-test.sh
 
 # One Emacs times both sides in turn (median of EFRIT_TODO_BENCH_RUNS >= 10
 # runs, GC share, Lisp allocation per call); with EFRIT_DIR set to an Efrit

@@ -73,15 +73,6 @@ plan does not cost the model thousands of tokens."
   :type 'natnum
   :group 'efrit-todo)
 
-(defcustom efrit-todo-module-auto-build 'ask
-  "What to do when the dynamic module is missing at load time.
-`ask' asks before building it with cargo (and refuses in batch
-mode), t builds it without asking, nil only reports the problem."
-  :type '(choice (const :tag "Ask first" ask)
-                 (const :tag "Build without asking" t)
-                 (const :tag "Never build" nil))
-  :group 'efrit-todo)
-
 (defcustom efrit-todo-auto-complete nil
   "Non-nil to complete the running item when a tool it names succeeds.
 An item whose content names a tool (as a whole word; the longest name
@@ -105,13 +96,20 @@ running Efrit session.")
 An error in one function is reported and does not stop the others.")
 
 
-;; The errors, defined by the module when it loads: `efrit-todo-error'
-;; is the parent of `efrit-todo-invalid-input' (a caller's or the
-;; model's mistake, naming the field), `efrit-todo-storage-error' (the
-;; disk) and `efrit-todo-internal-error' (a bug of ours, such as a
-;; caught panic).
+;; The errors, defined by the module when it loads, and before that by
+;; efrit-todo-build.el: `efrit-todo-error' is the parent of
+;; `efrit-todo-invalid-input' (a caller's or the model's mistake, naming
+;; the field), `efrit-todo-storage-error' (the disk) and
+;; `efrit-todo-internal-error' (a bug of ours, such as a caught panic).
 
 ;;;; The module
+;;
+;; efrit-todo-build.el loads it, or builds it in the background when it
+;; is missing: this file then loads without it, every module function
+;; signalling that the build is running, until cargo ends and the module
+;; is loaded.  The saved lists are restored then.
+
+(require 'efrit-todo-build)
 
 (defconst efrit-todo--directory
   (file-name-directory (or load-file-name buffer-file-name default-directory))
@@ -135,68 +133,18 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-user-edit "efrit-todo-module"
                   (session op id arg max-items max-content))
 
-(defun efrit-todo--module-file ()
-  "Return the file name the module is loaded from."
-  (expand-file-name (concat "efrit-todo-module" module-file-suffix)
-                    efrit-todo--directory))
-
-(defun efrit-todo--crate-directory ()
-  "Return the directory holding Cargo.toml, or nil."
-  (let ((dir (expand-file-name ".." efrit-todo--directory)))
-    (and (file-exists-p (expand-file-name "Cargo.toml" dir)) dir)))
-
-;;;###autoload
-(defun efrit-todo-build-module ()
-  "Build the efrit-todo dynamic module with cargo.
-Output goes to the buffer *efrit-todo module build*.  A module that
-is already loaded stays loaded until Emacs restarts."
-  (interactive)
-  (let* ((crate (or (efrit-todo--crate-directory)
-                    (error "Efrit-todo: Cargo.toml not found beside %s"
-                           efrit-todo--directory)))
-         (cargo (or (executable-find "cargo")
-                    (error "Efrit-todo: cargo not found; install Rust from https://rustup.rs")))
-         (built (expand-file-name
-                 (pcase system-type
-                   ('darwin "release/libefrit_todo.dylib")
-                   ((or 'windows-nt 'ms-dos 'cygwin) "release/efrit_todo.dll")
-                   (_ "release/libefrit_todo.so"))
-                 (or (getenv "CARGO_TARGET_DIR") (expand-file-name "target" crate))))
-         (default-directory crate))
-    (with-current-buffer (get-buffer-create "*efrit-todo module build*")
-      (let ((inhibit-read-only t))
-        (erase-buffer)
-        (insert (format "Efrit-todo: building the module in %s\n" crate))
-        (message "Efrit-todo: building the module with cargo...")
-        (unless (eql 0 (call-process cargo nil t t "build" "--release"))
-          (display-buffer (current-buffer))
-          (error "Efrit-todo: cargo build failed; see *efrit-todo module build*"))
-        (copy-file built (efrit-todo--module-file) t)
-        (insert (message "Efrit-todo: built %s" (efrit-todo--module-file)))))))
-
-(defun efrit-todo--may-build-p ()
-  "Return non-nil when the missing module may be built now."
-  (pcase efrit-todo-module-auto-build
-    ('ask (and (not noninteractive)
-               (y-or-n-p "Efrit-todo needs its dynamic module; build it now with cargo? ")))
-    (setting setting)))
-
 (defun efrit-todo--load-module ()
-  "Load the module, building it first when allowed, and check its version."
-  (unless (fboundp 'efrit-todo--module-version)
-    (unless module-file-suffix
-      (error "Efrit-todo: this Emacs was built without dynamic module support"))
-    (unless (file-exists-p (efrit-todo--module-file))
-      (if (efrit-todo--may-build-p)
-          (efrit-todo-build-module)
-        (error "Efrit-todo: module %s is missing; run `make' in %s or M-x efrit-todo-build-module"
-               (efrit-todo--module-file)
-               (or (efrit-todo--crate-directory) efrit-todo--directory))))
-    (module-load (efrit-todo--module-file)))
-  (let ((module-version (efrit-todo--module-version)))
-    (unless (equal module-version efrit-todo-version)
-      (error "Efrit-todo: the loaded module is version %s but the Lisp code is %s; run M-x efrit-todo-build-module and restart Emacs"
-             module-version efrit-todo-version))))
+  "Load the module, or start building it, and check its version."
+  (efrit-todo-build--ensure efrit-todo-version))
+
+(defun efrit-todo--after-build ()
+  "Restore the saved lists, now that a build has loaded the module.
+Nothing when the build ended while this file was still loading (a
+batch script waiting for it), before the restoring code was defined."
+  (when (fboundp 'efrit-todo--restore-on-load)
+    (efrit-todo--restore-on-load)))
+
+(add-hook 'efrit-todo-build-loaded-hook #'efrit-todo--after-build)
 
 (efrit-todo--load-module)
 
@@ -929,7 +877,9 @@ saves that have not landed; they stay pending and are retried."
 (defun efrit-todo--save-on-exit ()
   "Write what is pending to disk as Emacs exits; never stop the exit."
   (condition-case err
-      (efrit-todo-flush)
+      ;; Without the module (its build not finished) there is nothing.
+      (when (efrit-todo-build-module-loaded-p)
+        (efrit-todo-flush))
     (quit (message "Efrit-todo: stopped waiting for the saves to land"))
     (error (message "Efrit-todo: could not save: %s" (error-message-string err)))))
 
@@ -1021,7 +971,8 @@ Return the names of the sessions restored."
   "Restore the saved sessions that have unfinished items.
 Not in batch Emacs, which runs scripts rather than resuming work."
   (let ((dir (efrit-todo--state-dir)))
-    (when (and dir (not noninteractive) (file-directory-p dir))
+    (when (and dir (not noninteractive) (file-directory-p dir)
+               (efrit-todo-build-module-loaded-p))
       (condition-case err
           (efrit-todo--restore-from dir t nil)
         (error (display-warning 'efrit-todo

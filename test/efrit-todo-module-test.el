@@ -50,14 +50,14 @@ the exit code and output as a cons."
 
 (ert-deftest efrit-todo-module-test-module-is-not-named-like-the-lisp-file ()
   "Emacs tries .so before .el, so the module must not be efrit-todo.so."
-  (should (equal (file-name-base (efrit-todo--module-file)) "efrit-todo-module"))
+  (should (equal (file-name-base (efrit-todo-build-module-file)) "efrit-todo-module"))
   (should (equal (locate-library "efrit-todo")
                  (expand-file-name "efrit-todo.el" efrit-todo--directory))))
 
 (ert-deftest efrit-todo-module-test-missing-module-in-batch-says-how-to-build ()
   "Without the module and nobody to ask, `require' explains what to run."
   (let* ((dir (efrit-todo-module-test--copy
-               '("lisp/efrit-todo.el" "lisp/efrit-todo-compat.el" "Cargo.toml")))
+               '("lisp/efrit-todo.el" "lisp/efrit-todo-build.el" "lisp/efrit-todo-compat.el" "Cargo.toml")))
          (result (efrit-todo-module-test--child
                   dir '(condition-case err
                            (progn (require 'efrit-todo) (kill-emacs 0))
@@ -72,7 +72,8 @@ the exit code and output as a cons."
   "With `efrit-todo-module-auto-build' t, `require' builds the module with cargo."
   (skip-unless (executable-find "cargo"))
   (let* ((dir (efrit-todo-module-test--copy
-               '("lisp/efrit-todo.el" "lisp/efrit-todo-compat.el" "Cargo.toml" "Cargo.lock" "src")))
+               '("lisp/efrit-todo.el" "lisp/efrit-todo-build.el" "lisp/efrit-todo-compat.el"
+                 "Cargo.toml" "Cargo.lock" "src")))
          (result (efrit-todo-module-test--child
                   dir '(progn
                          (setq efrit-todo-module-auto-build t)

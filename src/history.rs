@@ -535,7 +535,7 @@ mod tests {
     use super::*;
     use crate::history::Actor;
     use crate::session::{Options, Session, UserEdit};
-    use crate::validate::Input;
+    use crate::validate::{Input, Limits};
     use proptest::prelude::*;
     use serde_json::json;
     use std::collections::HashSet;
@@ -566,7 +566,7 @@ mod tests {
                 id: "t1".into(),
                 status: Status::Completed,
             },
-            &Options::default(),
+            &Limits::default(),
         )
         .unwrap();
         let changes: Vec<&Change> = s.history.changes().collect();
@@ -607,7 +607,7 @@ mod tests {
                 id: "t3".into(),
                 offset: -1,
             },
-            &Options::default(),
+            &Limits::default(),
         )
         .unwrap();
         assert!(s.undo().unwrap().contains("change 3 (move by the user"));
@@ -763,15 +763,15 @@ mod tests {
                         s.write(&Input::from_json(&json!({"todos": todos})), &options, false, vec![]).map(|_| String::new())
                     }
                     Op::Status(i, st) => match id(&s, i) {
-                        Some(id) => s.user_edit(UserEdit::SetStatus { id, status: Status::ALL[usize::from(st)] }, &options),
+                        Some(id) => s.user_edit(UserEdit::SetStatus { id, status: Status::ALL[usize::from(st)] }, &options.limits),
                         None => Ok(String::new()),
                     },
                     Op::Move(i, offset) => match id(&s, i) {
-                        Some(id) => s.user_edit(UserEdit::Move { id, offset: i64::from(offset) }, &options),
+                        Some(id) => s.user_edit(UserEdit::Move { id, offset: i64::from(offset) }, &options.limits),
                         None => Ok(String::new()),
                     },
-                    Op::Add => s.user_edit(UserEdit::Add { content: "added".into() }, &options),
-                    Op::ClearFinished => s.user_edit(UserEdit::ClearFinished, &options),
+                    Op::Add => s.user_edit(UserEdit::Add { content: "added".into() }, &options.limits),
+                    Op::ClearFinished => s.user_edit(UserEdit::ClearFinished, &options.limits),
                 };
                 if s.history.last_seq() != before {
                     states.push(s.items.clone());

@@ -505,11 +505,9 @@ With \"restore\", it restores the session from the directory first.")
                   dir session (if restore "restore" "fresh"))))
     (unwind-protect
         (progn
-          (efrit-todo-store-test--wait
-           process (lambda (_) (not (process-live-p process))) 60 "the other Emacs")
-          (should (equal (process-exit-status process) 0))
-          (should (string-match-p "^failed saves: 0"
-                                  (with-current-buffer (process-buffer process) (buffer-string)))))
+          (let ((output (efrit-todo-store-test--wait-for-end process 60 "the other Emacs")))
+            (should (equal (process-exit-status process) 0))
+            (should (string-match-p "^failed saves: 0" output))))
       (kill-buffer (process-buffer process)))))
 
 (ert-deftest efrit-todo-store-test-two-emacsen-never-overwrite-each-other ()
@@ -724,12 +722,14 @@ Return its file name."
   "What the child Emacs runs: write SIZE-ish items and save, forever.")
 
 (defun efrit-todo-store-test--spawn (name program &rest args)
-  "Start a batch Emacs named NAME running PROGRAM with ARGS after it."
+  "Start a batch Emacs named NAME running PROGRAM with ARGS after it.
+Its end is marked by `efrit-todo-store-test--note-end'."
   (make-process
    :name name
    :buffer (generate-new-buffer (format " *%s*" name))
    :connection-type 'pipe
    :noquery t
+   :sentinel #'efrit-todo-store-test--note-end
    :command (append (list (expand-file-name invocation-name invocation-directory)
                           "-Q" "--batch"
                           "-L" (file-name-directory (locate-library "efrit-todo"))
@@ -745,6 +745,22 @@ Return its file name."
         (ert-fail (format "timed out waiting for %s; output: %s" what
                           (with-current-buffer (process-buffer process) (buffer-string)))))
       (accept-process-output process 0.05))))
+
+(defun efrit-todo-store-test--note-end (process _event)
+  "Mark PROCESS as ended once it has exited or been killed.
+Emacs runs a sentinel only after it has read all that the process
+wrote, so once the mark is set the process buffer holds all its output."
+  (when (memq (process-status process) '(exit signal))
+    (process-put process 'efrit-todo-store-test-ended t)))
+
+(defun efrit-todo-store-test--wait-for-end (process seconds what)
+  "Wait up to SECONDS for PROCESS to end; return all its output.
+Fail naming WHAT when it has not ended by then.  Not `process-live-p':
+it turns nil as soon as the process exits, possibly before Emacs has
+read the last of its output."
+  (efrit-todo-store-test--wait
+   process (lambda (_) (process-get process 'efrit-todo-store-test-ended)) seconds what)
+  (with-current-buffer (process-buffer process) (buffer-string)))
 
 (defun efrit-todo-store-test--last-number (regexp output)
   "Return the number in the last match of REGEXP in OUTPUT, or 0."
@@ -785,12 +801,10 @@ file and rename it would leave a damaged state file there."
               ;; Half the pause: the kill lands while a file is half written.
               (sleep-for delay)
               (signal-process process 'kill)
-              (efrit-todo-store-test--wait
-               process (lambda (_) (not (process-live-p process))) 20 "the child to die")
-              (should (eq (process-status process) 'signal))
-              (let* ((output (with-current-buffer (process-buffer process) (buffer-string)))
+              (let* ((output (efrit-todo-store-test--wait-for-end process 20 "the child to die"))
                      (saved (efrit-todo-store-test--last-number "saved \\([0-9]+\\)" output))
                      (writing (efrit-todo-store-test--last-number "writing \\([0-9]+\\)" output)))
+                (should (eq (process-status process) 'signal))
                 (should (member session (efrit-todo-restore t)))
                 (let* ((items (efrit-todo-list session))
                        (n (and items (string-to-number
@@ -827,13 +841,11 @@ In a child Emacs, because a writer that opened the FIFO would hang."
                      "efrit-todo-fifo" efrit-todo-store-test--fifo-child dir session)))
       (unwind-protect
           (progn
-            (efrit-todo-store-test--wait
-             process (lambda (_) (not (process-live-p process))) 30 "the child to exit")
-            (should (equal (process-exit-status process) 0))
-            (let ((output (with-current-buffer (process-buffer process) (buffer-string)))
+            (let ((output (efrit-todo-store-test--wait-for-end process 30 "the child to exit"))
                   (file (expand-file-name (file-name-nondirectory
                                            (efrit-todo--module-store-file session dir))
                                           dir)))
+              (should (equal (process-exit-status process) 0))
               (should (string-match-p "^failures 1: .*not a regular file (a FIFO)" output))
               (should (file-exists-p file))
               (should-not (file-regular-p file))
@@ -899,8 +911,7 @@ In a child Emacs, because a writer that opened the FIFO would hang."
                      session dir)))
       (unwind-protect
           (progn
-            (efrit-todo-store-test--wait
-             process (lambda (_) (not (process-live-p process))) 60 "the child to exit")
+            (efrit-todo-store-test--wait-for-end process 60 "the child to exit")
             (should (equal (process-exit-status process) 0))
             (should (equal (efrit-todo-restore t) (list session)))
             (should (equal (efrit-todo-store-test-contents session) '("write 29"))))

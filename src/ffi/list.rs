@@ -4,7 +4,7 @@
 use super::cache::{session_name, with_existing};
 use super::errors::{checked, guarded, valid};
 use super::input::{count_arg, text_arg, to_input, tool_input};
-use super::options::{edit_options, options};
+use super::options::{limits, options};
 use super::output::{item_plist, items_list, json_to_lisp, lisp_text};
 use super::symbols::*;
 use crate::model::Status;
@@ -171,7 +171,7 @@ fn user_edit<'e>(
     guarded(env, || {
         let op = text_arg(env, op, "op")?;
         let session = session_name(env, session)?;
-        let options = edit_options(env, max_items, max_content)?;
+        let limits = limits(env, max_items, max_content)?;
         let arg = to_input(env, arg, 0)?;
         let id = match to_input(env, id, 0)? {
             Input::Null => Err(InvalidInput::new("id", "is required")),
@@ -182,7 +182,7 @@ fn user_edit<'e>(
             )),
         };
         let id = || id.clone();
-        let text = |path: &str| checked_text(&arg, path, options.limits.max_content_chars);
+        let text = |path: &str| checked_text(&arg, path, limits.max_content_chars);
         let edit = match op.as_str() {
             "status" => id().and_then(|id| {
                 Ok(UserEdit::SetStatus {
@@ -210,7 +210,7 @@ fn user_edit<'e>(
                 format!("unknown edit {}", validate::quote(other)),
             )),
         };
-        let note = edit.and_then(|edit| registry().session(&session).user_edit(edit, &options));
+        let note = edit.and_then(|edit| registry().session(&session).user_edit(edit, &limits));
         checked(env, note)
     })
 }
@@ -232,17 +232,14 @@ fn add<'e>(
         } else {
             None
         };
-        let options = edit_options(env, max_items, max_content)?;
+        let limits = limits(env, max_items, max_content)?;
         let content = match to_input(env, content, 0)? {
             Input::Null => Err(InvalidInput::new("content", "is required")),
-            input => checked_text(&input, "content", options.limits.max_content_chars)
+            input => checked_text(&input, "content", limits.max_content_chars)
                 .and_then(|t| non_blank(t, "content")),
         };
-        let added = content.and_then(|content| {
-            registry()
-                .session(&session)
-                .add(content, priority, &options)
-        });
+        let added = content
+            .and_then(|content| registry().session(&session).add(content, priority, &limits));
         item_plist(env, &valid(env, added)?)
     })
 }
@@ -313,20 +310,20 @@ fn set_all<'e>(
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let options = edit_options(env, max_items, max_content)?;
+        let limits = limits(env, max_items, max_content)?;
         let parsed = match to_input(env, items, 0)? {
             Input::Null => Ok(vec![]),
             Input::Array(items) => items
                 .iter()
                 .enumerate()
-                .map(|(i, item)| external_item(item, i, &options.limits))
+                .map(|(i, item)| external_item(item, i, &limits))
                 .collect(),
             other => Err(InvalidInput::new(
                 "todos",
                 format!("expected a list of items, got {}", other.describe()),
             )),
         };
-        let result = parsed.and_then(|items| registry().session(&session).set_all(items, &options));
+        let result = parsed.and_then(|items| registry().session(&session).set_all(items, &limits));
         checked(env, result.map(|()| true))
     })
 }

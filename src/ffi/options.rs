@@ -18,19 +18,6 @@ pub(super) fn limits(env: &Env, max_items: Value, max_content_chars: Value) -> R
     })
 }
 
-/// The options of a call that changes the list without showing it (a user
-/// edit, Efrit's add and set-all): its limits only.
-pub(super) fn edit_options(
-    env: &Env,
-    max_items: Value,
-    max_content_chars: Value,
-) -> Result<Options> {
-    Ok(Options {
-        limits: limits(env, max_items, max_content_chars)?,
-        full_list_up_to: 0,
-    })
-}
-
 /// The options of a write: its limits, and how long a list the result
 /// shows whole (`efrit-todo-full-list-threshold').
 pub(super) fn options(

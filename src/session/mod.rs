@@ -426,9 +426,13 @@ mod tests {
             created: None,
             completed: None,
         };
-        s.set_all(vec![ext("t5"), ext("todo-1")], &options).unwrap();
+        s.set_all(vec![ext("t5"), ext("todo-1")], &options.limits)
+            .unwrap();
         assert!(s.items[0].completed.is_some());
-        assert_eq!(s.add("next".into(), None, &options).unwrap().id, "t6");
+        assert_eq!(
+            s.add("next".into(), None, &options.limits).unwrap().id,
+            "t6"
+        );
     }
 
     #[test]
@@ -441,9 +445,9 @@ mod tests {
             },
             ..Options::default()
         };
-        s.add("one".into(), None, &options).unwrap();
+        s.add("one".into(), None, &options.limits).unwrap();
         assert_eq!(
-            s.add("two".into(), None, &options).unwrap_err().path,
+            s.add("two".into(), None, &options.limits).unwrap_err().path,
             "todos"
         );
     }
@@ -469,7 +473,7 @@ mod tests {
                     id: "t2".into(),
                     status: Status::InProgress,
                 },
-                &options,
+                &options.limits,
             )
             .unwrap();
         assert_eq!(note, "the user marked t2 in_progress");
@@ -480,7 +484,7 @@ mod tests {
                 id: "t1".into(),
                 content: "A better".into(),
             },
-            &options,
+            &options.limits,
         )
         .unwrap();
         assert_eq!(s.find("t1").unwrap().active_form, "A better");
@@ -489,7 +493,7 @@ mod tests {
                 id: "t3".into(),
                 offset: -10,
             },
-            &options,
+            &options.limits,
         )
         .unwrap();
         assert_eq!(s.items[0].id, "t3");
@@ -497,12 +501,12 @@ mod tests {
             UserEdit::Add {
                 content: "d".into(),
             },
-            &options,
+            &options.limits,
         )
         .unwrap();
         assert_eq!(s.items.last().unwrap().id, "t4");
         assert!(s
-            .user_edit(UserEdit::ClearFinished, &options)
+            .user_edit(UserEdit::ClearFinished, &options.limits)
             .unwrap()
             .contains("t3"));
         assert_eq!(s.items.len(), 3);
@@ -725,7 +729,7 @@ mod tests {
                 id: "t3".into(),
                 status: Status::Completed,
             },
-            &Options::default(),
+            &Limits::default(),
         );
         assert_eq!(note.unwrap(), "");
         assert!(s.user_notes.is_empty());
@@ -842,7 +846,7 @@ mod tests {
                 id: "t9".into(),
                 status: Status::Completed,
             },
-            &options,
+            &options.limits,
         );
         assert_eq!(unknown.unwrap_err().path, "id");
         let blank = s.user_edit(
@@ -850,7 +854,7 @@ mod tests {
                 id: "t1".into(),
                 content: "  ".into(),
             },
-            &options,
+            &options.limits,
         );
         assert_eq!(blank.unwrap_err().path, "content");
         assert_eq!(
@@ -858,7 +862,7 @@ mod tests {
                 UserEdit::Add {
                     content: String::new()
                 },
-                &options
+                &options.limits
             )
             .unwrap_err()
             .path,
@@ -922,7 +926,7 @@ mod tests {
         assert!(s.entries().is_empty());
         assert_eq!(s.items.len(), 3);
         assert_eq!(
-            s.add("next".into(), None, &Options::default()).unwrap().id,
+            s.add("next".into(), None, &Limits::default()).unwrap().id,
             "t4"
         );
     }
@@ -1280,7 +1284,7 @@ mod subtask_tests {
                 id: "t1".into(),
                 status: Status::Completed,
             },
-            &options,
+            &options.limits,
         );
         assert_eq!(
             refused.unwrap_err().to_string(),
@@ -1292,10 +1296,12 @@ mod subtask_tests {
                 id: "t4".into(),
                 status: Status::Cancelled,
             },
-            &options,
+            &options.limits,
         )
         .unwrap();
-        let note = s.user_edit(UserEdit::ClearFinished, &options).unwrap();
+        let note = s
+            .user_edit(UserEdit::ClearFinished, &options.limits)
+            .unwrap();
         assert_eq!(note, "the user removed the finished items t4 from the list (their unfinished subtasks t6 moved up a level)");
         assert_eq!(
             parents(&s),
@@ -1317,7 +1323,7 @@ mod subtask_tests {
                 id: "t1".into(),
                 status: Status::Completed,
             },
-            &options,
+            &options.limits,
         )
         .unwrap();
         let reopen = s.user_edit(
@@ -1325,7 +1331,7 @@ mod subtask_tests {
                 id: "t5".into(),
                 status: Status::Pending,
             },
-            &options,
+            &options.limits,
         );
         assert_eq!(
             reopen.unwrap_err().to_string(),
@@ -1366,7 +1372,7 @@ mod subtask_tests {
                 completed: None,
             })
             .collect();
-        s.set_all(external.clone(), &Options::default()).unwrap();
+        s.set_all(external.clone(), &Limits::default()).unwrap();
         assert_eq!(
             parents(&s),
             [
@@ -1378,7 +1384,7 @@ mod subtask_tests {
             ]
         );
         // Without t1, its subtasks are top-level.
-        s.set_all(external[1..].to_vec(), &Options::default())
+        s.set_all(external[1..].to_vec(), &Limits::default())
             .unwrap();
         assert!(!tree::any_parent(&s.items));
     }

@@ -407,10 +407,10 @@ impl Session {
         &mut self,
         content: String,
         priority: Option<String>,
-        options: &Options,
+        limits: &Limits,
     ) -> Result<Item, InvalidInput> {
         let before = self.items.clone();
-        let item = self.push_item(content, priority, options)?;
+        let item = self.push_item(content, priority, limits)?;
         self.record(
             Actor::Model,
             ChangeKind::Add,
@@ -426,15 +426,15 @@ impl Session {
         &mut self,
         content: String,
         priority: Option<String>,
-        options: &Options,
+        limits: &Limits,
     ) -> Result<Item, InvalidInput> {
-        if self.items.len() >= options.limits.max_items {
+        if self.items.len() >= limits.max_items {
             return Err(InvalidInput::new(
                 "todos",
                 format!(
                     "already has {} items; the limit is {}",
                     self.items.len(),
-                    options.limits.max_items
+                    limits.max_items
                 ),
             ));
         }
@@ -465,15 +465,15 @@ impl Session {
     pub fn set_all(
         &mut self,
         external: Vec<ExternalItem>,
-        options: &Options,
+        limits: &Limits,
     ) -> Result<(), InvalidInput> {
-        if external.len() > options.limits.max_items {
+        if external.len() > limits.max_items {
             return Err(InvalidInput::new(
                 "todos",
                 format!(
                     "has {} items; the limit is {}",
                     external.len(),
-                    options.limits.max_items
+                    limits.max_items
                 ),
             ));
         }
@@ -519,7 +519,7 @@ impl Session {
     }
 
     /// Applies one edit by the user and returns how the model will be told.
-    pub fn user_edit(&mut self, edit: UserEdit, options: &Options) -> Result<String, InvalidInput> {
+    pub fn user_edit(&mut self, edit: UserEdit, limits: &Limits) -> Result<String, InvalidInput> {
         let position = |items: &[Item], id: &str| {
             items.iter().position(|i| i.id == id).ok_or_else(|| {
                 InvalidInput::new("id", format!("no item {} in this list", quote(id)))
@@ -556,12 +556,9 @@ impl Session {
             }
             UserEdit::EditContent { id, content } => {
                 let index = position(&self.items, &id)?;
-                let content = checked_text(
-                    &Input::Str(content),
-                    "content",
-                    options.limits.max_content_chars,
-                )
-                .and_then(|t| non_blank(t, "content"))?;
+                let content =
+                    checked_text(&Input::Str(content), "content", limits.max_content_chars)
+                        .and_then(|t| non_blank(t, "content"))?;
                 let item = &mut self.items[index];
                 if item.active_form == item.content {
                     item.active_form = content.clone();
@@ -570,13 +567,10 @@ impl Session {
                 format!("the user reworded {id} to {}", quote(&item.content))
             }
             UserEdit::Add { content } => {
-                let content = checked_text(
-                    &Input::Str(content),
-                    "content",
-                    options.limits.max_content_chars,
-                )
-                .and_then(|t| non_blank(t, "content"))?;
-                let item = self.push_item(content, None, options)?;
+                let content =
+                    checked_text(&Input::Str(content), "content", limits.max_content_chars)
+                        .and_then(|t| non_blank(t, "content"))?;
+                let item = self.push_item(content, None, limits)?;
                 format!("the user added {} {}", item.id, quote(&item.content))
             }
             UserEdit::Move { id, offset } => {

@@ -257,10 +257,11 @@ pub(super) fn saved(target: PathBuf, generation: u64, id: FileId) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{registry, Options, Session};
+    use crate::session::{registry, Session};
     use crate::store::encode::encode;
     use crate::store::test_support::{json_of, temp_dir, write};
     use crate::store::{file_name, save_now, take_warnings, write_atomic};
+    use crate::validate::Limits;
     use serde_json::{json, Value as Json};
 
     fn contents(json: &Json) -> Vec<&str> {
@@ -278,7 +279,7 @@ mod tests {
         let name = format!("conflict test {}", std::process::id());
         registry()
             .session(&name)
-            .add("mine".into(), None, &Options::default())
+            .add("mine".into(), None, &Limits::default())
             .unwrap();
         let file = save_now(&name, &dir).unwrap().unwrap();
         // Saving again over its own save is no conflict.
@@ -294,7 +295,7 @@ mod tests {
         write_atomic(&dir, &file_name(&name), &theirs).unwrap();
         registry()
             .session(&name)
-            .add("mine too".into(), None, &Options::default())
+            .add("mine too".into(), None, &Limits::default())
             .unwrap();
         save_now(&name, &dir).unwrap();
         // Theirs is kept beside, byte for byte; ours is the session's file,
@@ -350,7 +351,7 @@ mod tests {
         write_atomic(&dir, &file_name(&name), &theirs).unwrap();
         registry()
             .session(&name)
-            .add("This command".into(), None, &Options::default())
+            .add("This command".into(), None, &Limits::default())
             .unwrap();
         let file = save_now(&name, &dir).unwrap().unwrap();
         let kept = fs::read(dir.join(format!("{}.conflict", file_name(&name)))).unwrap_or_default();

@@ -121,7 +121,7 @@ pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{registry, Options};
+    use crate::session::registry;
     use crate::store::test_support::{failures_of, temp_dir};
     use crate::store::{file_path, flush, load_dir, save_now};
     use crate::validate::Limits;
@@ -135,7 +135,7 @@ mod tests {
         let name = format!("shared dir test {}", std::process::id());
         registry()
             .session(&name)
-            .add("x".into(), None, &Options::default())
+            .add("x".into(), None, &Limits::default())
             .unwrap();
         let refused = |mode: u32, what: &str| {
             fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
@@ -175,7 +175,7 @@ mod tests {
         let name = format!("file dir test {}", std::process::id());
         registry()
             .session(&name)
-            .add("x".into(), None, &Options::default())
+            .add("x".into(), None, &Limits::default())
             .unwrap();
         let error = save_now(&name, &file).map(|_| ()).unwrap_err().to_string();
         assert!(

@@ -72,7 +72,7 @@ mod tests {
     use std::path::Path;
     use std::time::Duration;
 
-    use crate::session::{registry, Options};
+    use crate::session::registry;
     use crate::store::directory::ensure_dir;
     use crate::store::test_support::{failures_of, temp_dir};
     use crate::store::{file_path, flush, load_dir, load_file, save_now, schedule};
@@ -112,7 +112,7 @@ mod tests {
         let name = format!("fifo test {}", std::process::id());
         registry()
             .session(&name)
-            .add("x".into(), None, &Options::default())
+            .add("x".into(), None, &Limits::default())
             .unwrap();
         let target = file_path(&dir, &name);
         make_fifo(&target);

@@ -64,7 +64,7 @@ mod tests {
     use super::*;
     use std::fs;
 
-    use crate::session::{Options, Session};
+    use crate::session::Session;
     use crate::store::encode::encode;
     use crate::store::test_support::{temp_dir, write};
     use crate::store::{file_name, load_dir, save_now, take_warnings, write_atomic};
@@ -101,7 +101,7 @@ mod tests {
         saved_elsewhere(&dir, &absent, "saved too");
         registry()
             .session(&live)
-            .add("mine".into(), None, &Options::default())
+            .add("mine".into(), None, &Limits::default())
             .unwrap();
         let mut report = load_dir(&dir, false, &Limits::default()).unwrap();
         let outcome = install(&dir, &mut report, false);
@@ -134,7 +134,7 @@ mod tests {
         for content in ["a", "b", "c"] {
             registry()
                 .session(&name)
-                .add(content.into(), None, &Options::default())
+                .add(content.into(), None, &Limits::default())
                 .unwrap();
         }
         let mut report = load_dir(&dir, false, &Limits::default()).unwrap();
@@ -147,7 +147,7 @@ mod tests {
         // t1 to t3 were issued here since the save: none of them again.
         let next = registry()
             .session(&name)
-            .add("next".into(), None, &Options::default())
+            .add("next".into(), None, &Limits::default())
             .unwrap()
             .id;
         assert_eq!(next, "t4");

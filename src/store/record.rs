@@ -722,7 +722,7 @@ mod tests {
         assert!(back.undo().unwrap().contains("add by the user"));
         assert_eq!(back.items.len(), 2);
         assert_eq!(
-            back.add("Next".into(), None, &Options::default())
+            back.add("Next".into(), None, &Limits::default())
                 .unwrap()
                 .id,
             "t5"
@@ -742,7 +742,7 @@ mod tests {
         };
         s.set_all(
             vec![ext("todo-1", "a"), ext("todo-1", "b")],
-            &Options::default(),
+            &Limits::default(),
         )
         .unwrap();
         let (_, back) = decode(&encode("dup", &s)).unwrap();

@@ -226,7 +226,7 @@ mod tests {
     use std::fs::OpenOptions;
     use std::time::{Duration, SystemTime};
 
-    use crate::session::{registry, Options};
+    use crate::session::registry;
     use crate::store::directory::ensure_dir;
     use crate::store::encode::encode;
     use crate::store::test_support::{busy_session, failures_of, json_of, temp_dir};
@@ -290,7 +290,7 @@ mod tests {
         assert!(dir.join("newer.json").exists());
         registry()
             .session("newer")
-            .add("x".into(), None, &Options::default())
+            .add("x".into(), None, &Limits::default())
             .unwrap();
         assert!(save_now("newer", &dir)
             .unwrap_err()
@@ -335,14 +335,14 @@ mod tests {
         let name = format!("copies test {}", std::process::id());
         registry()
             .session(&name)
-            .add("first".into(), None, &Options::default())
+            .add("first".into(), None, &Limits::default())
             .unwrap();
         let file = save_now(&name, &dir).unwrap().unwrap();
         let first = fs::read(&file).unwrap();
         assert_eq!(json_of(&file)["generation"], 1);
         registry()
             .session(&name)
-            .add("second".into(), None, &Options::default())
+            .add("second".into(), None, &Limits::default())
             .unwrap();
         save_now(&name, &dir).unwrap();
         let second = fs::read(&file).unwrap();

@@ -128,10 +128,11 @@ mod tests {
     use super::*;
     use std::fs;
 
-    use crate::session::{registry, Options};
+    use crate::session::registry;
     use crate::store::directory::ensure_dir;
     use crate::store::test_support::{failures_of, temp_dir};
     use crate::store::{file_path, flush, load_file, save_now, schedule};
+    use crate::validate::Limits;
 
     #[test]
     fn a_failed_save_waits_twice_as_long_each_time_up_to_a_minute() {
@@ -193,7 +194,7 @@ mod tests {
         let name = format!("failing {}", std::process::id());
         registry()
             .session(&name)
-            .add("x".into(), None, &Options::default())
+            .add("x".into(), None, &Limits::default())
             .unwrap();
         schedule(&name, &blocker.join("sub"));
         let errors = flush();
@@ -211,7 +212,7 @@ mod tests {
         let name = format!("retry test {}", std::process::id());
         registry()
             .session(&name)
-            .add("Must not be lost".into(), None, &Options::default())
+            .add("Must not be lost".into(), None, &Limits::default())
             .unwrap();
         // A directory where the state file goes: the rename fails.
         let target = file_path(&dir, &name);
@@ -252,7 +253,7 @@ mod tests {
         let name = format!("retry now test {}", std::process::id());
         registry()
             .session(&name)
-            .add("Keep".into(), None, &Options::default())
+            .add("Keep".into(), None, &Limits::default())
             .unwrap();
         let target = file_path(&dir, &name);
         ensure_dir(&dir).unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{json, Value as Json};
 
 use crate::session::{Options, Session, UserEdit};
-use crate::validate::Input;
+use crate::validate::{Input, Limits};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -47,7 +47,7 @@ pub(super) fn busy_session() -> Session {
         UserEdit::Add {
             content: "Ship it".into(),
         },
-        &Options::default(),
+        &Limits::default(),
     )
     .unwrap();
     s.after_tool(

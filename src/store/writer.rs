@@ -407,10 +407,11 @@ mod tests {
     use super::*;
     use std::fs;
 
-    use crate::session::{registry, Options};
+    use crate::session::registry;
     use crate::store::test_support::{failures_of, temp_dir, write};
     use crate::store::{file_path, load_file, LOCK_FILE};
     use crate::validate::Input;
+    use crate::validate::Limits;
     use serde_json::{json, Value as Json};
 
     #[test]
@@ -535,12 +536,12 @@ mod tests {
         let name = format!("replace test {}", std::process::id());
         registry()
             .session(&name)
-            .add("first".into(), None, &Options::default())
+            .add("first".into(), None, &Limits::default())
             .unwrap();
         let path = save_now(&name, &dir).unwrap().unwrap();
         registry()
             .session(&name)
-            .add("second".into(), None, &Options::default())
+            .add("second".into(), None, &Limits::default())
             .unwrap();
         assert_eq!(save_now(&name, &dir).unwrap(), Some(path.clone()));
         assert!(!flush().iter().any(|e| e.contains(&name)));
@@ -562,7 +563,7 @@ mod tests {
         let name = format!("stuck test {}", std::process::id());
         registry()
             .session(&name)
-            .add("x".into(), None, &Options::default())
+            .add("x".into(), None, &Limits::default())
             .unwrap();
         // A writer stuck in a save: it holds `writing` for three seconds.
         let stuck = lock(&WRITER.writing);

@@ -12,8 +12,8 @@
 ;;   sends it: the whole list without ids, one status changed since the
 ;;   call before ("one step");
 ;; - a before-tool + after-tool pair (the breaker's work around every
-;;   tool call), with a small tool input and with a 20-item todo_write
-;;   input;
+;;   tool call), with a small tool input, with two sessions named in
+;;   turn and with a 20-item todo_write input;
 ;; - building the report of a session with 1000 ledger entries;
 ;; - the after-tool pair and todo_write at the 10000th and at the
 ;;   100000th call of one session, which must cost the same;
@@ -128,7 +128,7 @@
     ("todo_write 100" . 0.20) ("todo_write 1000" . 0.20)
     ("todo_write step 5" . 0.25) ("todo_write step 20" . 0.25)
     ("todo_write step 100" . 0.20) ("todo_write step 1000" . 0.20)
-    ("pair small" . 0.05) ("pair todo_write 20" . 0.05))
+    ("pair small" . 0.05) ("pair sessions" . 0.05) ("pair todo_write 20" . 0.05))
   "Most a row may take as a fraction of Efrit's time.")
 
 (defmacro efrit-todo-bench--with-open-breaker (&rest body)
@@ -302,12 +302,14 @@ side has its own input and its own session of steps."
 (defun efrit-todo-bench--pair (calls session)
   "Return (OURS EFRIT), functions making the breaker's work for one tool call.
 CALLS is a vector of (NAME INPUT RESULT), used in turn; SESSION is
-efrit-todo's session."
+efrit-todo's session, or a vector of sessions named in turn, one a call."
   (let ((n (length calls))
+        (sessions (if (vectorp session) session (vector session)))
         (ours 0)
         (efrit 0))
     (list (lambda ()
-            (let ((call (aref calls (setq ours (% (1+ ours) n)))))
+            (let ((call (aref calls (setq ours (% (1+ ours) n))))
+                  (session (aref sessions (% ours (length sessions)))))
               (efrit-todo-before-tool (car call) (nth 1 call) session)
               (efrit-todo-after-tool (car call) (nth 1 call) (nth 2 call) nil session)))
           (lambda ()
@@ -340,6 +342,11 @@ which live only while the case is timed."
    (list (list "pair small" "before + after tool, small input"
                (lambda ()
                  (efrit-todo-bench--pair (efrit-todo-bench-inputs-tool-calls 200) "bench-pair")))
+         ;; Chats and commands in turn: each call names another session.
+         (list "pair sessions" "before + after, two sessions in turn"
+               (lambda ()
+                 (efrit-todo-bench--pair (efrit-todo-bench-inputs-tool-calls 200)
+                                         (vector "bench-pair-a" "bench-pair-b"))))
          (list "pair todo_write 20" "before + after, todo_write 20 items"
                (lambda ()
                  (efrit-todo-bench--pair (efrit-todo-bench--write-calls) "bench-pair-write"))))))

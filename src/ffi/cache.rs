@@ -9,15 +9,52 @@ use emacs::{Env, Result, Value};
 /// SESSION as the module reads it: a string naming the session.
 /// Shared rather than a String, because the one read last is handed out
 /// again on every call of that session.
+///
+/// The names read last are kept by their text, not by the Lisp object:
+/// a caller may name the session with a new string on every call (a
+/// gptel chat, `format'), and keeping the object would make a global
+/// reference, a Lisp allocation, each time the object changes.  Reading
+/// the text costs one copy into a kept buffer.
 pub(super) fn session_name(env: &Env, name: Value) -> Result<std::rc::Rc<str>> {
-    read_cached_text(&LAST_SESSION, env, name, || {
-        let text = valid(
-            env,
-            string_arg(env, name, "session")?
-                .and_then(|text| check_session_name(&text).map(|()| text)),
-        )?;
-        Ok(text.into())
-    })
+    let known = STRING_BUFFER.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        // A session name is a string all but always (the Lisp side checks),
+        // so reading it as one at once costs no failed call.
+        let text = name.copy_string_contents(&mut buffer[..]).ok()?;
+        RECENT_SESSIONS.with(|recent| {
+            recent
+                .borrow()
+                .iter()
+                .find(|known| known.as_bytes() == text)
+                .cloned()
+        })
+    });
+    if let Some(known) = known {
+        return Ok(known);
+    }
+    let text: std::rc::Rc<str> = valid(
+        env,
+        string_arg(env, name, "session")?.and_then(|text| check_session_name(&text).map(|()| text)),
+    )?
+    .into();
+    RECENT_SESSIONS.with(|recent| {
+        let mut recent = recent.borrow_mut();
+        if recent.len() == RECENT_SESSION_COUNT {
+            recent.remove(0);
+        }
+        recent.push(text.clone());
+    });
+    Ok(text)
+}
+
+/// How many session names `session_name' remembers: the sessions a few
+/// buffers or commands alternate between.
+const RECENT_SESSION_COUNT: usize = 4;
+
+thread_local! {
+    /// The session names read last, checked, newest last.
+    static RECENT_SESSIONS: std::cell::RefCell<Vec<std::rc::Rc<str>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// VALUE as READ reads it, unless it is the object CACHE read last.
@@ -89,13 +126,6 @@ impl<T: Clone> LastRead<T> {
             None => Ok(()),
         }
     }
-}
-
-thread_local! {
-    /// The session string read last.  Efrit passes the same string object
-    /// on every call of a session (its session id), so an `eq' test
-    /// replaces reading and checking it again.
-    static LAST_SESSION: LastRead<std::rc::Rc<str>> = const { LastRead::new() };
 }
 
 /// F called with the session named NAME, or None when there is none: for

@@ -100,6 +100,18 @@ KEYS-AND-VALUES alternate string keys and their values."
    (efrit-todo-test-item "Fix the bug" "in_progress" "activeForm" "Fixing the bug")
    (efrit-todo-test-item "Run the tests" "pending")))
 
+(defmacro efrit-todo-test-with-state-directory (&rest body)
+  "Run BODY with `efrit-todo-state-directory' a fresh temporary directory.
+Only when persistence exists; otherwise BODY runs as it is."
+  (declare (indent 0) (debug t))
+  `(if (boundp 'efrit-todo-state-directory)
+       (let ((efrit-todo-state-directory (make-temp-file "efrit-todo-test" t)))
+         (unwind-protect (progn ,@body)
+           ;; The writer thread may still be saving into the directory.
+           (efrit-todo-flush)
+           (delete-directory efrit-todo-state-directory t)))
+     ,@body))
+
 (provide 'efrit-todo-test-helpers)
 
 ;;; efrit-todo-test-helpers.el ends here

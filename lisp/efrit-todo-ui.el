@@ -997,6 +997,10 @@ session's section."
   (interactive (list (and current-prefix-arg
                           (completing-read "Session: " (reverse (efrit-todo-ui--shown-sessions))
                                            nil t))))
+  ;; The buffer is drawn from the module: during the first build, say so
+  ;; rather than leave an empty window or a raw error.
+  (unless (efrit-todo-build-module-loaded-p)
+    (user-error "Efrit-todo: %s" (efrit-todo-build--status-text)))
   (let ((buffer (efrit-todo-ui--buffer)))
     (pop-to-buffer buffer efrit-todo-display-buffer-action)
     (efrit-todo-ui--catch-up)

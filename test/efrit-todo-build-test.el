@@ -193,6 +193,8 @@ indicator shows a written list and gptel has the todo tools."
                                     (lambda () (efrit-todo-gptel-mode 1))))
                             (drawn (efrit-todo-build-test-child--try
                                     (lambda () (efrit-todo-ui--mode-line 200))))
+                            (show (let ((noninteractive nil))
+                                    (efrit-todo-build-test-child--try #'efrit-todo-show)))
                             (modes-during (list efrit-todo-mode-line-mode efrit-todo-efrit-mode
                                                 efrit-todo-gptel-mode))
                             (wait (progn (write-region "" nil ,gate)
@@ -205,7 +207,7 @@ indicator shows a written list and gptel has the todo tools."
                                                   :activeForm "Reading the code")
                                                  (:content "Fix it" :status "pending")]))))))
                        (list :running running :mode-line mode-line :efrit efrit :gptel gptel
-                             :drawn drawn :modes-during modes-during :wait wait
+                             :drawn drawn :show show :modes-during modes-during :wait wait
                              :write (car write)
                              :modes-after (list efrit-todo-mode-line-mode efrit-todo-efrit-mode
                                                 efrit-todo-gptel-mode)
@@ -221,6 +223,10 @@ indicator shows a written list and gptel has the todo tools."
       (should (eq (car (plist-get value :efrit)) :value))
       (should (eq (car (plist-get value :gptel)) :value))
       (should (equal (plist-get value :drawn) '(:value nil)))
+      ;; The list asked for during the build: what is going on, no batch advice.
+      (should (eq (nth 1 (plist-get value :show)) 'user-error))
+      (should (string-match-p "still being built.*no restart needed" (nth 2 (plist-get value :show))))
+      (should-not (string-match-p "build-wait" (nth 2 (plist-get value :show))))
       (should (equal (plist-get value :modes-during) '(t t t)))
       (should (equal (plist-get value :wait) '(:value t)))
       (should (eq (plist-get value :write) :value))

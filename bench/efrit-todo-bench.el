@@ -286,7 +286,7 @@ values are kept for its next run."
             (efrit-do--handle-todo-write (aref inputs (setq efrit (% (1+ efrit) n))))))))
 
 (defun efrit-todo-bench--stepper (size)
-  "Return (OURS EFRIT), functions making one step of a SIZE-item plan.
+  "Return (OURS EFRIT), functions making one step of a plan of SIZE items.
 Each call sends the whole list, without ids, with one status changed
 since the call before (see `efrit-todo-bench-inputs-stepper'); each
 side has its own input and its own session of steps."

@@ -226,8 +226,12 @@ CRATE/target."
   "Return why the module cannot be used now, as a sentence."
   (pcase efrit-todo-build--state
     ((or 'running 'cancelling)
-     (format-message "the module is still being built (%s so far); watch the buffer %s, or wait with (efrit-todo-build-wait)"
-                     (efrit-todo-build--progress-text) efrit-todo-build-buffer-name))
+     ;; Waiting blocks Emacs: advice for a batch script only.
+     (format-message "the module is still being built (%s so far); watch the buffer %s, %s"
+                     (efrit-todo-build--progress-text) efrit-todo-build-buffer-name
+                     (if noninteractive
+                         "or wait with (efrit-todo-build-wait)"
+                       "and use efrit-todo once it is loaded (no restart needed)")))
     ('failed
      (format-message "the module is not loaded: its build failed (%s); see the buffer %s, then M-x efrit-todo-build-module"
                      efrit-todo-build--failure efrit-todo-build-buffer-name))

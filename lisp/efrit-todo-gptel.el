@@ -663,9 +663,19 @@ A t in TRANSFORMS stands for the global value, as in a hook."
     ;; after that request's transforms were chosen: add ours to them.
     :prompt-transform-functions '(:function efrit-todo-gptel--with-transform)))
 
+(defun efrit-todo-gptel--register-after-build ()
+  "Register the tools, now that a build has loaded the module."
+  (remove-hook 'efrit-todo-build-loaded-hook #'efrit-todo-gptel--register-after-build)
+  (when (featurep 'gptel)
+    (efrit-todo-gptel--register-tools)))
+
 (defun efrit-todo-gptel--register ()
-  "Give gptel the tools and the preset; it must be loaded."
-  (efrit-todo-gptel--register-tools)
+  "Give gptel the tools and the preset; it must be loaded.
+The tools' schemas come from the module: while it is being built (an
+init file's first start), they are registered when it loads."
+  (if (efrit-todo-build-module-loaded-p)
+      (efrit-todo-gptel--register-tools)
+    (add-hook 'efrit-todo-build-loaded-hook #'efrit-todo-gptel--register-after-build))
   (efrit-todo-gptel--make-preset))
 
 (defun efrit-todo-gptel--after-load (&rest _)
@@ -700,6 +710,7 @@ A t in TRANSFORMS stands for the global value, as in a hook."
 Chat buffers let go of their sessions; the lists stay in efrit-todo."
   (efrit-todo-gptel-mode -1)
   (remove-hook 'after-load-functions #'efrit-todo-gptel--after-load)
+  (remove-hook 'efrit-todo-build-loaded-hook #'efrit-todo-gptel--register-after-build)
   (efrit-todo-gptel--forget-tools)
   (when (boundp 'gptel--known-presets)
     (setq gptel--known-presets (assq-delete-all 'efrit-todo gptel--known-presets)))

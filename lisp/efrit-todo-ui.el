@@ -997,6 +997,10 @@ session's section."
   (interactive (list (and current-prefix-arg
                           (completing-read "Session: " (reverse (efrit-todo-ui--shown-sessions))
                                            nil t))))
+  ;; The buffer is drawn from the module: during the first build, say so
+  ;; rather than leave an empty window or a raw error.
+  (unless (efrit-todo-build-module-loaded-p)
+    (user-error "Efrit-todo: %s" (efrit-todo-build--status-text)))
   (let ((buffer (efrit-todo-ui--buffer)))
     (pop-to-buffer buffer efrit-todo-display-buffer-action)
     (efrit-todo-ui--catch-up)
@@ -1464,9 +1468,21 @@ and shows only the progress."
   :global t
   :group 'efrit-todo-ui
   (efrit-todo-ui--mode-line-install efrit-todo-mode-line-mode)
-  (when efrit-todo-mode-line-mode
+  (efrit-todo-ui--mode-line-pick-session))
+
+(defun efrit-todo-ui--mode-line-pick-session ()
+  "Make the indicator show the last session with a list, if it is on.
+Nothing while the module is being built: an init file turns the
+indicator on at the first start, before the build ends; then this
+runs again from `efrit-todo-build-loaded-hook'."
+  (when (and efrit-todo-mode-line-mode (efrit-todo-build-module-loaded-p))
     (setq efrit-todo-ui--mode-line-session
-          (seq-find #'efrit-todo-ui--has-list-p (reverse (efrit-todo-sessions))))))
+          (seq-find #'efrit-todo-ui--has-list-p (reverse (efrit-todo-sessions))))
+    (setq efrit-todo-ui--mode-line-dirty t)
+    (force-mode-line-update t)))
+
+;; After the saved lists are restored (efrit-todo.el's function, depth 0).
+(add-hook 'efrit-todo-build-loaded-hook #'efrit-todo-ui--mode-line-pick-session 90)
 
 ;;;; Following the changes
 
@@ -1489,6 +1505,7 @@ only variable tests."
 (defun efrit-todo-ui-unload-function ()
   "Remove the hook and the indicator when this file is unloaded."
   (remove-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change)
+  (remove-hook 'efrit-todo-build-loaded-hook #'efrit-todo-ui--mode-line-pick-session)
   (efrit-todo-mode-line-mode -1)
   (efrit-todo-ui--stop-timer)
   nil)

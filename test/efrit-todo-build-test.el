@@ -165,6 +165,76 @@ to the crate) and loaded into the same Emacs."
         (should-not (string-match-p "Building \\[" buffer))
         (should-not (string-match-p "\"reason\"" buffer))))))
 
+(ert-deftest efrit-todo-build-test-modes-turn-on-while-it-builds ()
+  "The indicator and the adapter modes turn on while the module builds.
+An init file turns them on right after `require', before cargo ends:
+nothing may signal then.  Once the module loads, with no restart, the
+indicator shows a written list and gptel has the todo tools."
+  (skip-unless (file-exists-p efrit-todo-build-test--module))
+  (efrit-todo-build-test--with-tree (dir t)
+    (let* ((gate (expand-file-name "gate" dir))
+           (test-dir (expand-file-name "test" efrit-todo-build-test--root))
+           (value
+            (car (efrit-todo-build-test--run
+                  dir
+                  `(progn
+                     (add-to-list 'load-path ,(expand-file-name "fake-gptel" test-dir) t)
+                     (add-to-list 'load-path ,(expand-file-name "fake-efrit/lisp" test-dir) t)
+                     (cl-letf (((symbol-function 'y-or-n-p) (lambda (_) t)))
+                       (let ((noninteractive nil))
+                         (require 'efrit-todo)))
+                     (require 'gptel)
+                     (let* ((running (efrit-todo-build-running-p))
+                            (mode-line (efrit-todo-build-test-child--try
+                                        (lambda () (efrit-todo-mode-line-mode 1))))
+                            (efrit (efrit-todo-build-test-child--try
+                                    (lambda () (efrit-todo-efrit-mode 1))))
+                            (gptel (efrit-todo-build-test-child--try
+                                    (lambda () (efrit-todo-gptel-mode 1))))
+                            (drawn (efrit-todo-build-test-child--try
+                                    (lambda () (efrit-todo-ui--mode-line 200))))
+                            (show (let ((noninteractive nil))
+                                    (efrit-todo-build-test-child--try #'efrit-todo-show)))
+                            (modes-during (list efrit-todo-mode-line-mode efrit-todo-efrit-mode
+                                                efrit-todo-gptel-mode))
+                            (wait (progn (write-region "" nil ,gate)
+                                         (efrit-todo-build-test-child--try
+                                          (lambda () (efrit-todo-build-wait 30)))))
+                            (write (efrit-todo-build-test-child--try
+                                    (lambda ()
+                                      (efrit-todo-write
+                                       '(:todos [(:content "Read the code" :status "in_progress"
+                                                  :activeForm "Reading the code")
+                                                 (:content "Fix it" :status "pending")]))))))
+                       (list :running running :mode-line mode-line :efrit efrit :gptel gptel
+                             :drawn drawn :show show :modes-during modes-during :wait wait
+                             :write (car write)
+                             :modes-after (list efrit-todo-mode-line-mode efrit-todo-efrit-mode
+                                                efrit-todo-gptel-mode)
+                             :indicator (substring-no-properties
+                                         (or (efrit-todo-mode-line-text nil 40) ""))
+                             :in-mode-line (and (memq 'efrit-todo-mode-line-format
+                                                      (default-value 'mode-line-format))
+                                                t)
+                             :tool (and (ignore-errors (gptel-get-tool "todo_write")) t))))
+                  (concat "FAKE_CARGO_GATE=" gate)))))
+      (should (eq (plist-get value :running) t))
+      (should (eq (car (plist-get value :mode-line)) :value))
+      (should (eq (car (plist-get value :efrit)) :value))
+      (should (eq (car (plist-get value :gptel)) :value))
+      (should (equal (plist-get value :drawn) '(:value nil)))
+      ;; The list asked for during the build: what is going on, no batch advice.
+      (should (eq (nth 1 (plist-get value :show)) 'user-error))
+      (should (string-match-p "still being built.*no restart needed" (nth 2 (plist-get value :show))))
+      (should-not (string-match-p "build-wait" (nth 2 (plist-get value :show))))
+      (should (equal (plist-get value :modes-during) '(t t t)))
+      (should (equal (plist-get value :wait) '(:value t)))
+      (should (eq (plist-get value :write) :value))
+      (should (equal (plist-get value :modes-after) '(t t t)))
+      (should (equal (plist-get value :indicator) "Todo 0/2 Reading the code"))
+      (should (eq (plist-get value :in-mode-line) t))
+      (should (eq (plist-get value :tool) t)))))
+
 (ert-deftest efrit-todo-build-test-wait-argument-and-cargos-artifact ()
   "`efrit-todo-build-module' with WAIT returns once the module is loaded.
 The module is taken from where cargo's JSON message says it built it."

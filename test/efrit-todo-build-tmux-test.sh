@@ -43,9 +43,12 @@ if [ -e "$repo/lisp/efrit-todo-module.so" ]; then
 fi
 
 # No saved lists read or written: the state directory is nil.  M-: shows
-# an error in the echo area rather than in the debugger.
-tmux_ new-session -d -x 100 -y 30 \
-    "cd '$repo' && env CARGO_TARGET_DIR='$work/target' $EMACS -nw -Q -L lisp --eval '(setq inhibit-startup-screen t eval-expression-debug-on-error nil efrit-todo-state-directory nil)' --eval '(require (quote efrit-todo))'"
+# an error in the echo area rather than in the debugger.  Then the
+# README's Efrit lines (-L lisp for its load-path line), and the stand-in
+# Efrit set up after them: the mode, and the indicator it turns on, must
+# come on while cargo builds, and the rest of the init file must run.
+tmux_ new-session -d -x 80 -y 24 \
+    "cd '$repo' && env CARGO_TARGET_DIR='$work/target' $EMACS -nw -Q -L lisp --eval '(setq inhibit-startup-screen t eval-expression-debug-on-error nil efrit-todo-state-directory nil)' --eval '(require (quote efrit-todo-efrit))' --eval '(efrit-todo-efrit-mode 1)' -L test/fake-efrit/lisp --eval '(require (quote efrit))'"
 
 # wait_for NAME SECONDS PATTERN...: poll the pane until one capture
 # matches every extended regexp PATTERN; fail showing the pane otherwise.
@@ -116,6 +119,14 @@ if [ "$typed" -lt 3 ]; then
 fi
 say "$typed keys typed during the build showed after (ms):$times"
 
+# The whole init file ran, the modes on.
+if cargo_running; then
+    tmux_ send-keys M-:
+    tmux_ send-keys -l '(list :modes efrit-todo-efrit-mode efrit-todo-mode-line-mode (featurep (quote efrit)))'
+    tmux_ send-keys Enter
+    wait_for "the modes on during the build" 10 '\(:modes t t t\)'
+fi
+
 # A call before the module is there says that it is being built.
 if cargo_running; then
     tmux_ send-keys M-:
@@ -131,6 +142,8 @@ tmux_ send-keys M-:
 tmux_ send-keys -l '(efrit-todo-write (quote (:todos [(:content "Typed while building" :status "in_progress")])))'
 tmux_ send-keys Enter
 wait_for "a todo_write after the build" 20 'TODO list updated' 'Typed while building'
+# The indicator the mode turned on during the build shows the list.
+wait_for "the indicator after the build" 10 'Todo 0/1 Typed while building +\*scratch\*'
 
 # make honours CARGO_TARGET_DIR: the library is there, not in target/.
 rm "$repo/lisp/efrit-todo-module.so"

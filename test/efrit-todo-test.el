@@ -533,18 +533,6 @@ rather than \"No change\"."
       (should (equal (efrit-todo-test-ids)
                      (mapcar (lambda (n) (format "t%d" n)) (number-sequence 1 12)))))))
 
-(defmacro efrit-todo-test-with-state-directory (&rest body)
-  "Run BODY with `efrit-todo-state-directory' a fresh temporary directory.
-Only when persistence exists; otherwise BODY runs as it is."
-  (declare (indent 0) (debug t))
-  `(if (boundp 'efrit-todo-state-directory)
-       (let ((efrit-todo-state-directory (make-temp-file "efrit-todo-test" t)))
-         (unwind-protect (progn ,@body)
-           ;; The writer thread may still be saving into the directory.
-           (efrit-todo-flush)
-           (delete-directory efrit-todo-state-directory t)))
-     ,@body))
-
 (ert-deftest efrit-todo-test-reorder-is-saved ()
   "The saved file holds the list in its new order after a reorder."
   (skip-unless (boundp 'efrit-todo-state-directory))

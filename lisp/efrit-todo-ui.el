@@ -116,10 +116,12 @@ a glyph (`char-displayable-p'), ASCII otherwise."
     (in-progress "◐" "[>]")
     (completed "✓" "[x]")
     (cancelled "✗" "[-]")
+    (blocked "⊘" "[b]")
     (folded "▸" "+")
     (unfolded "▾" "-"))
   "Glyphs for statuses and fold state: (KEY UNICODE ASCII).
-KEY is a status symbol, `folded' or `unfolded'."
+KEY is a status symbol, `blocked' (a pending item that waits for an
+open blocker, its own or a parent's), `folded' or `unfolded'."
   :type '(repeat (list (symbol :tag "Key")
                        (string :tag "Unicode")
                        (string :tag "ASCII")))
@@ -156,6 +158,22 @@ other change redraws through `efrit-todo-change-functions'."
 
 (defface efrit-todo-cancelled '((t :inherit shadow :strike-through t))
   "Face of cancelled items."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-blocked '((t :inherit shadow))
+  "Face of pending items that wait for another item: not ready to start."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-blockers '((t :inherit warning))
+  "Face of the \"blocked by\" note after a blocked item."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-owner '((t :inherit font-lock-type-face))
+  "Face of the owner shown after an item."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-description '((t :inherit font-lock-doc-face))
+  "Face of an item's description, shown when the item is unfolded."
   :group 'efrit-todo-ui)
 
 (defface efrit-todo-id '((t :inherit font-lock-constant-face))
@@ -380,7 +398,8 @@ ranges with gaps between."
 That is the item's plist, how many ENTRIES and whether they show.  The
 running time is left out: the timer updates it in place."
   (cons (length entries)
-        (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo-ui--unfolded))
+        (cons (and (or entries (efrit-todo-ui--description item))
+                   (gethash (cons session (plist-get item :id)) efrit-todo-ui--unfolded))
               item)))
 
 (defun efrit-todo-ui--item-places (items)
@@ -417,27 +436,67 @@ the parent's subtasks, else nil."
           (setq previous (plist-get item :id))))
       (nreverse places))))
 
+(defun efrit-todo-ui--blocked-p (item)
+  "Return non-nil when ITEM is pending but not ready to start.
+That is when an open blocker of its own, or of a parent, holds it
+back.  A list from a module that does not say what is ready (no
+`:ready' key) has no blocked items."
+  (and (eq (plist-get item :status) 'pending)
+       (plist-member item :ready)
+       (not (plist-get item :ready))))
+
+(defconst efrit-todo-ui--blockers-shown 5
+  "Most blockers named after an item; the rest are counted.")
+
+(defun efrit-todo-ui--blockers-text (item)
+  "Return the note on what holds ITEM back, or \"\".
+The blockers are the open ones only: a finished blocker no longer
+holds anything back."
+  (let ((blockers (mapcar #'efrit-todo-ui--one-line (plist-get item :blocked-by))))
+    (cond
+     (blockers
+      (concat "  blocked by "
+              (string-join (seq-take blockers efrit-todo-ui--blockers-shown) ", ")
+              (if (> (length blockers) efrit-todo-ui--blockers-shown)
+                  (format " and %d more" (- (length blockers) efrit-todo-ui--blockers-shown))
+                "")))
+     ((efrit-todo-ui--blocked-p item) "  parent blocked")
+     (t ""))))
+
+(defun efrit-todo-ui--description (item)
+  "Return ITEM's description, or nil when it has none worth showing."
+  (let ((description (plist-get item :description)))
+    (and (stringp description)
+         (string-match-p "[^ \t\n\r\f]" description)
+         description)))
+
 (defun efrit-todo-ui--insert-item (session item entries glyphs now &optional place)
   "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
 PLACE is the item's (LEVEL . UNDER) from `efrit-todo-ui--item-places':
 a subtask is indented two columns per level, and one away from its
-parent names it.  Return the number of lines inserted."
+parent names it.  After the text come the owner in parentheses, the
+open blockers, the time, and what unfolding the item shows: its
+description and its tool calls.  Return the number of lines inserted."
   (let* ((indent (make-string (* 2 (1- (or (car place) 1))) ?\s))
          (lead (+ 2 (length indent)))
-         (under (if (cdr place) (format " (under %s)" (efrit-todo-ui--one-line (cdr place))) ""))
          (id (plist-get item :id))
          (status (plist-get item :status))
-         (face (efrit-todo-ui--status-face status))
+         (blocked (efrit-todo-ui--blocked-p item))
+         (face (if blocked 'efrit-todo-blocked (efrit-todo-ui--status-face status)))
          (started (plist-get item :started))
          (completed (plist-get item :completed))
-         (unfolded (and entries (gethash (cons session id) efrit-todo-ui--unfolded)))
-         (glyph (alist-get status glyphs "?"))
+         (description (efrit-todo-ui--description item))
+         (unfolded (and (or entries description)
+                        (gethash (cons session id) efrit-todo-ui--unfolded)))
+         (glyph (alist-get (if blocked 'blocked status) glyphs "?"))
          (text (efrit-todo-ui--one-line
                 (plist-get item (if (eq status 'in-progress) :active-form :content))))
-         (id-start (+ lead (length glyph) 1))
-         (text-start (+ id-start (length id) 2))
-         (text-end (+ text-start (length text)))
-         (under-end (+ text-end (length under)))
+         (owner (let ((owner (plist-get item :owner)))
+                  (if (and (stringp owner) (not (string-empty-p owner)))
+                      (format " (%s)" (efrit-todo-ui--one-line owner))
+                    "")))
+         (under (if (cdr place) (format " (under %s)" (efrit-todo-ui--one-line (cdr place))) ""))
+         (blockers (efrit-todo-ui--blockers-text item))
          (time (pcase status
                  ((and 'in-progress (guard started))
                   (concat "  running " (efrit-todo-ui--duration (- now started))))
@@ -445,46 +504,60 @@ parent names it.  Return the number of lines inserted."
                   (concat "  took " (efrit-todo-ui--duration
                                      (- completed (or started (plist-get item :created) completed)))))
                  (_ "")))
-         (time-end (+ under-end (length time)))
-         (fold (if entries
-                   (format "  %s %d call%s"
-                           (alist-get (if unfolded 'unfolded 'folded) glyphs)
-                           (length entries) (if (cdr entries) "s" ""))
+         (fold (if (or entries description)
+                   (concat "  " (alist-get (if unfolded 'unfolded 'folded) glyphs) " "
+                           (string-join
+                            (delq nil (list (and description "description")
+                                            (and entries
+                                                 (format "%d call%s" (length entries)
+                                                         (if (cdr entries) "s" "")))))
+                            ", "))
                  ""))
-         (line-end (+ time-end (length fold)))
-         (line-start (point)))
-    (efrit-todo-ui--insert-line
-     (concat "  " indent glyph " " id "  " text under time fold)
-     (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
+         (text-column (+ lead (string-width glyph) 1 (string-width id) 2))
+         (parts (list (cons (concat glyph " ") face)
+                      (cons (concat id "  ") 'efrit-todo-id)
+                      (cons text face)
+                      (cons owner 'efrit-todo-owner)
+                      (cons under 'efrit-todo-id)
+                      (cons blockers 'efrit-todo-blockers)
+                      (cons time 'efrit-todo-time)
+                      (cons fold 'efrit-todo-tool-call)))
+         (line-start (point))
+         (lines 1))
+    (insert "  " indent)
+    ;; Each part takes its face up to the next non-empty part, and the
+    ;; last one the newline too: fewer text intervals than faces with
+    ;; gaps between, which keeps a redraw of a long list cheap.
+    (let ((last nil))
+      (dolist (part parts)
+        (unless (string-empty-p (car part))
+          (let ((start (point)))
+            (insert (car part))
+            (when (and (eq (car part) time) (eq status 'in-progress))
+              ;; The number the timer rewrites: after "  running ".
+              (put-text-property (+ start 10) (point) 'efrit-todo-elapsed started))
+            (when last
+              (put-text-property (car last) start 'face (cdr last)))
+            (setq last (cons start (cdr part))))))
+      (insert "\n")
+      (put-text-property (car last) (point) 'face (cdr last)))
+    (add-text-properties line-start (1+ line-start)
+                         (list 'efrit-todo-line 'item 'efrit-todo-item id
+                               'efrit-todo-session session))
     ;; A line too long for the window wraps under the start of the text.
-    (put-text-property line-start (+ line-start line-end 1) 'wrap-prefix
-                       (efrit-todo-ui--spaces
-                        (+ lead (string-width glyph) 1 (string-width id) 2)))
-    ;; Faces set here rather than through `efrit-todo-ui--insert-line' save
-    ;; a list per line.  Each separator takes the face before it, and the
-    ;; last part the newline: fewer intervals than faces with gaps between.
-    (put-text-property (+ line-start lead) (+ line-start id-start) 'face face)
-    (put-text-property (+ line-start id-start) (+ line-start text-start) 'face 'efrit-todo-id)
-    (put-text-property (+ line-start text-start)
-                       (+ line-start (if (= text-end line-end) (1+ line-end) text-end))
-                       'face face)
-    (when (< text-end under-end)
-      (put-text-property (+ line-start text-end)
-                         (+ line-start (if (= under-end line-end) (1+ line-end) under-end))
-                         'face 'efrit-todo-id))
-    (when (< under-end time-end)
-      (put-text-property (+ line-start under-end)
-                         (+ line-start (if (= time-end line-end) (1+ line-end) time-end))
-                         'face 'efrit-todo-time))
-    (when (< time-end line-end)
-      (put-text-property (+ line-start time-end) (+ line-start line-end 1)
-                         'face 'efrit-todo-tool-call))
-    (when (eq status 'in-progress)
-      ;; The number the timer rewrites: after "  running ".
-      (put-text-property (+ line-start under-end 10) (+ line-start time-end)
-                         'efrit-todo-elapsed started))
-    (if (not unfolded)
-        1
+    (put-text-property line-start (point) 'wrap-prefix (efrit-todo-ui--spaces text-column))
+    (when unfolded
+      (when description
+        (let ((prefix (efrit-todo-ui--spaces text-column)))
+          (dolist (line (split-string description "\r?\n"))
+            (let ((line (concat prefix (string-trim-right (efrit-todo-ui--one-line line)))))
+              (efrit-todo-ui--insert-line
+               line
+               (list 'efrit-todo-line 'description 'efrit-todo-item id
+                     'efrit-todo-session session)
+               (cons text-column (length line)) 'efrit-todo-description)
+              (put-text-property (- (point) (length line) 1) (point) 'wrap-prefix prefix)
+              (setq lines (1+ lines))))))
       (let ((index 0))
         (dolist (call entries)
           (let* ((result (plist-get call :result))
@@ -508,7 +581,8 @@ parent names it.  Return the number of lines inserted."
             (put-text-property (- (point) (length line) 1) (point) 'wrap-prefix
                                (efrit-todo-ui--spaces (+ (length indent) 8)))
             (setq index (1+ index))))
-        (1+ index)))))
+        (setq lines (+ lines index))))
+    lines))
 
 (defun efrit-todo-ui--state-text (session breaker)
   "Return how SESSION stands: stopped and why, else its BREAKER's state."

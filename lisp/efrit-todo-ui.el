@@ -855,6 +855,11 @@ nil stands for the buffer's own point."
   (list (substitute-command-keys
          (concat "\\<efrit-todo-list-mode-map>\\[efrit-todo-mark-completed] done  "
                  "\\[efrit-todo-start-item] start  \\[efrit-todo-reopen-item] reopen  "
+                 "\\[efrit-todo-mark-cancelled] cancel  \\[efrit-todo-add-blocker] block  "
+                 "\\[efrit-todo-remove-blocker] unblock  \\[efrit-todo-help] keys"))
+        (substitute-command-keys
+         (concat "\\<efrit-todo-list-mode-map>\\[efrit-todo-mark-completed] done  "
+                 "\\[efrit-todo-start-item] start  \\[efrit-todo-reopen-item] reopen  "
                  "\\[efrit-todo-mark-cancelled] cancel  \\[efrit-todo-help] keys"))
         (substitute-command-keys "\\<efrit-todo-list-mode-map>\\[efrit-todo-help] keys")))
 
@@ -883,7 +888,7 @@ header line is drawn."
   '(("g" efrit-todo-refresh "redraw every session")
     ("n" efrit-todo-next-item "next item")
     ("p" efrit-todo-previous-item "previous item")
-    ("TAB" efrit-todo-toggle-fold "show or hide the item's tool calls, or the session's items")
+    ("TAB" efrit-todo-toggle-fold "show or hide the item's description and tool calls, or the session's items")
     ("c" efrit-todo-mark-completed "mark the item completed")
     ("i" efrit-todo-start-item "start the item: in progress (the running one goes back to pending)")
     ("r" efrit-todo-reopen-item "reopen the item: back to pending")
@@ -891,6 +896,8 @@ header line is drawn."
     ("k" efrit-todo-mark-cancelled "mark the item cancelled")
     ("e" efrit-todo-edit-item "edit the item's content")
     ("a" efrit-todo-add-item "add an item at the end of the session")
+    ("b" efrit-todo-add-blocker "add a blocker: the item waits until that one is finished")
+    ("B" efrit-todo-remove-blocker "remove one of the item's blockers")
     ("M-<up>" efrit-todo-move-item-up "move the item up")
     ("M-<down>" efrit-todo-move-item-down "move the item down")
     ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
@@ -922,6 +929,14 @@ Keys on the item at point: \\[efrit-todo-mark-completed] completes it, \\[efrit-
 \(back to pending), \\[efrit-todo-mark-cancelled] cancels it, \\[efrit-todo-cycle-status] cycles it through pending,
 in progress and completed.  \\[efrit-todo-help] lists every key with what it does.
 \\[quit-window] closes the window; \\[delete-other-windows] in it keeps only the list.
+
+Dependencies: \\[efrit-todo-add-blocker] adds a blocker to the item at point (it is not
+ready to start until that item is completed or cancelled), \\[efrit-todo-remove-blocker]
+removes one.  A pending item that waits shows the `blocked' glyph of
+`efrit-todo-glyphs' and \"blocked by t2\", naming its open blockers
+only, or \"parent blocked\" when a parent waits; the other pending
+items are ready.  An item's owner stands after it in parentheses.
+\\[efrit-todo-toggle-fold] on an item shows or hides its description and its tool calls.
 
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui
@@ -1224,6 +1239,67 @@ A cancelled item goes back to pending."
   (let ((session (efrit-todo-ui--session-at-point)))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-add content session)))
 
+(defun efrit-todo-ui--find-item (session id)
+  "Return the plist of item ID of SESSION, or nil."
+  (seq-find (lambda (item) (equal (plist-get item :id) id)) (efrit-todo-list session)))
+
+(defun efrit-todo-ui--read-id (prompt items &optional default)
+  "Read an item id with PROMPT, completing over ITEMS, plists of items.
+Each candidate shows the item's content beside its id.  DEFAULT is
+what RET alone gives.  An empty answer is a `user-error'."
+  (let* ((contents (mapcar (lambda (item)
+                             (cons (plist-get item :id)
+                                   (efrit-todo-ui--one-line (plist-get item :content))))
+                           items))
+         (completion-extra-properties
+          (list :annotation-function
+                (lambda (id)
+                  (let ((content (cdr (assoc id contents))))
+                    (if content (concat "  " content) "")))))
+         (answer (string-trim (completing-read prompt (mapcar #'car contents)
+                                               nil nil nil nil default))))
+    (when (string-empty-p answer)
+      (efrit-todo-ui--user-error "Efrit-todo: no id given"))
+    answer))
+
+;;;###autoload
+(defun efrit-todo-add-blocker (blocker)
+  "Make the item at point wait for BLOCKER, another item's id.
+The item is not ready to start until BLOCKER is completed or
+cancelled.  Interactively, read BLOCKER with completion over the
+session's other items.  A blocker that would close a cycle, or an
+unknown id, is refused and the list stays as it was."
+  (interactive
+   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
+                (item (efrit-todo-ui--find-item session id))
+                (taken (cons id (plist-get item :blocked-by))))
+     (list (efrit-todo-ui--read-id
+            (format "%s is blocked by: " id)
+            (seq-remove (lambda (other) (member (plist-get other :id) taken))
+                        (efrit-todo-list session))))))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-add-blocker id blocker session)))
+
+;;;###autoload
+(defun efrit-todo-remove-blocker (blocker)
+  "Let the item at point stop waiting for BLOCKER, one of its blockers.
+Interactively, read BLOCKER with completion over the item's open
+blockers, the first one by default."
+  (interactive
+   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
+                (blockers (plist-get (efrit-todo-ui--find-item session id) :blocked-by)))
+     (unless blockers
+       (efrit-todo-ui--user-error "Efrit-todo: %s has no open blockers" id))
+     (list (efrit-todo-ui--read-id
+            (format-prompt "%s no longer blocked by" (car blockers) id)
+            (mapcar (lambda (blocker)
+                      (or (efrit-todo-ui--find-item session blocker)
+                          (list :id blocker)))
+                    blockers)
+            (car blockers)))))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-remove-blocker id blocker session)))
+
 (defun efrit-todo-ui--move (offset)
   "Move the item at point OFFSET places, refusing to move past either end."
   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
@@ -1276,7 +1352,8 @@ list itself stays as it is."
 ;;;###autoload
 (defun efrit-todo-toggle-fold ()
   "Fold or unfold the item at point, or the session on a heading.
-An unfolded item shows its tool calls; a folded session hides its items."
+An unfolded item shows its description and its tool calls; a folded
+session hides its items."
   (interactive)
   (let* ((bol (line-beginning-position))
          (session (get-text-property bol 'efrit-todo-session))
@@ -1286,8 +1363,9 @@ An unfolded item shows its tool calls; a folded session hides its items."
     (if id
         (let ((key (cons session id)))
           (unless (or (gethash key efrit-todo-ui--unfolded)
-                      (gethash id (efrit-todo-ui--calls-by-item session)))
-            (efrit-todo-ui--user-error "Efrit-todo: no tool calls under %s" id))
+                      (gethash id (efrit-todo-ui--calls-by-item session))
+                      (efrit-todo-ui--description (efrit-todo-ui--find-item session id)))
+            (efrit-todo-ui--user-error "Efrit-todo: no description or tool calls under %s" id))
           (if (gethash key efrit-todo-ui--unfolded)
               (remhash key efrit-todo-ui--unfolded)
             (puthash key t efrit-todo-ui--unfolded)))
@@ -1295,7 +1373,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
           (remhash session efrit-todo-ui--folded-sessions)
         (puthash session t efrit-todo-ui--folded-sessions)))
     (efrit-todo-ui--redraw-session session)
-    ;; Folding moves the tool-call lines away; stay on the item itself.
+    ;; Folding moves the lines under the item away; stay on the item itself.
     (when (and id (not (eq (get-text-property (line-beginning-position) 'efrit-todo-line) 'item)))
       (efrit-todo-ui--goto-line-kind -1 '(item)))))
 
@@ -1328,6 +1406,16 @@ An unfolded item shows its tool calls; a folded session hides its items."
     (princ "Keys of *efrit-todos*.  The agent is told about every edit with its next tool result.\n\n")
     (pcase-dolist (`(,key ,_ ,description) efrit-todo-ui--key-table)
       (princ (format "%-9s %s\n" key description)))
+    (let ((glyphs (efrit-todo-ui--glyph-table)))
+      (princ "\nWhat the marks before the items say:\n")
+      (pcase-dolist (`(,key . ,meaning)
+                     '((pending . "pending, ready to start")
+                       (blocked . "pending, waiting: \"blocked by t2\" names the open blockers")
+                       (in-progress . "in progress")
+                       (completed . "completed")
+                       (cancelled . "cancelled")))
+        (princ (format "%-4s %s\n" (alist-get key glyphs "?") meaning))))
+    (princ "(alice) after an item is its owner; \"description\" after it folds text.\n")
     (princ "\nRET also folds; M-x customize-group RET efrit-todo-ui for the options.\n")))
 
 ;;;; Auto-show

@@ -337,10 +337,10 @@ The settings are `efrit-todo-gptel--turn-settings', those bound."
 (defun efrit-todo-gptel--transform (fsm)
   "Prepare the request of state FSM, in gptel's prompt buffer.
 A request that offers todo_write or a Task tool is managed: its chat
-buffer's session begins a turn (or goes on with one).  The first request of a turn gets
-the guidance at the end of its system prompt, and its settings are
-kept for the continuations; a continuation, sent with those settings,
-already has it."
+buffer's session begins a turn (or goes on with one).  The first
+request of a turn gets the guidance at the end of its system prompt,
+and its settings are kept for the continuations; a continuation,
+sent with those settings, already has it."
   (let ((buffer (plist-get (gptel-fsm-info fsm) :buffer))
         (tools (and (bound-and-true-p gptel-use-tools) (bound-and-true-p gptel-tools))))
     (when (buffer-live-p buffer)

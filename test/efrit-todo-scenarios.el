@@ -1000,6 +1000,67 @@ It would take over an Efrit command's list stopped the same way."
             (should-not (efrit-todo-unfinished #'efrit-todo-efrit--own-session-p))))
       (efrit-todo-reset chat))))
 
+(defun efrit-todo-scenarios--graph-fields (session)
+  "Return (ID STATUS BLOCKED-BY OWNER DESCRIPTION) of SESSION's items."
+  (mapcar (lambda (item)
+            (list (plist-get item :id) (plist-get item :status) (plist-get item :blocked-by)
+                  (plist-get item :owner) (plist-get item :description)))
+          (efrit-todo-list session)))
+
+(ert-deftest efrit-todo-scenarios-carry-over-keeps-the-graph ()
+  "A command interrupted with a task graph open leaves the graph to the next.
+Blockers, owners and descriptions are there; starting the blocked item
+first is refused naming its blocker; finishing the blocker makes it
+ready, and the list finishes."
+  (let* ((efrit-todo-scenarios--keep-unfinished nil)
+         (first (efrit-todo-scenarios-run
+                 "Write a parser with tests and docs"
+                 (list (efrit-todo-scenarios--tool
+                        "todo_write"
+                        '(("todos" . [(("content" . "Write the parser") ("status" . "in_progress")
+                                       ("activeForm" . "Writing the parser") ("owner" . "alice")
+                                       ("description" . "Recursive descent, errors with positions"))
+                                      (("content" . "Write the tests") ("status" . "pending")
+                                       ("blocked_by" . ["t1"]))
+                                      (("content" . "Write the docs") ("status" . "pending")
+                                       ("blocked_by" . ["t2"]) ("owner" . "bob"))])))
+                       (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)")))
+                       (efrit-todo-scenarios--interrupt-then
+                        (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 2 2)")))))))
+         (list-session (plist-get first :session))
+         (graph '(("t1" in-progress nil "alice" "Recursive descent, errors with positions")
+                  ("t2" pending ("t1") nil nil)
+                  ("t3" pending ("t2") "bob" nil))))
+    (should (equal (plist-get first :stop) "interrupted"))
+    (should (efrit-todo-stopped list-session))
+    (should (equal (efrit-todo-scenarios--graph-fields list-session) graph))
+    (let* ((efrit-todo-scenarios--keep-unfinished t)
+           (second (efrit-todo-scenarios-run
+                    "Please continue from where we left off."
+                    (list (efrit-todo-scenarios--merge '("t2" "in_progress"))
+                          (efrit-todo-scenarios--merge '("t1" "completed"))
+                          (efrit-todo-scenarios--merge '("t2" "in_progress"))
+                          (efrit-todo-scenarios--merge '("t2" "completed"))
+                          (efrit-todo-scenarios--merge '("t3" "in_progress"))
+                          (efrit-todo-scenarios--merge '("t3" "completed"))
+                          (efrit-todo-scenarios--tool "session_complete"
+                                                      '(("message" . "parser, tests and docs"))))))
+           (results (efrit-todo-scenarios-tool-results second)))
+      (should (string-match-p "THE PREVIOUS COMMAND STOPPED while t1 was in progress"
+                              (efrit-todo-scenarios--system-text (car (plist-get second :requests)))))
+      ;; The blocked item cannot start before its blocker is finished.
+      (should (cdr (nth 0 results)))
+      (should (string-match-p "t2 is blocked by t1" (car (nth 0 results))))
+      (should-not (cdr (nth 1 results)))
+      (should (string-match-p "t2 is ready now" (car (nth 1 results))))
+      (should (string-match-p "t3 is ready now" (car (nth 3 results))))
+      (should (equal (plist-get second :stop) "session-complete"))
+      (should (equal (efrit-todo-scenarios--graph-fields list-session)
+                     '(("t1" completed nil "alice" "Recursive descent, errors with positions")
+                       ("t2" completed nil nil nil)
+                       ("t3" completed nil "bob" nil))))
+      (efrit-todo-scenarios--should-be-valid second))))
+
 (ert-deftest efrit-todo-scenarios-repl-goes-on-after-an-interrupted-turn ()
   "A REPL turn interrupted by \\[keyboard-quit] leaves its list to the next message."
   (let* ((outcomes

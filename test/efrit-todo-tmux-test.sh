@@ -4,8 +4,8 @@
 # capture-pane' must show every item's text whole (wrapped, perhaps,
 # never cut) and the indicator in the mode line of the window the user
 # works in, at 80x24, 120x40 and 30x20, and after the terminal shrinks
-# from 160 to 80 columns.  The keys of the list are pressed as a user
-# would.  No terminal is needed: each tmux server runs detached on its
+# from 160 to 80 columns; a task graph at 80x24 and 30x20.  The keys of
+# the list are pressed as a user would, the dependency keys too.  No terminal is needed: each tmux server runs detached on its
 # own socket.  Usage (from `make tmux-test'):
 #   EMACS=emacs sh test/efrit-todo-tmux-test.sh
 set -eu
@@ -145,6 +145,55 @@ keys q
 wait_for "keys: q closes it" 5 "$(indicator 1/3)" 'no:efrit-todos'
 keys C-h e
 wait_for "keys: *Messages*" 5 '^Efrit-todo: no item on this line' 'no:^if: '
+stop
+
+# A task graph, at 80x24 and 30x20: blocked items name their open
+# blockers, owners stand in parentheses, the description is folded.
+graph_t1='list:(◐|\[>\]) t1 Writing the parser \(alice\) running [0-9]+s (▸|\+) description'
+graph_t2='list:(⊘|\[b\]) t2 Write the tests blocked by t1'
+graph_t3='list:(⊘|\[b\]) t3 Document every form of the new syntax \(bob\) blocked by t1, t2'
+graph_t4='list:(○|\[ \]) t4 Announce the release'
+for size in 80x24 30x20; do
+    start "graph-$size" "${size%x*}" "${size#*x}" efrit-todo-demo-graph
+    wait_for "graph $size: blockers, owners, folded description" 20 \
+        "$graph_t1" "$graph_t2" "$graph_t3" "$graph_t4" 'no:Recursive descent'
+    stop
+done
+
+# The dependency keys, at 80x24: TAB shows t1's description; B on t2
+# takes its one blocker away (RET takes the first); B on t3 removes t2
+# only; b on t4 adds t3; b on t1 naming t4 would close a cycle: refused.
+start graph-keys 80 24 efrit-todo-demo-graph
+wait_for "graph keys: shown" 20 "$graph_t1"
+keys C-x o
+keys TAB
+wait_for "graph keys: TAB shows the description" 5 \
+    'list:(▾|-) description Recursive descent\. Errors keep their line and column\. (⊘|\[b\]) t2'
+keys TAB
+wait_for "graph keys: TAB hides it" 5 "$graph_t1" 'no:Recursive descent'
+keys n
+keys B
+wait_for "graph keys: B offers t2's blocker" 5 't2 no longer blocked by \(default t1\): '
+keys Enter
+wait_for "graph keys: B frees t2" 5 'list:(○|\[ \]) t2 Write the tests (⊘|\[b\]) t3' \
+    'agent reads this with its next tool result'
+keys n
+keys B
+keys t2 Enter
+wait_for "graph keys: B on t3 removes t2" 5 \
+    'list:t3 Document every form of the new syntax \(bob\) blocked by t1 (○|\[ \]) t4'
+keys n
+keys b
+wait_for "graph keys: b asks for the blocker" 5 't4 is blocked by: '
+keys t3 Enter
+wait_for "graph keys: b makes t4 wait for t3" 5 'list:(⊘|\[b\]) t4 Announce the release blocked by t3'
+keys M-\<
+keys n
+keys b
+keys t4 Enter
+wait_for "graph keys: a cycle is refused" 5 'Efrit-todo: .*cycle' "$graph_t1"
+keys ?
+wait_for "graph keys: ? lists b and B" 5 '^b +add a blocker' '^B +remove one of the item.s blockers'
 stop
 
 # A terminal shrunk from 160 to 80 columns: the list keeps its share of

@@ -449,9 +449,9 @@ back.  A list from a module that does not say what is ready (no
   "Most blockers named after an item; the rest are counted.")
 
 (defun efrit-todo-ui--blockers-text (item)
-  "Return the note on what holds ITEM back, or \"\".
-The blockers are the open ones only: a finished blocker no longer
-holds anything back."
+  "Return the note after ITEM on its open blockers, or \"\".
+A finished blocker no longer counts; an item that only waits for
+its parent's blockers says so."
   (let ((blockers (mapcar #'efrit-todo-ui--one-line (plist-get item :blocked-by))))
     (cond
      (blockers

@@ -936,7 +936,7 @@ removes one.  A pending item that waits shows the `blocked' glyph of
 `efrit-todo-glyphs' and \"blocked by t2\", naming its open blockers
 only, or \"parent blocked\" when a parent waits; the other pending
 items are ready.  An item's owner stands after it in parentheses.
-\\[efrit-todo-toggle-fold] on an item shows or hides its description and its tool calls.
+TAB (or RET) on an item shows or hides its description and tool calls.
 
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui

@@ -1039,17 +1039,24 @@ t5 and t6 are subtasks of t3, t7 of t6; t4 follows them."
   "Write ITEMS to SESSION, each an alist of todo_write fields, with merge."
   (efrit-todo-write (json-encode `((merge . t) (todos . ,(vconcat items)))) session))
 
+(defun efrit-todo-ui-test--write-plan (session &rest items)
+  "Write ITEMS to SESSION as its whole list, each an alist of todo_write fields.
+A new item may name an item before it by the id it is given."
+  (efrit-todo-write (json-encode `((todos . ,(vconcat items)))) session))
+
 (defun efrit-todo-ui-test--graph-sample (session)
   "Write a small task graph to SESSION.
-t1 is pending and ready; t2 waits for t1; t3, a subtask of t2, waits
-through its parent; t4 has an owner and a description of two lines."
-  (efrit-todo-ui-test--write-graph
+t1 is pending and ready; t2 waits for t1; t3 has an owner and a
+description of two lines; t4, a subtask of t2 drawn under it, waits
+through its parent."
+  (efrit-todo-ui-test--write-plan
    session
    '((content . "Write the parser") (status . "pending"))
    '((content . "Write the tests") (status . "pending") (blocked_by . ["t1"]))
-   '((content . "Test the errors") (status . "pending") (parent . "t2"))
    '((content . "Document the syntax") (status . "pending") (owner . "alice")
-     (description . "Cover every form.\nGive an example of each."))))
+     (description . "Cover every form.\nGive an example of each.")))
+  (efrit-todo-ui-test--write-graph
+   session '((content . "Test the errors") (status . "pending") (parent . "t2"))))
 
 (ert-deftest efrit-todo-ui-test-blocked-items-name-their-open-blockers ()
   "A blocked item says what blocks it and looks unlike a ready one."
@@ -1060,8 +1067,8 @@ through its parent; t4 has an owner and a description of two lines."
       (should (string-match-p "^  ○ t1  Write the parser$" text))
       (should (string-match-p "^  ⊘ t2  Write the tests  blocked by t1$" text))
       ;; A subtask of a blocked item is not ready either, and says why.
-      (should (string-match-p "^    ⊘ t3  Test the errors  parent blocked$" text))
-      (should (string-match-p "^  ○ t4  Document the syntax (alice)  ▸ description$" text))
+      (should (string-match-p "^    ⊘ t4  Test the errors  parent blocked$" text))
+      (should (string-match-p "^  ○ t3  Document the syntax (alice)  ▸ description$" text))
       (should-not (string-match-p "Cover every form" text)))
     (with-current-buffer efrit-todo-buffer-name
       (efrit-todo-ui-test--goto-item session "t2")
@@ -1072,7 +1079,7 @@ through its parent; t4 has an owner and a description of two lines."
     (efrit-todo-ui-test--write-graph session '((id . "t1") (status . "completed")))
     (let ((text (efrit-todo-ui-test--section session)))
       (should (string-match-p "^  ○ t2  Write the tests$" text))
-      (should (string-match-p "^    ○ t3  Test the errors$" text))
+      (should (string-match-p "^    ○ t4  Test the errors$" text))
       (should-not (string-match-p "blocked" text)))
     ;; Reopening it blocks again.
     (efrit-todo-ui-test--write-graph session '((id . "t1") (status . "pending")))
@@ -1093,7 +1100,7 @@ through its parent; t4 has an owner and a description of two lines."
 (ert-deftest efrit-todo-ui-test-many-blockers-are-bounded ()
   "An item with many open blockers names a few and counts the rest."
   (efrit-todo-ui-test-with-buffer session
-    (apply #'efrit-todo-ui-test--write-graph session
+    (apply #'efrit-todo-ui-test--write-plan session
            (mapcar (lambda (n) `((content . ,(format "Step %d" n)) (status . "pending")))
                    (number-sequence 1 8)))
     (efrit-todo-ui-test--write-graph
@@ -1108,15 +1115,15 @@ through its parent; t4 has an owner and a description of two lines."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--graph-sample session)
     (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t4")
+    (efrit-todo-ui-test--goto-item session "t3")
     (efrit-todo-ui-test--press "TAB")
     (should (string-match-p
-             (concat "^  ○ t4  Document the syntax (alice)  ▾ description\n"
+             (concat "^  ○ t3  Document the syntax (alice)  ▾ description\n"
                      "        Cover every form\\.\n"
                      "        Give an example of each\\.\n")
              (efrit-todo-ui-test--section session)))
     (with-current-buffer efrit-todo-buffer-name
-      (should (equal (get-text-property (point) 'efrit-todo-item) "t4")))
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))
     ;; Keys on a description line act on its item.
     (efrit-todo-ui-test--goto-item-line session 'description)
     (efrit-todo-ui-test--press "TAB")
@@ -1149,17 +1156,17 @@ through its parent; t4 has an owner and a description of two lines."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--graph-sample session)
     (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t4")
+    (efrit-todo-ui-test--goto-item session "t3")
     (efrit-todo-ui-test--press "b" "t1")
-    (should (equal (plist-get (efrit-todo-ui-test--item session "t4") :blocked-by) '("t1")))
-    (should-not (plist-get (efrit-todo-ui-test--item session "t4") :ready))
-    (should (string-match-p "^  ⊘ t4  Document the syntax (alice)  blocked by t1  ▸ description$"
+    (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :blocked-by) '("t1")))
+    (should-not (plist-get (efrit-todo-ui-test--item session "t3") :ready))
+    (should (string-match-p "^  ⊘ t3  Document the syntax (alice)  blocked by t1  ▸ description$"
                             (efrit-todo-ui-test--section session)))
     (let ((reads (efrit-todo-ui-test--model-reads session)))
       (should (string-match-p "user" reads))
-      (should (string-match-p "t4[^\n]*t1" reads)))
+      (should (string-match-p "user[^\n]*t3[^\n]*t1" reads)))
     ;; Told once: the next call reads nothing more about it.
-    (should-not (string-match-p "t4[^\n]*t1" (efrit-todo-ui-test--model-reads session)))))
+    (should-not (string-match-p "user[^\n]*t3[^\n]*t1" (efrit-todo-ui-test--model-reads session)))))
 
 (ert-deftest efrit-todo-ui-test-key-b-offers-the-other-items ()
   "Key b completes over the session's other items, not the item or its blockers."
@@ -1173,14 +1180,14 @@ through its parent; t4 has an owner and a description of two lines."
                    (setq offered (all-completions "" collection))
                    (let ((annotate (plist-get completion-extra-properties :annotation-function)))
                      (setq annotations (mapcar annotate offered)))
-                   "t4")))
+                   "t3")))
         (with-current-buffer efrit-todo-buffer-name
           (call-interactively #'efrit-todo-add-blocker)))
       (should (equal (sort offered #'string<) '("t3" "t4")))
       (should (member "  Document the syntax" annotations)))
     (should (equal (sort (copy-sequence (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by))
                          #'string<)
-                   '("t1" "t4")))))
+                   '("t1" "t3")))))
 
 (ert-deftest efrit-todo-ui-test-key-b-refuses-a-cycle-and-unknown-ids ()
   "A blocker that closes a cycle, or an unknown id, is refused and names it."
@@ -1209,11 +1216,11 @@ through its parent; t4 has an owner and a description of two lines."
     (efrit-todo-ui-test--press "B RET")
     (should-not (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by))
     (should (plist-get (efrit-todo-ui-test--item session "t2") :ready))
-    (should (plist-get (efrit-todo-ui-test--item session "t3") :ready))
+    (should (plist-get (efrit-todo-ui-test--item session "t4") :ready))
     (let ((text (efrit-todo-ui-test--section session)))
       (should (string-match-p "^  ○ t2  Write the tests$" text))
-      (should (string-match-p "^    ○ t3  Test the errors$" text)))
-    (should (string-match-p "t2[^\n]*t1" (efrit-todo-ui-test--model-reads session)))
+      (should (string-match-p "^    ○ t4  Test the errors$" text)))
+    (should (string-match-p "user[^\n]*t2[^\n]*t1" (efrit-todo-ui-test--model-reads session)))
     (should (string-match-p "t2 has no open blockers"
                             (cadr (should-error (efrit-todo-ui-test--press "B")
                                                 :type 'user-error))))))
@@ -1225,7 +1232,7 @@ through its parent; t4 has an owner and a description of two lines."
     (with-current-buffer efrit-todo-buffer-name
       (let ((doc (substitute-command-keys (documentation 'efrit-todo-list-mode))))
         (dolist (phrase '("b adds a blocker" "B\nremoves one" "blocked by t2"
-                          "open blockers" "owner" "TAB on an item shows or hides its description"))
+                          "open blockers" "owner" "TAB (or RET) on an item shows or hides its description"))
           (should (string-match-p (regexp-quote phrase) doc)))))
     (efrit-todo-ui-test--press "?")
     (with-current-buffer "*Help*"
@@ -1239,14 +1246,14 @@ through its parent; t4 has an owner and a description of two lines."
     (efrit-todo-show)
     (efrit-todo-ui-test--check-redraws
      session
-     (list (lambda () (efrit-todo-user-add-blocker "t4" "t1" session))
-           (lambda () (efrit-todo-ui-test--goto-item session "t4")
+     (list (lambda () (efrit-todo-user-add-blocker "t3" "t1" session))
+           (lambda () (efrit-todo-ui-test--goto-item session "t3")
              (efrit-todo-ui-test--press "TAB"))
            (lambda () (efrit-todo-ui-test--write-graph
                        session '((id . "t1") (status . "completed"))))
            (lambda () (efrit-todo-user-remove-blocker "t2" "t1" session))
            (lambda () (efrit-todo-ui-test--write-graph
-                       session '((id . "t4") (owner . "bob")
+                       session '((id . "t3") (owner . "bob")
                                  (description . "Shorter now"))))))))
 
 (provide 'efrit-todo-ui-test)

@@ -577,6 +577,29 @@ With merge, blocked_by replaces the item's list."
         (should (string-match-p "todo_write" guidance))
         (should-not (string-match-p "TaskCreate" guidance))))))
 
+;;;; Efrit's API stays flat
+
+(ert-deftest efrit-todo-graph-test-compat-api-stays-flat ()
+  "Efrit's names see blocked items as plain items of Efrit's shape."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--two)
+    (efrit-todo-graph-test--update "t1" "owner" "main" "description" "Long text.")
+    (let ((todos (efrit-todo-get-all)))
+      (should (= (length todos) 2))
+      (dolist (todo todos)
+        (should (vectorp todo))
+        (should (= (length todo) 6))
+        (should (memq (efrit-todo-item-status todo) '(todo in-progress completed))))
+      (should (equal (mapcar #'efrit-todo-item-content todos)
+                     '("Write the parser" "Test the parser"))))
+    (should (stringp (efrit-todo-format-for-prompt)))
+    (should (= (length efrit-todo--current-todos) 2))
+    ;; Efrit setting its flat list back as it was loses nothing of the graph.
+    (efrit-todo-set-all (efrit-todo-get-all))
+    (should (equal (efrit-todo-graph-test--prop "t2" :blocked-by) '("t1")))
+    (should (equal (efrit-todo-graph-test--prop "t1" :owner) "main"))
+    (should (equal (efrit-todo-graph-test--prop "t1" :description) "Long text."))))
+
 ;;;; One breaker
 
 (defun efrit-todo-graph-test--call (name input)

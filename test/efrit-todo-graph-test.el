@@ -251,7 +251,7 @@ Return the error's message.  The list and its history are compared."
 ;;;; Removing dependencies
 
 (ert-deftest efrit-todo-graph-test-remove-blocked-by-and-remove-blocks ()
-  "removeBlockedBy and removeBlocks take a dependency away; addBlocks adds one."
+  "The fields removeBlockedBy and removeBlocks take a dependency away."
   (efrit-todo-test-with-session
     (efrit-todo-graph-test--two)
     (efrit-todo-graph-test--update "t2" "removeBlockedBy" ["t1"])
@@ -405,7 +405,8 @@ Return the error's message.  The list and its history are compared."
 ;;;; todo_write and the graph
 
 (ert-deftest efrit-todo-graph-test-todo-write-takes-description-blockers-owner ()
-  "todo_write items take description, blocked_by and owner; merge replaces blocked_by."
+  "The items of todo_write take description, blocked_by and owner.
+With merge, blocked_by replaces the item's list."
   (efrit-todo-test-with-session
     (efrit-todo-test-write
      (efrit-todo-test-item "Write the parser" "in_progress" "description" "By hand."
@@ -576,10 +577,33 @@ Return the error's message.  The list and its history are compared."
         (should (string-match-p "todo_write" guidance))
         (should-not (string-match-p "TaskCreate" guidance))))))
 
+;;;; Efrit's API stays flat
+
+(ert-deftest efrit-todo-graph-test-compat-api-stays-flat ()
+  "Efrit's names see blocked items as plain items of Efrit's shape."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--two)
+    (efrit-todo-graph-test--update "t1" "owner" "main" "description" "Long text.")
+    (let ((todos (efrit-todo-get-all)))
+      (should (= (length todos) 2))
+      (dolist (todo todos)
+        (should (vectorp todo))
+        (should (= (length todo) 6))
+        (should (memq (efrit-todo-item-status todo) '(todo in-progress completed))))
+      (should (equal (mapcar #'efrit-todo-item-content todos)
+                     '("Write the parser" "Test the parser"))))
+    (should (stringp (efrit-todo-format-for-prompt)))
+    (should (= (length efrit-todo--current-todos) 2))
+    ;; Efrit setting its flat list back as it was loses nothing of the graph.
+    (efrit-todo-set-all (efrit-todo-get-all))
+    (should (equal (efrit-todo-graph-test--prop "t2" :blocked-by) '("t1")))
+    (should (equal (efrit-todo-graph-test--prop "t1" :owner) "main"))
+    (should (equal (efrit-todo-graph-test--prop "t1" :description) "Long text."))))
+
 ;;;; One breaker
 
 (defun efrit-todo-graph-test--call (name input)
-  "Run efrit-todo's tool NAME with INPUT between the breaker's checks.
+  "Run efrit-todo's tool NAME with INPUT between the breaker's hooks.
 Return the refusal, or the result as the model would get it."
   (or (efrit-todo-before-tool name input)
       (let ((result (condition-case err

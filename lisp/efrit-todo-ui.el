@@ -524,22 +524,23 @@ description and its tool calls.  Return the number of lines inserted."
                       (cons fold 'efrit-todo-tool-call)))
          (line-start (point))
          (lines 1))
-    (insert "  " indent)
+    (insert "  " indent (car (nth 0 parts)) (car (nth 1 parts)) text owner under
+            blockers time fold "\n")
     ;; Each part takes its face up to the next non-empty part, and the
     ;; last one the newline too: fewer text intervals than faces with
     ;; gaps between, which keeps a redraw of a long list cheap.
-    (let ((last nil))
+    (let ((pos (+ line-start lead))
+          (last nil))
       (dolist (part parts)
-        (unless (string-empty-p (car part))
-          (let ((start (point)))
-            (insert (car part))
+        (let ((length (length (car part))))
+          (unless (zerop length)
+            (when last
+              (put-text-property (car last) pos 'face (cdr last)))
             (when (and (eq (car part) time) (eq status 'in-progress))
               ;; The number the timer rewrites: after "  running ".
-              (put-text-property (+ start 10) (point) 'efrit-todo-elapsed started))
-            (when last
-              (put-text-property (car last) start 'face (cdr last)))
-            (setq last (cons start (cdr part))))))
-      (insert "\n")
+              (put-text-property (+ pos 10) (+ pos length) 'efrit-todo-elapsed started))
+            (setq last (cons pos (cdr part))
+                  pos (+ pos length)))))
       (put-text-property (car last) (point) 'face (cdr last)))
     (add-text-properties line-start (1+ line-start)
                          (list 'efrit-todo-line 'item 'efrit-todo-item id
@@ -1530,7 +1531,10 @@ is less than 8."
            "")
          (mapconcat (lambda (item)
                       (format "%s %s %s"
-                              (alist-get (plist-get item :status) glyphs "?")
+                              (alist-get (if (efrit-todo-ui--blocked-p item)
+                                             'blocked
+                                           (plist-get item :status))
+                                         glyphs "?")
                               (plist-get item :id)
                               (efrit-todo-ui--one-line (plist-get item :content))))
                     (efrit-todo-list session) "\n")

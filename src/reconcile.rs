@@ -38,6 +38,10 @@ pub struct Diff {
     pub removed: Vec<Item>,
     /// Items put under another parent, or to the top level.
     pub reparented: Vec<String>,
+    /// Items whose description, owner or blockers changed.
+    pub edited: Vec<String>,
+    /// Pending items that waited and are ready now: news, not a change.
+    pub now_ready: Vec<String>,
     /// The items kept from the previous list stand in another order: a
     /// change even when no item changed, which the model must be shown.
     pub moved: bool,
@@ -54,7 +58,16 @@ impl Diff {
             cancelled: self.cancelled.clone(),
             reopened: self.reopened.clone(),
             paused: self.paused.clone(),
-            reworded: self.reworded.clone(),
+            reworded: {
+                let mut ids = self.reworded.clone();
+                ids.extend(
+                    self.edited
+                        .iter()
+                        .filter(|id| !self.reworded.contains(id))
+                        .cloned(),
+                );
+                ids
+            },
             restored: self.restored.clone(),
             demoted: self.demoted.clone(),
             dropped: ids(&self.dropped),
@@ -84,6 +97,7 @@ impl Diff {
             &self.restored,
             &self.demoted,
             &self.reparented,
+            &self.edited,
         ]
         .into_iter()
         .map(Vec::as_slice)
@@ -491,6 +505,25 @@ pub(crate) fn update(
             wanted.parent.map(str::to_string),
         ));
     }
+    let mut edited = false;
+    let earlier_description = (item.description.as_deref() != wanted.description).then(|| {
+        edited = true;
+        std::mem::replace(
+            &mut item.description,
+            wanted.description.map(str::to_string),
+        )
+    });
+    let earlier_owner = (item.owner.as_deref() != wanted.owner).then(|| {
+        edited = true;
+        std::mem::replace(&mut item.owner, wanted.owner.map(str::to_string))
+    });
+    let earlier_blocked_by = (item.blocked_by != wanted.blocked_by).then(|| {
+        edited = true;
+        std::mem::replace(&mut item.blocked_by, wanted.blocked_by.clone())
+    });
+    if edited {
+        diff.edited.push(item.id.clone());
+    }
     let (was_status, was_started, was_completed) = (item.status, item.started, item.completed);
     record_transition(diff, &item.id, item.status, status);
     item.set_status(status, at);
@@ -502,6 +535,7 @@ pub(crate) fn update(
             .as_ref()
             .is_some_and(|form| *form != item.active_form)
         || earlier_parent.is_some()
+        || edited
         || was_status != item.status
         || was_started != item.started
         || was_completed != item.completed
@@ -513,6 +547,9 @@ pub(crate) fn update(
         status: was_status,
         priority: item.priority.clone(),
         parent: earlier_parent.unwrap_or_else(|| item.parent.clone()),
+        description: earlier_description.unwrap_or_else(|| item.description.clone()),
+        blocked_by: earlier_blocked_by.unwrap_or_else(|| item.blocked_by.clone()),
+        owner: earlier_owner.unwrap_or_else(|| item.owner.clone()),
         created: item.created,
         started: was_started,
         completed: was_completed,
@@ -630,6 +667,9 @@ pub fn apply(
                     at,
                 );
                 item.parent = wanted.parent.map(str::to_string);
+                item.description = wanted.description.map(str::to_string);
+                item.owner = wanted.owner.map(str::to_string);
+                item.blocked_by = wanted.blocked_by.clone();
                 diff.added.push(item.id.clone());
                 added.push(item.id.clone());
                 item

@@ -282,8 +282,8 @@ Return the error's message.  The list and its history are compared."
     ;; The id stays retired.
     (efrit-todo-graph-test--create "Benchmark the parser")
     (should (equal (efrit-todo-test-ids) '("t2" "t3" "t4")))
-    ;; A deleted id is unknown from now on.
-    (should (string-match-p "taskId: unknown id t1"
+    ;; A deleted id names no item from now on.
+    (should (string-match-p "taskId: .*\\_<t1\\_>"
                             (efrit-todo-graph-test--unchanged
                               (efrit-todo-graph-test--get "t1"))))))
 

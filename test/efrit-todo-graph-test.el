@@ -646,8 +646,12 @@ Return the refusal, or the result as the model would get it."
                   (setq refused k))
                 (ignore text)))))
         ;; Reading never counted as progress: the breaker stopped the loop.
-        (should refused)
-        (should (plist-get (efrit-todo-breaker) :tripped))))))
+        (unwind-protect
+            (progn (should refused)
+                   (should (plist-get (efrit-todo-breaker) :tripped)))
+          ;; A tripped breaker anywhere makes every session's check go
+          ;; to the module: leave none behind for the other tests.
+          (efrit-todo-reset))))))
 
 (provide 'efrit-todo-graph-test)
 

@@ -92,9 +92,10 @@
 (declare-function efrit-do-queue-pop-command "efrit-do-queue" (&optional session))
 
 (defcustom efrit-todo-efrit-suggest-plan t
-  "Whether a complex first request gets a suggestion to plan with todo_write.
-The suggestion from `efrit-todo-analyze-request' is added to the system
-prompt while the session has no list and has not called a tool yet."
+  "Whether a complex first request gets a suggestion to plan first.
+The suggestion, from `efrit-todo-analyze-request' and naming the
+tools of `efrit-todo-tool-style', is added to the system prompt while
+the session has no list and has not called a tool yet."
   :type 'boolean
   :group 'efrit-todo)
 
@@ -442,7 +443,13 @@ SESSION is the efrit-todo session it works on."
     (let* ((command (efrit-session-command (efrit-session-active)))
            (analysis (and (stringp command)
                           (ignore-errors (efrit-todo-analyze-request command)))))
-      (and (plist-get analysis :complex) (plist-get analysis :suggestion)))))
+      (and (plist-get analysis :complex)
+           (if (eq efrit-todo-tool-style 'tasks)
+               ;; The analysis names todo_write, which this style does
+               ;; not offer.
+               (format "This request looks like about %d steps. Create the plan with TaskCreate first, one task per step, naming in blockedBy what each must wait for; then work through the tasks, updating each with TaskUpdate as it starts and finishes."
+                       (max 3 (or (plist-get analysis :steps) 0)))
+             (plist-get analysis :suggestion))))))
 
 (defun efrit-todo-efrit--system-prompt (build &rest args)
   "Call BUILD with ARGS and add the todo guidance to its prompt.

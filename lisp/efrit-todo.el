@@ -149,9 +149,8 @@ An error in one function is reported and does not stop the others.")
                            auto-complete known-tools
                            &optional max-description max-blockers))
 (declare-function efrit-todo--module-task-tool "efrit-todo-module"
-                  (session tool input max-items max-content full-up-to
-                           auto-complete known-tools
-                           &optional max-description max-blockers))
+                  (session tool input &optional max-items max-content full-up-to
+                           max-description max-blockers))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
@@ -285,8 +284,6 @@ TaskList never do."
          (text (efrit-todo--module-task-tool session tool input efrit-todo-max-items
                                              efrit-todo-max-content-length
                                              efrit-todo-full-list-threshold
-                                             efrit-todo-auto-complete
-                                             efrit-todo-known-tools
                                              efrit-todo-max-description-length
                                              efrit-todo-max-blockers)))
     (unless (eql before (efrit-todo--module-change-seq session))

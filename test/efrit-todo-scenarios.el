@@ -1273,6 +1273,15 @@ ready, and the list finishes."
                            (efrit-todo-list (plist-get outcome :session)))
                    '("t1")))))
 
+(ert-deftest efrit-todo-scenarios-plan-suggestion-names-the-task-tools ()
+  "With the style tasks, the suggestion to plan names TaskCreate, not todo_write."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (outcome (efrit-todo-scenarios-play 'planned))
+         (system (efrit-todo-scenarios--system-text (car (plist-get outcome :requests)))))
+    (should (string-match-p "looks like about [0-9]+ steps\\. Create the plan with TaskCreate"
+                            system))
+    (should-not (string-match-p "todo_write" system))))
+
 (ert-deftest efrit-todo-scenarios-reading-tasks-in-a-loop-trips-the-breaker ()
   "TaskGet and TaskList over and over is no progress: the breaker ends it."
   (let* ((efrit-todo-tool-style 'tasks)

@@ -859,6 +859,9 @@ mod tests {
             active_form: None,
             status,
             parent: None,
+            description: None,
+            blocked_by: Vec::new(),
+            owner: None,
         };
         let first = reconcile(
             &[],

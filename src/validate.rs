@@ -1294,7 +1294,10 @@ mod tests {
                 content: None,
                 active_form: None,
                 status: Some(Status::Completed),
-                parent: None
+                parent: None,
+                description: None,
+                blocked_by: None,
+                owner: None,
             }
         );
         assert_eq!(
@@ -1304,7 +1307,10 @@ mod tests {
                 content: Some("New one"),
                 active_form: None,
                 status: None,
-                parent: None
+                parent: None,
+                description: None,
+                blocked_by: None,
+                owner: None,
             }
         );
         assert_eq!(items[2].active_form, Some("Rewording"));
@@ -1331,7 +1337,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"merge":true,"todos":[{"id":"t1","status":"completed"},{"id":"t2"}]}"#),
-            "todos[1]: names \"t2\" but changes nothing; give status, content or activeForm"
+            "todos[1]: names \"t2\" but changes nothing; give status, content, activeForm, description, blocked_by or owner"
         );
         assert_eq!(
             error(r#"{"merge":true,"todos":[{"status":"pending"}]}"#),
@@ -1465,6 +1471,7 @@ mod tests {
         let limits = Limits {
             max_items: 2,
             max_content_chars: 5,
+            ..Limits::default()
         };
         let item = |c: &str| {
             Input::Map(vec![
@@ -1607,7 +1614,7 @@ mod tests {
 
             #[test]
             fn validation_accepts_only_clean_items_and_names_the_field(input in arb_input(), max_chars in 1usize..50) {
-                let limits = Limits { max_items: 5, max_content_chars: max_chars };
+                let limits = Limits { max_items: 5, max_content_chars: max_chars, ..Limits::default() };
                 match parse_write(&input, &limits) {
                     Ok(items) => {
                         prop_assert!(items.len() <= 5);
@@ -1702,7 +1709,10 @@ mod parent_tests {
                 content: None,
                 active_form: None,
                 status: None,
-                parent: Some(Some("t3"))
+                parent: Some(Some("t3")),
+                description: None,
+                blocked_by: None,
+                owner: None,
             }
         );
         assert_eq!(items[1].parent, Some(None));

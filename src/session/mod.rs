@@ -517,6 +517,7 @@ mod tests {
             limits: Limits {
                 max_items: 1,
                 max_content_chars: 10,
+                ..Limits::default()
             },
             ..Options::default()
         };
@@ -732,6 +733,7 @@ mod tests {
             limits: Limits {
                 max_items: 3,
                 max_content_chars: 100,
+                ..Limits::default()
             },
             ..Options::default()
         };

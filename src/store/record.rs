@@ -909,6 +909,7 @@ mod tests {
         let limits = Limits {
             max_items: 5,
             max_content_chars: 20,
+            ..Limits::default()
         };
         let item = |n: usize| json!({"id": format!("t{n}"), "content": format!("Item {n}"), "status": "pending", "created": 1.0});
         let file = |items: Vec<Json>| json!({"schema_version": 2, "session": "big", "id_counter": 9, "items": items});

@@ -386,9 +386,9 @@ Return the error's message.  The list and its history are compared."
       (should (string-match-p "blockedBy"
                               (efrit-todo-graph-test--unchanged
                                 (efrit-todo-graph-test--create "Four" "blockedBy" ["t1" "t2"]))))
-      (should (string-match-p "addBlockedBy"
-                              (efrit-todo-graph-test--unchanged
-                                (efrit-todo-graph-test--update "t2" "addBlockedBy" ["t3"]))))
+      ;; Over the limit through addBlockedBy: checked in its own test below.
+      (efrit-todo-graph-test--unchanged
+        (efrit-todo-graph-test--update "t2" "addBlockedBy" ["t3"]))
       (should (string-match-p "todos\\[0\\]\\.blocked_by"
                               (efrit-todo-graph-test--unchanged
                                 (efrit-todo-write
@@ -401,6 +401,20 @@ Return the error's message.  The list and its history are compared."
     (efrit-todo-graph-test--create "Four" "blockedBy" ["t1" "t2"]
                                    "description" (make-string 200 ?y))
     (should (equal (efrit-todo-graph-test--prop "t4" :blocked-by) '("t1" "t2")))))
+
+(ert-deftest efrit-todo-graph-test-blocker-limit-names-the-field-sent ()
+  "Going over the blocker limit through TaskUpdate names addBlockedBy.
+That is the field the model sent: TaskUpdate has no blockedBy."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--two)
+    (efrit-todo-graph-test--create "Three")
+    (let ((efrit-todo-max-blockers 1))
+      (should (string-match-p "\\`addBlockedBy"
+                              (efrit-todo-graph-test--unchanged
+                                (efrit-todo-graph-test--update "t2" "addBlockedBy" ["t3"]))))
+      (should (string-match-p "\\`addBlocks"
+                              (efrit-todo-graph-test--unchanged
+                                (efrit-todo-graph-test--update "t3" "addBlocks" ["t2"])))))))
 
 ;;;; todo_write and the graph
 

@@ -26,8 +26,10 @@
 ;; `efrit-todo-efrit-mode' makes a running Efrit use efrit-todo in its
 ;; `efrit-do' loop, its REPL and `efrit-execute':
 ;;
-;; - todo_write goes to `efrit-todo-write', todo_pause is a real tool,
-;;   and the schemas Claude sees come from `efrit-todo-tool-schemas';
+;; - todo_write goes to `efrit-todo-write'; todo_pause and the Task
+;;   tools (TaskCreate, TaskUpdate, TaskGet, TaskList) are real tools;
+;;   the schemas Claude sees come from `efrit-todo-tool-schemas', and
+;;   follow `efrit-todo-tool-style';
 ;; - every tool call passes `efrit-todo-before-tool' and
 ;;   `efrit-todo-after-tool' (Efrit's own breaker is bypassed), and a
 ;;   tripped breaker ends the session at once, with the report;
@@ -90,9 +92,10 @@
 (declare-function efrit-do-queue-pop-command "efrit-do-queue" (&optional session))
 
 (defcustom efrit-todo-efrit-suggest-plan t
-  "Whether a complex first request gets a suggestion to plan with todo_write.
-The suggestion from `efrit-todo-analyze-request' is added to the system
-prompt while the session has no list and has not called a tool yet."
+  "Whether a complex first request gets a suggestion to plan first.
+The suggestion, from `efrit-todo-analyze-request' and naming the
+tools of `efrit-todo-tool-style', is added to the system prompt while
+the session has no list and has not called a tool yet."
   :type 'boolean
   :group 'efrit-todo)
 
@@ -342,14 +345,22 @@ Efrit's own breaker and error-loop checks are off for the call."
                 (format "%s\n[efrit-todo could not record this call: %s]"
                         result (cadr err)))))))))))
 
+(defconst efrit-todo-efrit--own-tools
+  (cons "todo_pause" efrit-todo-task-tool-names)
+  "The tools efrit-todo runs itself; Efrit has no handler for them.
+todo_write keeps Efrit's handler, which the mode overrides.")
+
 (defun efrit-todo-efrit--dispatch-tool (dispatch tool-name tool-input input-str)
-  "Run todo_pause here; pass any other TOOL-NAME to DISPATCH.
-TOOL-INPUT and INPUT-STR are as Efrit's dispatcher receives them."
-  (if (equal tool-name "todo_pause")
+  "Run todo_pause and the Task tools here; pass any other TOOL-NAME to DISPATCH.
+TOOL-INPUT and INPUT-STR are as Efrit's dispatcher receives them.
+Every Task tool runs, whatever `efrit-todo-tool-style' offers now:
+the model may call a tool a request offered before the style changed."
+  (if (member tool-name efrit-todo-efrit--own-tools)
       (condition-case err
-          (efrit-todo-pause (and (hash-table-p tool-input)
-                                 (gethash "reason" tool-input)))
-        (efrit-todo-invalid-input (format "Error in todo_pause: %s" (cadr err))))
+          (efrit-todo--run-tool tool-name (if (hash-table-p tool-input)
+                                              tool-input
+                                            (make-hash-table :test 'equal)))
+        (efrit-todo-invalid-input (format "Error in %s: %s" tool-name (cadr err))))
     (funcall dispatch tool-name tool-input input-str)))
 
 (defun efrit-todo-efrit--todo-write (tool-input)
@@ -383,12 +394,20 @@ user looks, where the end of the session puts it."
 
 (defun efrit-todo-efrit--tools-schema (schemas)
   "Return Efrit's tool SCHEMAS with efrit-todo's in place of its own.
-A fresh vector: Efrit's constant is never changed."
+efrit-todo's are the tools of `efrit-todo-tool-style'; Efrit's
+todo_write is left out when the style does not offer it.  A fresh
+vector: Efrit's constant is never changed."
   (let* ((ours (efrit-todo-tool-schemas))
          (name (lambda (schema) (cdr (assoc "name" schema))))
          (by-name (mapcar (lambda (s) (cons (funcall name s) s)) ours))
-         (kept (mapcar (lambda (s) (or (cdr (assoc (funcall name s) by-name)) s))
-                       (append schemas nil)))
+         (left-out (seq-remove (lambda (tool) (assoc tool by-name))
+                               (cons "todo_write" efrit-todo-efrit--own-tools)))
+         (kept (delq nil
+                     (mapcar (lambda (s)
+                               (let ((tool (funcall name s)))
+                                 (and (not (member tool left-out))
+                                      (or (cdr (assoc tool by-name)) s))))
+                             (append schemas nil))))
          (present (mapcar name kept)))
     (vconcat kept (seq-remove (lambda (s) (member (funcall name s) present)) ours))))
 
@@ -424,7 +443,13 @@ SESSION is the efrit-todo session it works on."
     (let* ((command (efrit-session-command (efrit-session-active)))
            (analysis (and (stringp command)
                           (ignore-errors (efrit-todo-analyze-request command)))))
-      (and (plist-get analysis :complex) (plist-get analysis :suggestion)))))
+      (and (plist-get analysis :complex)
+           (if (eq efrit-todo-tool-style 'tasks)
+               ;; The analysis names todo_write, which this style does
+               ;; not offer.
+               (format "This request looks like about %d steps. Create the plan with TaskCreate first, one task per step, naming in blockedBy what each must wait for; then work through the tasks, updating each with TaskUpdate as it starts and finishes."
+                       (max 3 (or (plist-get analysis :steps) 0)))
+             (plist-get analysis :suggestion))))))
 
 (defun efrit-todo-efrit--system-prompt (build &rest args)
   "Call BUILD with ARGS and add the todo guidance to its prompt.
@@ -780,7 +805,8 @@ which makes the aliases, is not loaded."
   "Run Efrit's todo tools, circuit breaker and results on efrit-todo.
 
 While it is on, Efrit's `efrit-do', its REPL and `efrit-execute' use
-efrit-todo for todo_write and todo_pause, check every tool call with
+efrit-todo for todo_write, todo_pause and the Task tools (those of
+`efrit-todo-tool-style' are offered), check every tool call with
 its breaker (a trip ends the session at once, with the report),
 guard session_complete, ask Claude to go on when it stops with items
 open, and show the report of every tool result at the end.  Turning

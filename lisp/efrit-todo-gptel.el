@@ -27,10 +27,12 @@
 ;; when asked for: `efrit-todo.el' never requires gptel, and this file
 ;; needs gptel only once it is loaded.
 ;;
-;; - todo_write and todo_pause are gptel tools (category "efrit-todo"),
-;;   made from the same Rust schemas that validate their input;
+;; - todo_write, todo_pause and the Task tools (TaskCreate, TaskUpdate,
+;;   TaskGet, TaskList) are gptel tools (category "efrit-todo"), made
+;;   from the same Rust schemas that validate their input; the preset
+;;   offers those of `efrit-todo-tool-style';
 ;; - while `efrit-todo-gptel-mode' is on, every tool call of a request
-;;   that offers todo_write passes `efrit-todo-before-tool' (a refusal
+;;   that offers todo_write or a Task tool passes `efrit-todo-before-tool' (a refusal
 ;;   is the call's result) and `efrit-todo-after-tool' (the output is
 ;;   kept, notices follow it), and a tripped breaker stops the request
 ;;   with its reason;
@@ -101,13 +103,20 @@ more than `efrit-todo-max-continuations' allows).  0 sends none."
 (defcustom efrit-todo-gptel-guidance t
   "Non-nil to add efrit-todo's guidance to the system prompt.
 The text, from `efrit-todo-prompt-guidance', says how to plan with
-todo_write and record changes by id; it is the same on every request
-of a chat's turn, so the prompt cache holds."
+the tools of `efrit-todo-tool-style' and record changes by id; it
+is the same on every request of a chat's turn, so the prompt cache
+holds."
   :type 'boolean
   :group 'efrit-todo-gptel)
 
-(defconst efrit-todo-gptel-tool-names '("todo_write" "todo_pause")
-  "The names of the tools this file gives gptel.")
+(defconst efrit-todo-gptel-tool-names
+  (append '("todo_write" "todo_pause") efrit-todo-task-tool-names)
+  "The names of the tools this file gives gptel.
+All are registered; the preset offers those of `efrit-todo-tool-style'.")
+
+(defconst efrit-todo-gptel--planning-tools
+  (cons "todo_write" efrit-todo-task-tool-names)
+  "The tools whose presence makes a request one that efrit-todo manages.")
 
 (defconst efrit-todo-gptel--category "efrit-todo"
   "The category of efrit-todo's tools in gptel's tool registry.")
@@ -122,7 +131,7 @@ of a chat's turn, so the prompt cache holds."
   "The state of the request this buffer's managed request chain began with.")
 
 (defvar-local efrit-todo-gptel--active nil
-  "Non-nil from the start of a request that offers todo_write to its end.")
+  "Non-nil from the start of a request that offers a planning tool to its end.")
 
 (defvar-local efrit-todo-gptel--response-ok nil
   "Non-nil once the response to the latest request arrived.")
@@ -247,29 +256,22 @@ gptel passes an argument the model left out as nil, and JSON false as
            unless (memq value '(nil :null))
            append (list key value)))
 
-(defun efrit-todo-gptel--todo-write (input)
-  "Run todo_write with INPUT, a plist, in the current chat's session."
+(defun efrit-todo-gptel--run-tool (name input)
+  "Run efrit-todo's tool NAME with INPUT, a plist, in the current chat's session."
   (condition-case err
-      (efrit-todo-write input (efrit-todo-gptel-session))
-    (efrit-todo-invalid-input (format "Error in todo_write: %s" (cadr err)))))
-
-(defun efrit-todo-gptel--todo-pause (input)
-  "Run todo_pause with INPUT, a plist, in the current chat's session."
-  (condition-case err
-      (efrit-todo-pause (plist-get input :reason) (efrit-todo-gptel-session))
-    (efrit-todo-invalid-input (format "Error in todo_pause: %s" (cadr err)))))
+      (efrit-todo--run-tool name input (efrit-todo-gptel-session))
+    (efrit-todo-invalid-input (format "Error in %s: %s" name (cadr err)))))
 
 (defun efrit-todo-gptel--tool-function (name keys)
   "Return the function for tool NAME, whose arguments are KEYS."
-  (let ((handler (if (equal name "todo_pause")
-                     #'efrit-todo-gptel--todo-pause
-                   #'efrit-todo-gptel--todo-write)))
-    (lambda (&rest values)
-      (funcall handler (efrit-todo-gptel--tool-input keys values)))))
+  (lambda (&rest values)
+    (efrit-todo-gptel--run-tool name (efrit-todo-gptel--tool-input keys values))))
 
 (defun efrit-todo-gptel--register-tools ()
-  "Register todo_write and todo_pause with gptel, from the Rust schemas."
-  (dolist (schema (efrit-todo-tool-schemas))
+  "Register efrit-todo's tools with gptel, from the Rust schemas.
+Every tool of every style: a chat may name any of them in
+`gptel-tools', and the preset picks those of `efrit-todo-tool-style'."
+  (dolist (schema (let ((efrit-todo-tool-style 'both)) (efrit-todo-tool-schemas)))
     (let ((name (cdr (assoc "name" schema)))
           (input-schema (cdr (assoc "input_schema" schema))))
       (when (member name efrit-todo-gptel-tool-names)
@@ -283,8 +285,10 @@ gptel passes an argument the model left out as nil, and JSON false as
          :include t)))))
 
 (defun efrit-todo-gptel--todo-tool-p (tool)
-  "Return non-nil if TOOL, a gptel tool or its name, is todo_write."
-  (equal (if (stringp tool) tool (ignore-errors (gptel-tool-name tool))) "todo_write"))
+  "Return non-nil if TOOL, a gptel tool or its name, is a planning tool.
+That is todo_write or a Task tool: a request offering one is managed."
+  (member (if (stringp tool) tool (ignore-errors (gptel-tool-name tool)))
+          efrit-todo-gptel--planning-tools))
 
 ;;;; Requests
 
@@ -332,11 +336,11 @@ The settings are `efrit-todo-gptel--turn-settings', those bound."
 
 (defun efrit-todo-gptel--transform (fsm)
   "Prepare the request of state FSM, in gptel's prompt buffer.
-A request that offers todo_write is managed: its chat buffer's session
-begins a turn (or goes on with one).  The first request of a turn gets
-the guidance at the end of its system prompt, and its settings are
-kept for the continuations; a continuation, sent with those settings,
-already has it."
+A request that offers todo_write or a Task tool is managed: its chat
+buffer's session begins a turn (or goes on with one).  The first
+request of a turn gets the guidance at the end of its system prompt,
+and its settings are kept for the continuations; a continuation,
+sent with those settings, already has it."
   (let ((buffer (plist-get (gptel-fsm-info fsm) :buffer))
         (tools (and (bound-and-true-p gptel-use-tools) (bound-and-true-p gptel-tools))))
     (when (buffer-live-p buffer)
@@ -614,11 +618,11 @@ The breaker's stop comes after every call of a response is recorded.")
 
 ;;;###autoload
 (define-minor-mode efrit-todo-gptel-mode
-  "Run gptel requests that offer todo_write on efrit-todo.
+  "Run gptel requests that offer efrit-todo's planning tools on efrit-todo.
 
-While it is on, a gptel request whose tools include todo_write
-\(see the preset `efrit-todo') is managed: every tool call passes
-efrit-todo's circuit breaker, which stops the request when it trips;
+While it is on, a gptel request whose tools include todo_write or a
+Task tool \(see the preset `efrit-todo') is managed: every tool call
+passes efrit-todo's circuit breaker, which stops the request when it trips;
 the output of each tool is kept, with notices after it; a response
 that ends with items open gets a continuation message, at most
 `efrit-todo-gptel-max-continuations' times; an aborted request leaves
@@ -653,11 +657,14 @@ A t in TRANSFORMS stands for the global value, as in a hook."
     (efrit-todo-gptel-mode 1)))
 
 (defun efrit-todo-gptel--make-preset ()
-  "Define the gptel preset `efrit-todo'."
+  "Define the gptel preset `efrit-todo', with the tools of the style.
+See `efrit-todo-tool-style'; the preset is made again when it changes."
   (gptel-make-preset 'efrit-todo
-    :description "Plan with efrit-todo: todo_write with ids, a circuit breaker, continuation"
+    :description (if (eq efrit-todo-tool-style 'todo)
+                     "Plan with efrit-todo: todo_write with ids, a circuit breaker, continuation"
+                   "Plan with efrit-todo: tasks with dependencies, a circuit breaker, continuation")
     :pre #'efrit-todo-gptel--preset-pre
-    :tools (list :append (copy-sequence efrit-todo-gptel-tool-names))
+    :tools (list :append (efrit-todo-tool-names))
     :use-tools t
     ;; Applied to one request (@efrit-todo in a prompt), the preset comes
     ;; after that request's transforms were chosen: add ours to them.
@@ -688,6 +695,20 @@ init file's first start), they are registered when it loads."
     (efrit-todo-gptel--register)
   (add-hook 'after-load-functions #'efrit-todo-gptel--after-load))
 
+(defun efrit-todo-gptel--style-changed (_symbol value operation where)
+  "Make the preset again for the tool style VALUE, set by OPERATION.
+A buffer-local setting (WHERE non-nil) does not change the preset,
+which is global."
+  (when (and (eq operation 'set) (null where) (featurep 'gptel)
+             (memq value '(todo tasks both)))
+    (let ((efrit-todo-tool-style value))
+      (condition-case err
+          (efrit-todo-gptel--make-preset)
+        (error (message "Efrit-todo: could not update the gptel preset: %s"
+                        (error-message-string err)))))))
+
+(add-variable-watcher 'efrit-todo-tool-style #'efrit-todo-gptel--style-changed)
+
 ;;;; Unloading
 
 (defun efrit-todo-gptel--forget-tools ()
@@ -711,6 +732,7 @@ Chat buffers let go of their sessions; the lists stay in efrit-todo."
   (efrit-todo-gptel-mode -1)
   (remove-hook 'after-load-functions #'efrit-todo-gptel--after-load)
   (remove-hook 'efrit-todo-build-loaded-hook #'efrit-todo-gptel--register-after-build)
+  (remove-variable-watcher 'efrit-todo-tool-style #'efrit-todo-gptel--style-changed)
   (efrit-todo-gptel--forget-tools)
   (when (boundp 'gptel--known-presets)
     (setq gptel--known-presets (assq-delete-all 'efrit-todo gptel--known-presets)))

@@ -116,10 +116,12 @@ a glyph (`char-displayable-p'), ASCII otherwise."
     (in-progress "◐" "[>]")
     (completed "✓" "[x]")
     (cancelled "✗" "[-]")
+    (blocked "⊘" "[b]")
     (folded "▸" "+")
     (unfolded "▾" "-"))
   "Glyphs for statuses and fold state: (KEY UNICODE ASCII).
-KEY is a status symbol, `folded' or `unfolded'."
+KEY is a status symbol, `blocked' (a pending item that waits for an
+open blocker, its own or a parent's), `folded' or `unfolded'."
   :type '(repeat (list (symbol :tag "Key")
                        (string :tag "Unicode")
                        (string :tag "ASCII")))
@@ -156,6 +158,22 @@ other change redraws through `efrit-todo-change-functions'."
 
 (defface efrit-todo-cancelled '((t :inherit shadow :strike-through t))
   "Face of cancelled items."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-blocked '((t :inherit shadow))
+  "Face of pending items that wait for another item: not ready to start."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-blockers '((t :inherit warning))
+  "Face of the \"blocked by\" note after a blocked item."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-owner '((t :inherit font-lock-type-face))
+  "Face of the owner shown after an item."
+  :group 'efrit-todo-ui)
+
+(defface efrit-todo-description '((t :inherit font-lock-doc-face))
+  "Face of an item's description, shown when the item is unfolded."
   :group 'efrit-todo-ui)
 
 (defface efrit-todo-id '((t :inherit font-lock-constant-face))
@@ -380,7 +398,8 @@ ranges with gaps between."
 That is the item's plist, how many ENTRIES and whether they show.  The
 running time is left out: the timer updates it in place."
   (cons (length entries)
-        (cons (and entries (gethash (cons session (plist-get item :id)) efrit-todo-ui--unfolded))
+        (cons (and (or entries (efrit-todo-ui--description item))
+                   (gethash (cons session (plist-get item :id)) efrit-todo-ui--unfolded))
               item)))
 
 (defun efrit-todo-ui--item-places (items)
@@ -417,27 +436,67 @@ the parent's subtasks, else nil."
           (setq previous (plist-get item :id))))
       (nreverse places))))
 
+(defun efrit-todo-ui--blocked-p (item)
+  "Return non-nil when ITEM is pending but not ready to start.
+That is when an open blocker of its own, or of a parent, holds it
+back.  A list from a module that does not say what is ready (no
+`:ready' key) has no blocked items."
+  (and (eq (plist-get item :status) 'pending)
+       (plist-member item :ready)
+       (not (plist-get item :ready))))
+
+(defconst efrit-todo-ui--blockers-shown 5
+  "Most blockers named after an item; the rest are counted.")
+
+(defun efrit-todo-ui--blockers-text (item)
+  "Return the note after ITEM on its open blockers, or \"\".
+A finished blocker no longer counts; an item that only waits for
+its parent's blockers says so."
+  (let ((blockers (mapcar #'efrit-todo-ui--one-line (plist-get item :blocked-by))))
+    (cond
+     (blockers
+      (concat "  blocked by "
+              (string-join (seq-take blockers efrit-todo-ui--blockers-shown) ", ")
+              (if (> (length blockers) efrit-todo-ui--blockers-shown)
+                  (format " and %d more" (- (length blockers) efrit-todo-ui--blockers-shown))
+                "")))
+     ((efrit-todo-ui--blocked-p item) "  parent blocked")
+     (t ""))))
+
+(defun efrit-todo-ui--description (item)
+  "Return ITEM's description, or nil when it has none worth showing."
+  (let ((description (plist-get item :description)))
+    (and (stringp description)
+         (string-match-p "[^ \t\n\r\f]" description)
+         description)))
+
 (defun efrit-todo-ui--insert-item (session item entries glyphs now &optional place)
   "Insert ITEM of SESSION with its ledger ENTRIES, using GLYPHS, at time NOW.
 PLACE is the item's (LEVEL . UNDER) from `efrit-todo-ui--item-places':
 a subtask is indented two columns per level, and one away from its
-parent names it.  Return the number of lines inserted."
+parent names it.  After the text come the owner in parentheses, the
+open blockers, the time, and what unfolding the item shows: its
+description and its tool calls.  Return the number of lines inserted."
   (let* ((indent (make-string (* 2 (1- (or (car place) 1))) ?\s))
          (lead (+ 2 (length indent)))
-         (under (if (cdr place) (format " (under %s)" (efrit-todo-ui--one-line (cdr place))) ""))
          (id (plist-get item :id))
          (status (plist-get item :status))
-         (face (efrit-todo-ui--status-face status))
+         (blocked (efrit-todo-ui--blocked-p item))
+         (face (if blocked 'efrit-todo-blocked (efrit-todo-ui--status-face status)))
          (started (plist-get item :started))
          (completed (plist-get item :completed))
-         (unfolded (and entries (gethash (cons session id) efrit-todo-ui--unfolded)))
-         (glyph (alist-get status glyphs "?"))
+         (description (efrit-todo-ui--description item))
+         (unfolded (and (or entries description)
+                        (gethash (cons session id) efrit-todo-ui--unfolded)))
+         (glyph (alist-get (if blocked 'blocked status) glyphs "?"))
          (text (efrit-todo-ui--one-line
                 (plist-get item (if (eq status 'in-progress) :active-form :content))))
-         (id-start (+ lead (length glyph) 1))
-         (text-start (+ id-start (length id) 2))
-         (text-end (+ text-start (length text)))
-         (under-end (+ text-end (length under)))
+         (owner (let ((owner (plist-get item :owner)))
+                  (if (and (stringp owner) (not (string-empty-p owner)))
+                      (format " (%s)" (efrit-todo-ui--one-line owner))
+                    "")))
+         (under (if (cdr place) (format " (under %s)" (efrit-todo-ui--one-line (cdr place))) ""))
+         (blockers (efrit-todo-ui--blockers-text item))
          (time (pcase status
                  ((and 'in-progress (guard started))
                   (concat "  running " (efrit-todo-ui--duration (- now started))))
@@ -445,46 +504,61 @@ parent names it.  Return the number of lines inserted."
                   (concat "  took " (efrit-todo-ui--duration
                                      (- completed (or started (plist-get item :created) completed)))))
                  (_ "")))
-         (time-end (+ under-end (length time)))
-         (fold (if entries
-                   (format "  %s %d call%s"
-                           (alist-get (if unfolded 'unfolded 'folded) glyphs)
-                           (length entries) (if (cdr entries) "s" ""))
+         (fold (if (or entries description)
+                   (concat "  " (alist-get (if unfolded 'unfolded 'folded) glyphs) " "
+                           (string-join
+                            (delq nil (list (and description "description")
+                                            (and entries
+                                                 (format "%d call%s" (length entries)
+                                                         (if (cdr entries) "s" "")))))
+                            ", "))
                  ""))
-         (line-end (+ time-end (length fold)))
-         (line-start (point)))
-    (efrit-todo-ui--insert-line
-     (concat "  " indent glyph " " id "  " text under time fold)
-     (list 'efrit-todo-line 'item 'efrit-todo-item id 'efrit-todo-session session))
+         (text-column (+ lead (string-width glyph) 1 (string-width id) 2))
+         (parts (list (cons (concat glyph " ") face)
+                      (cons (concat id "  ") 'efrit-todo-id)
+                      (cons text face)
+                      (cons owner 'efrit-todo-owner)
+                      (cons under 'efrit-todo-id)
+                      (cons blockers 'efrit-todo-blockers)
+                      (cons time 'efrit-todo-time)
+                      (cons fold 'efrit-todo-tool-call)))
+         (line-start (point))
+         (lines 1))
+    (insert "  " indent (car (nth 0 parts)) (car (nth 1 parts)) text owner under
+            blockers time fold "\n")
+    ;; Each part takes its face up to the next non-empty part, and the
+    ;; last one the newline too: fewer text intervals than faces with
+    ;; gaps between, which keeps a redraw of a long list cheap.
+    (let ((pos (+ line-start lead))
+          (last nil))
+      (dolist (part parts)
+        (let ((length (length (car part))))
+          (unless (zerop length)
+            (when last
+              (put-text-property (car last) pos 'face (cdr last)))
+            (when (and (eq (car part) time) (eq status 'in-progress))
+              ;; The number the timer rewrites: after "  running ".
+              (put-text-property (+ pos 10) (+ pos length) 'efrit-todo-elapsed started))
+            (setq last (cons pos (cdr part))
+                  pos (+ pos length)))))
+      (put-text-property (car last) (point) 'face (cdr last)))
+    (add-text-properties line-start (1+ line-start)
+                         (list 'efrit-todo-line 'item 'efrit-todo-item id
+                               'efrit-todo-session session))
     ;; A line too long for the window wraps under the start of the text.
-    (put-text-property line-start (+ line-start line-end 1) 'wrap-prefix
-                       (efrit-todo-ui--spaces
-                        (+ lead (string-width glyph) 1 (string-width id) 2)))
-    ;; Faces set here rather than through `efrit-todo-ui--insert-line' save
-    ;; a list per line.  Each separator takes the face before it, and the
-    ;; last part the newline: fewer intervals than faces with gaps between.
-    (put-text-property (+ line-start lead) (+ line-start id-start) 'face face)
-    (put-text-property (+ line-start id-start) (+ line-start text-start) 'face 'efrit-todo-id)
-    (put-text-property (+ line-start text-start)
-                       (+ line-start (if (= text-end line-end) (1+ line-end) text-end))
-                       'face face)
-    (when (< text-end under-end)
-      (put-text-property (+ line-start text-end)
-                         (+ line-start (if (= under-end line-end) (1+ line-end) under-end))
-                         'face 'efrit-todo-id))
-    (when (< under-end time-end)
-      (put-text-property (+ line-start under-end)
-                         (+ line-start (if (= time-end line-end) (1+ line-end) time-end))
-                         'face 'efrit-todo-time))
-    (when (< time-end line-end)
-      (put-text-property (+ line-start time-end) (+ line-start line-end 1)
-                         'face 'efrit-todo-tool-call))
-    (when (eq status 'in-progress)
-      ;; The number the timer rewrites: after "  running ".
-      (put-text-property (+ line-start under-end 10) (+ line-start time-end)
-                         'efrit-todo-elapsed started))
-    (if (not unfolded)
-        1
+    (put-text-property line-start (point) 'wrap-prefix (efrit-todo-ui--spaces text-column))
+    (when unfolded
+      (when description
+        (let ((prefix (efrit-todo-ui--spaces text-column)))
+          (dolist (line (split-string description "\r?\n"))
+            (let ((line (concat prefix (string-trim-right (efrit-todo-ui--one-line line)))))
+              (efrit-todo-ui--insert-line
+               line
+               (list 'efrit-todo-line 'description 'efrit-todo-item id
+                     'efrit-todo-session session)
+               (cons text-column (length line)) 'efrit-todo-description)
+              (put-text-property (- (point) (length line) 1) (point) 'wrap-prefix prefix)
+              (setq lines (1+ lines))))))
       (let ((index 0))
         (dolist (call entries)
           (let* ((result (plist-get call :result))
@@ -508,7 +582,8 @@ parent names it.  Return the number of lines inserted."
             (put-text-property (- (point) (length line) 1) (point) 'wrap-prefix
                                (efrit-todo-ui--spaces (+ (length indent) 8)))
             (setq index (1+ index))))
-        (1+ index)))))
+        (setq lines (+ lines index))))
+    lines))
 
 (defun efrit-todo-ui--state-text (session breaker)
   "Return how SESSION stands: stopped and why, else its BREAKER's state."
@@ -781,6 +856,11 @@ nil stands for the buffer's own point."
   (list (substitute-command-keys
          (concat "\\<efrit-todo-list-mode-map>\\[efrit-todo-mark-completed] done  "
                  "\\[efrit-todo-start-item] start  \\[efrit-todo-reopen-item] reopen  "
+                 "\\[efrit-todo-mark-cancelled] cancel  \\[efrit-todo-add-blocker] block  "
+                 "\\[efrit-todo-remove-blocker] unblock  \\[efrit-todo-help] keys"))
+        (substitute-command-keys
+         (concat "\\<efrit-todo-list-mode-map>\\[efrit-todo-mark-completed] done  "
+                 "\\[efrit-todo-start-item] start  \\[efrit-todo-reopen-item] reopen  "
                  "\\[efrit-todo-mark-cancelled] cancel  \\[efrit-todo-help] keys"))
         (substitute-command-keys "\\<efrit-todo-list-mode-map>\\[efrit-todo-help] keys")))
 
@@ -809,7 +889,7 @@ header line is drawn."
   '(("g" efrit-todo-refresh "redraw every session")
     ("n" efrit-todo-next-item "next item")
     ("p" efrit-todo-previous-item "previous item")
-    ("TAB" efrit-todo-toggle-fold "show or hide the item's tool calls, or the session's items")
+    ("TAB" efrit-todo-toggle-fold "show or hide the item's description and tool calls, or the session's items")
     ("c" efrit-todo-mark-completed "mark the item completed")
     ("i" efrit-todo-start-item "start the item: in progress (the running one goes back to pending)")
     ("r" efrit-todo-reopen-item "reopen the item: back to pending")
@@ -817,6 +897,8 @@ header line is drawn."
     ("k" efrit-todo-mark-cancelled "mark the item cancelled")
     ("e" efrit-todo-edit-item "edit the item's content")
     ("a" efrit-todo-add-item "add an item at the end of the session")
+    ("b" efrit-todo-add-blocker "add a blocker: the item waits until that one is finished")
+    ("B" efrit-todo-remove-blocker "remove one of the item's blockers")
     ("M-<up>" efrit-todo-move-item-up "move the item up")
     ("M-<down>" efrit-todo-move-item-down "move the item down")
     ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
@@ -848,6 +930,14 @@ Keys on the item at point: \\[efrit-todo-mark-completed] completes it, \\[efrit-
 \(back to pending), \\[efrit-todo-mark-cancelled] cancels it, \\[efrit-todo-cycle-status] cycles it through pending,
 in progress and completed.  \\[efrit-todo-help] lists every key with what it does.
 \\[quit-window] closes the window; \\[delete-other-windows] in it keeps only the list.
+
+Dependencies: \\[efrit-todo-add-blocker] adds a blocker to the item at point (it is not
+ready to start until that item is completed or cancelled), \\[efrit-todo-remove-blocker]
+removes one.  A pending item that waits shows the `blocked' glyph of
+`efrit-todo-glyphs' and \"blocked by t2\", naming its open blockers
+only, or \"parent blocked\" when a parent waits; the other pending
+items are ready.  An item's owner stands after it in parentheses.
+TAB (or RET) on an item shows or hides its description and tool calls.
 
 \\{efrit-todo-list-mode-map}"
   :group 'efrit-todo-ui
@@ -1154,6 +1244,67 @@ A cancelled item goes back to pending."
   (let ((session (efrit-todo-ui--session-at-point)))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-add content session)))
 
+(defun efrit-todo-ui--find-item (session id)
+  "Return the plist of item ID of SESSION, or nil."
+  (seq-find (lambda (item) (equal (plist-get item :id) id)) (efrit-todo-list session)))
+
+(defun efrit-todo-ui--read-id (prompt items &optional default)
+  "Read an item id with PROMPT, completing over ITEMS, plists of items.
+Each candidate shows the item's content beside its id.  DEFAULT is
+what RET alone gives.  An empty answer is a `user-error'."
+  (let* ((contents (mapcar (lambda (item)
+                             (cons (plist-get item :id)
+                                   (efrit-todo-ui--one-line (plist-get item :content))))
+                           items))
+         (completion-extra-properties
+          (list :annotation-function
+                (lambda (id)
+                  (let ((content (cdr (assoc id contents))))
+                    (if content (concat "  " content) "")))))
+         (answer (string-trim (completing-read prompt (mapcar #'car contents)
+                                               nil nil nil nil default))))
+    (when (string-empty-p answer)
+      (efrit-todo-ui--user-error "Efrit-todo: no id given"))
+    answer))
+
+;;;###autoload
+(defun efrit-todo-add-blocker (blocker)
+  "Make the item at point wait for BLOCKER, another item's id.
+The item is not ready to start until BLOCKER is completed or
+cancelled.  Interactively, read BLOCKER with completion over the
+session's other items.  A blocker that would close a cycle, or an
+unknown id, is refused and the list stays as it was."
+  (interactive
+   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
+                (item (efrit-todo-ui--find-item session id))
+                (taken (cons id (plist-get item :blocked-by))))
+     (list (efrit-todo-ui--read-id
+            (format "%s is blocked by: " id)
+            (seq-remove (lambda (other) (member (plist-get other :id) taken))
+                        (efrit-todo-list session))))))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-add-blocker id blocker session)))
+
+;;;###autoload
+(defun efrit-todo-remove-blocker (blocker)
+  "Let the item at point stop waiting for BLOCKER, one of its blockers.
+Interactively, read BLOCKER with completion over the item's open
+blockers, the first one by default."
+  (interactive
+   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
+                (blockers (plist-get (efrit-todo-ui--find-item session id) :blocked-by)))
+     (unless blockers
+       (efrit-todo-ui--user-error "Efrit-todo: %s has no open blockers" id))
+     (list (efrit-todo-ui--read-id
+            (format-prompt "%s no longer blocked by" (car blockers) id)
+            (mapcar (lambda (blocker)
+                      (or (efrit-todo-ui--find-item session blocker)
+                          (list :id blocker)))
+                    blockers)
+            (car blockers)))))
+  (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
+    (efrit-todo-ui--apply-edit #'efrit-todo-user-remove-blocker id blocker session)))
+
 (defun efrit-todo-ui--move (offset)
   "Move the item at point OFFSET places, refusing to move past either end."
   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
@@ -1206,7 +1357,8 @@ list itself stays as it is."
 ;;;###autoload
 (defun efrit-todo-toggle-fold ()
   "Fold or unfold the item at point, or the session on a heading.
-An unfolded item shows its tool calls; a folded session hides its items."
+An unfolded item shows its description and its tool calls; a folded
+session hides its items."
   (interactive)
   (let* ((bol (line-beginning-position))
          (session (get-text-property bol 'efrit-todo-session))
@@ -1216,8 +1368,9 @@ An unfolded item shows its tool calls; a folded session hides its items."
     (if id
         (let ((key (cons session id)))
           (unless (or (gethash key efrit-todo-ui--unfolded)
-                      (gethash id (efrit-todo-ui--calls-by-item session)))
-            (efrit-todo-ui--user-error "Efrit-todo: no tool calls under %s" id))
+                      (gethash id (efrit-todo-ui--calls-by-item session))
+                      (efrit-todo-ui--description (efrit-todo-ui--find-item session id)))
+            (efrit-todo-ui--user-error "Efrit-todo: no description or tool calls under %s" id))
           (if (gethash key efrit-todo-ui--unfolded)
               (remhash key efrit-todo-ui--unfolded)
             (puthash key t efrit-todo-ui--unfolded)))
@@ -1225,7 +1378,7 @@ An unfolded item shows its tool calls; a folded session hides its items."
           (remhash session efrit-todo-ui--folded-sessions)
         (puthash session t efrit-todo-ui--folded-sessions)))
     (efrit-todo-ui--redraw-session session)
-    ;; Folding moves the tool-call lines away; stay on the item itself.
+    ;; Folding moves the lines under the item away; stay on the item itself.
     (when (and id (not (eq (get-text-property (line-beginning-position) 'efrit-todo-line) 'item)))
       (efrit-todo-ui--goto-line-kind -1 '(item)))))
 
@@ -1258,6 +1411,16 @@ An unfolded item shows its tool calls; a folded session hides its items."
     (princ "Keys of *efrit-todos*.  The agent is told about every edit with its next tool result.\n\n")
     (pcase-dolist (`(,key ,_ ,description) efrit-todo-ui--key-table)
       (princ (format "%-9s %s\n" key description)))
+    (let ((glyphs (efrit-todo-ui--glyph-table)))
+      (princ "\nWhat the marks before the items say:\n")
+      (pcase-dolist (`(,key . ,meaning)
+                     '((pending . "pending, ready to start")
+                       (blocked . "pending, waiting: \"blocked by t2\" names the open blockers")
+                       (in-progress . "in progress")
+                       (completed . "completed")
+                       (cancelled . "cancelled")))
+        (princ (format "%-4s %s\n" (alist-get key glyphs "?") meaning))))
+    (princ "(alice) after an item is its owner; \"description\" after it folds text.\n")
     (princ "\nRET also folds; M-x customize-group RET efrit-todo-ui for the options.\n")))
 
 ;;;; Auto-show
@@ -1372,7 +1535,10 @@ is less than 8."
            "")
          (mapconcat (lambda (item)
                       (format "%s %s %s"
-                              (alist-get (plist-get item :status) glyphs "?")
+                              (alist-get (if (efrit-todo-ui--blocked-p item)
+                                             'blocked
+                                           (plist-get item :status))
+                                         glyphs "?")
                               (plist-get item :id)
                               (efrit-todo-ui--one-line (plist-get item :content))))
                     (efrit-todo-list session) "\n")

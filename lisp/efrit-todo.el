@@ -63,6 +63,34 @@
   :type 'natnum
   :group 'efrit-todo)
 
+(defcustom efrit-todo-max-description-length 4000
+  "Most characters an item's description may have; a longer one is an error.
+The description is the longer text of a task, besides its one-line
+content; results and the prompt never repeat it, only TaskGet shows it."
+  :type 'natnum
+  :group 'efrit-todo)
+
+(defcustom efrit-todo-max-blockers 50
+  "Most items one item may wait for (its blocked_by); more is an error."
+  :type 'natnum
+  :group 'efrit-todo)
+
+(defcustom efrit-todo-tool-style 'todo
+  "Which planning tools the model is offered.
+`todo': todo_write, which sends the list (whole, or merged by id),
+and todo_pause.  `tasks': TaskCreate, TaskUpdate, TaskGet and
+TaskList, one task per call, the shape Claude Code's models know,
+and todo_pause.  `both': all of them.  Whichever the model uses, it
+works on one list, with one history and one circuit breaker, and
+items may wait for others (blocked_by) in every style.  The tool
+schemas (`efrit-todo-tool-schemas') and the guidance in the system
+prompt (`efrit-todo-prompt-guidance') follow this option; a running
+session keeps the guidance it started with."
+  :type '(choice (const :tag "todo_write and todo_pause" todo)
+                 (const :tag "TaskCreate, TaskUpdate, TaskGet, TaskList and todo_pause" tasks)
+                 (const :tag "Both" both))
+  :group 'efrit-todo)
+
 (defcustom efrit-todo-full-list-threshold 30
   "Longest list shown whole when a `todo_write' result lists the list.
 A result lists the list only when items were added, restored, dropped
@@ -118,15 +146,19 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-version "efrit-todo-module" ())
 (declare-function efrit-todo--module-write "efrit-todo-module"
                   (session input max-items max-content full-up-to
-                           auto-complete known-tools))
+                           auto-complete known-tools
+                           &optional max-description max-blockers))
+(declare-function efrit-todo--module-task-tool "efrit-todo-module"
+                  (session tool input &optional max-items max-content full-up-to
+                           max-description max-blockers))
 (declare-function efrit-todo--module-items "efrit-todo-module" (session))
 (declare-function efrit-todo--module-counts "efrit-todo-module" (session))
 (declare-function efrit-todo--module-current "efrit-todo-module" (session))
 (declare-function efrit-todo--module-reset "efrit-todo-module" (session))
 (declare-function efrit-todo--module-sessions "efrit-todo-module" ())
-(declare-function efrit-todo--module-tool-schemas "efrit-todo-module" ())
+(declare-function efrit-todo--module-tool-schemas "efrit-todo-module" (&optional style))
 (declare-function efrit-todo--module-prompt-guidance "efrit-todo-module"
-                  (session full-up-to))
+                  (session full-up-to &optional style))
 (declare-function efrit-todo--module-change-seq "efrit-todo-module" (session))
 (declare-function efrit-todo--module-item-count "efrit-todo-module" (session))
 (declare-function efrit-todo--module-begin-turn "efrit-todo-module" (session))
@@ -235,16 +267,84 @@ restored, dropped or reordered.  SESSION defaults to
                                          efrit-todo-max-content-length
                                          efrit-todo-full-list-threshold
                                          efrit-todo-auto-complete
-                                         efrit-todo-known-tools)))
+                                         efrit-todo-known-tools
+                                         efrit-todo-max-description-length
+                                         efrit-todo-max-blockers)))
     (efrit-todo--changed session)
     text))
+
+;;;; The Task tools
+
+(defun efrit-todo--task-tool (tool input session)
+  "Run the Task tool TOOL with INPUT in SESSION; return the result text.
+The change hook runs when the list changed, which TaskGet and
+TaskList never do."
+  (let* ((session (efrit-todo--session session))
+         (before (efrit-todo--module-change-seq session))
+         (text (efrit-todo--module-task-tool session tool input efrit-todo-max-items
+                                             efrit-todo-max-content-length
+                                             efrit-todo-full-list-threshold
+                                             efrit-todo-max-description-length
+                                             efrit-todo-max-blockers)))
+    (unless (eql before (efrit-todo--module-change-seq session))
+      (efrit-todo--changed session))
+    text))
+
+(defun efrit-todo-task-create (input &optional session)
+  "Apply a TaskCreate call with INPUT and return the result for the model.
+INPUT is taken in the forms `efrit-todo-write' takes: a hash table,
+an alist, a plist or a JSON string, with \"subject\" (required,
+the item's content), and optionally \"description\",
+\"activeForm\", \"blockedBy\" (ids of the items it waits for,
+written t3, 3 or #3) and \"parent\".  The new item is pending.
+A problem signals `efrit-todo-invalid-input' naming the field, e.g.
+blockedBy[0]: unknown id t9, and changes nothing.  SESSION
+defaults to `efrit-todo-current-session'."
+  (efrit-todo--task-tool "TaskCreate" input session))
+
+(defun efrit-todo-task-update (input &optional session)
+  "Apply a TaskUpdate call with INPUT and return the result for the model.
+INPUT (in the forms `efrit-todo-write' takes) names the item by
+\"taskId\" (t3, 3 or #3) and carries the fields to change:
+\"status\" (pending, in_progress, completed, cancelled, or deleted
+to remove the item), \"subject\", \"description\",
+\"activeForm\", \"owner\", and the dependencies to add or remove:
+\"addBlockedBy\", \"removeBlockedBy\" (items this one waits for),
+\"addBlocks\", \"removeBlocks\" (items that wait for this one).
+Starting or completing an item that waits for open items, a
+dependency on an unknown item, on itself or one that would close a
+cycle signal `efrit-todo-invalid-input' naming them, and change
+nothing.  The result says what changed and which items became ready.
+SESSION defaults to `efrit-todo-current-session'."
+  (efrit-todo--task-tool "TaskUpdate" input session))
+
+(defun efrit-todo-task-get (input &optional session)
+  "Apply a TaskGet call with INPUT and return the item's details as text.
+INPUT (in the forms `efrit-todo-write' takes) names the item by
+\"taskId\".  The text gives its id, status, subject, activeForm,
+description, owner, the open items it waits for, the open items that
+wait for it, and its parent.  SESSION defaults to
+`efrit-todo-current-session'."
+  (efrit-todo--task-tool "TaskGet" input session))
+
+(defun efrit-todo-task-list (&optional input session)
+  "Apply a TaskList call and return the list as text, one line per item.
+A line reads t3 [pending] subject (owner) [blocked by t1], naming
+only the open items it waits for; a long list names the first items
+and counts the rest.  INPUT is ignored beyond being checked: TaskList
+takes none.  SESSION defaults to `efrit-todo-current-session'."
+  (efrit-todo--task-tool "TaskList" input session))
 
 (defun efrit-todo-list (&optional session)
   "Return the items of SESSION as plists, in list order.
 Keys: :id :content :active-form :status :parent :created :started
-:completed.  :parent is the id of the item this one is a
-subtask of, nil for a top-level item.  Times are floats as
-`float-time' gives them, or nil."
+:completed :description :blocked-by :owner :ready.  :parent is the
+id of the item this one is a subtask of, nil for a top-level item.
+:description and :owner are strings or nil.  :blocked-by lists the
+ids of the open (pending or in-progress) items this one waits for;
+finished and deleted ones no longer block.  :ready is t when the
+item is pending, waits for no open item and no item above it does.
+Times are floats as `float-time' gives them, or nil."
   (efrit-todo--module-items (efrit-todo--session session)))
 
 (defun efrit-todo--item-count (&optional session)
@@ -273,21 +373,65 @@ Ids already issued are not issued again."
   "Return the names of the live sessions, oldest first."
   (efrit-todo--module-sessions))
 
+(defun efrit-todo--style-name ()
+  "Return `efrit-todo-tool-style' as the module names it.
+A value that is not one of the three signals `efrit-todo-invalid-input'."
+  (pcase efrit-todo-tool-style
+    ((or 'todo 'nil) "todo")
+    ('tasks "tasks")
+    ('both "both")
+    (other (signal 'efrit-todo-invalid-input
+                   (list (format "efrit-todo-tool-style: expected todo, tasks or both, got %s"
+                                 (efrit-todo--describe other)))))))
+
 (defun efrit-todo-tool-schemas ()
   "Return the tool schemas in Efrit's shape: alists with string keys.
-They come from the same Rust definitions that validate the input."
-  (efrit-todo--module-tool-schemas))
+They are the tools of `efrit-todo-tool-style': todo_write, the
+Task tools, or both, and todo_pause.  They come from the same Rust
+definitions that validate the input."
+  (efrit-todo--module-tool-schemas (efrit-todo--style-name)))
+
+(defconst efrit-todo-task-tool-names '("TaskCreate" "TaskUpdate" "TaskGet" "TaskList")
+  "The names of the Task tools, offered by the styles `tasks' and `both'.")
+
+(defun efrit-todo-tool-names ()
+  "Return the names of the tools `efrit-todo-tool-schemas' gives."
+  (mapcar (lambda (schema) (cdr (assoc "name" schema))) (efrit-todo-tool-schemas)))
+
+(defun efrit-todo--run-tool (name input &optional session)
+  "Run efrit-todo's tool NAME with INPUT in SESSION; return its result.
+NAME is todo_write, todo_pause or a Task tool: the adapters dispatch
+every tool of efrit-todo here, whatever the style offers, since a
+model may call a tool it was offered earlier.  Bad input signals
+`efrit-todo-invalid-input'; an unknown NAME does too."
+  (pcase name
+    ("todo_write" (efrit-todo-write input session))
+    ("todo_pause" (efrit-todo-pause (efrit-todo--input-field input "reason") session))
+    ("TaskCreate" (efrit-todo-task-create input session))
+    ("TaskUpdate" (efrit-todo-task-update input session))
+    ("TaskGet" (efrit-todo-task-get input session))
+    ("TaskList" (efrit-todo-task-list input session))
+    (_ (signal 'efrit-todo-invalid-input
+               (list (format "tool: not a tool of efrit-todo: %s" (efrit-todo--describe name)))))))
+
+(defun efrit-todo--input-field (input key)
+  "Return field KEY, a string, of tool INPUT: a hash table, alist or plist."
+  (cond ((hash-table-p input) (gethash key input))
+        ((and (consp input) (keywordp (car input))) (plist-get input (intern (concat ":" key))))
+        ((consp input) (cdr (or (assoc key input) (assq (intern key) input))))))
 
 (defun efrit-todo-prompt-guidance (&optional session)
   "Return what efrit-todo puts in the system prompt of SESSION.
-It says how to plan and how to record changes by id with merge and,
-when SESSION had items at the first call, lists them with their ids.
+It says how to plan with the tools of `efrit-todo-tool-style' and
+how to record changes by id and, when SESSION had items at the
+first call, lists them with their ids.
 Every later call for SESSION returns the same text, until
 `efrit-todo-reset': a system prompt that changed between requests
 would void the prompt cache of the whole conversation each time.
-The live list reaches the model through `todo_write' results."
+The live list reaches the model through tool results."
   (efrit-todo--module-prompt-guidance (efrit-todo--session session)
-                                      efrit-todo-full-list-threshold))
+                                      efrit-todo-full-list-threshold
+                                      (efrit-todo--style-name)))
 
 ;;;; Edits by the user
 
@@ -319,6 +463,17 @@ The model reads about it in `efrit-todo-prompt-guidance'.  Return the note."
 (defun efrit-todo-user-move (id offset &optional session)
   "Move item ID of SESSION by OFFSET places (negative is up); return the note."
   (efrit-todo--user-edit "move" id offset session))
+
+(defun efrit-todo-user-add-blocker (id blocker &optional session)
+  "Make item ID of SESSION wait for item BLOCKER; return the note.
+Both are ids such as \"t3\".  An unknown id, ID itself or a
+dependency that would close a cycle signal `efrit-todo-invalid-input'
+and change nothing.  The model reads about it at its next request."
+  (efrit-todo--user-edit "block" id blocker session))
+
+(defun efrit-todo-user-remove-blocker (id blocker &optional session)
+  "Make item ID of SESSION no longer wait for item BLOCKER; return the note."
+  (efrit-todo--user-edit "unblock" id blocker session))
 
 (defun efrit-todo-user-clear-finished (&optional session)
   "Remove the completed and cancelled items of SESSION; return the note.

@@ -58,7 +58,13 @@ use crate::validate::Input;
 
 /// Tools that manage the list itself: never work on an item, and never
 /// refused for want of progress, since they are how progress is recorded.
-pub const TODO_TOOLS: [&str; 3] = ["todo_write", "todo_pause", "session_complete"];
+pub const TODO_TOOLS: [&str; 5] = [
+    "todo_write",
+    "TaskCreate",
+    "TaskUpdate",
+    "todo_pause",
+    "session_complete",
+];
 
 /// Refused calls in a row after which the breaker trips: a model that asks
 /// again for what was just refused is stuck.

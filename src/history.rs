@@ -40,13 +40,15 @@ pub enum ChangeKind {
     Clear,
     Reset,
     Undo,
+    /// A TaskUpdate deleted an item.
+    Delete,
     /// The session stopped with items open: a mark in the history, not a
     /// change of the list, so there is nothing to undo.
     Stop,
 }
 
 impl ChangeKind {
-    pub const ALL: [ChangeKind; 12] = [
+    pub const ALL: [ChangeKind; 13] = [
         ChangeKind::Write,
         ChangeKind::AutoComplete,
         ChangeKind::Status,
@@ -59,6 +61,7 @@ impl ChangeKind {
         ChangeKind::Reset,
         ChangeKind::Undo,
         ChangeKind::Stop,
+        ChangeKind::Delete,
     ];
 
     /// The name in files and in Lisp (as a symbol).
@@ -76,6 +79,7 @@ impl ChangeKind {
             ChangeKind::Reset => "reset",
             ChangeKind::Undo => "undo",
             ChangeKind::Stop => "stop",
+            ChangeKind::Delete => "delete",
         }
     }
 

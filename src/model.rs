@@ -87,6 +87,15 @@ pub struct Item {
     /// The id of the item this one is a step of; None for a top-level
     /// item.  Subtasks go at most `tree::MAX_LEVELS` levels deep.
     pub parent: Option<String>,
+    /// Longer text than content: what the model needs to do the step.
+    pub description: Option<String>,
+    /// Ids of the items this one waits for.  Stored on the waiting item
+    /// only: the other direction ("blocks") is derived, so the two can
+    /// never disagree.  Finished blockers stay here (reopening one blocks
+    /// again); views show only the open ones (see `graph`).
+    pub blocked_by: Vec<String>,
+    /// Who works on the item: an agent's name.
+    pub owner: Option<String>,
     pub created: Timestamp,
     pub started: Option<Timestamp>,
     pub completed: Option<Timestamp>,
@@ -107,6 +116,9 @@ impl Item {
             status: Status::Pending,
             priority: None,
             parent: None,
+            description: None,
+            blocked_by: Vec::new(),
+            owner: None,
             created: at,
             started: None,
             completed: None,

@@ -38,6 +38,10 @@ pub struct Diff {
     pub removed: Vec<Item>,
     /// Items put under another parent, or to the top level.
     pub reparented: Vec<String>,
+    /// Items whose description, owner or blockers changed.
+    pub edited: Vec<String>,
+    /// Pending items that waited and are ready now: news, not a change.
+    pub now_ready: Vec<String>,
     /// The items kept from the previous list stand in another order: a
     /// change even when no item changed, which the model must be shown.
     pub moved: bool,
@@ -54,7 +58,16 @@ impl Diff {
             cancelled: self.cancelled.clone(),
             reopened: self.reopened.clone(),
             paused: self.paused.clone(),
-            reworded: self.reworded.clone(),
+            reworded: {
+                let mut ids = self.reworded.clone();
+                ids.extend(
+                    self.edited
+                        .iter()
+                        .filter(|id| !self.reworded.contains(id))
+                        .cloned(),
+                );
+                ids
+            },
             restored: self.restored.clone(),
             demoted: self.demoted.clone(),
             dropped: ids(&self.dropped),
@@ -84,6 +97,7 @@ impl Diff {
             &self.restored,
             &self.demoted,
             &self.reparented,
+            &self.edited,
         ]
         .into_iter()
         .map(Vec::as_slice)
@@ -491,6 +505,25 @@ pub(crate) fn update(
             wanted.parent.map(str::to_string),
         ));
     }
+    let mut edited = false;
+    let earlier_description = (item.description.as_deref() != wanted.description).then(|| {
+        edited = true;
+        std::mem::replace(
+            &mut item.description,
+            wanted.description.map(str::to_string),
+        )
+    });
+    let earlier_owner = (item.owner.as_deref() != wanted.owner).then(|| {
+        edited = true;
+        std::mem::replace(&mut item.owner, wanted.owner.map(str::to_string))
+    });
+    let earlier_blocked_by = (item.blocked_by != wanted.blocked_by).then(|| {
+        edited = true;
+        std::mem::replace(&mut item.blocked_by, wanted.blocked_by.clone())
+    });
+    if edited {
+        diff.edited.push(item.id.clone());
+    }
     let (was_status, was_started, was_completed) = (item.status, item.started, item.completed);
     record_transition(diff, &item.id, item.status, status);
     item.set_status(status, at);
@@ -502,6 +535,7 @@ pub(crate) fn update(
             .as_ref()
             .is_some_and(|form| *form != item.active_form)
         || earlier_parent.is_some()
+        || edited
         || was_status != item.status
         || was_started != item.started
         || was_completed != item.completed
@@ -513,6 +547,9 @@ pub(crate) fn update(
         status: was_status,
         priority: item.priority.clone(),
         parent: earlier_parent.unwrap_or_else(|| item.parent.clone()),
+        description: earlier_description.unwrap_or_else(|| item.description.clone()),
+        blocked_by: earlier_blocked_by.unwrap_or_else(|| item.blocked_by.clone()),
+        owner: earlier_owner.unwrap_or_else(|| item.owner.clone()),
         created: item.created,
         started: was_started,
         completed: was_completed,
@@ -630,6 +667,9 @@ pub fn apply(
                     at,
                 );
                 item.parent = wanted.parent.map(str::to_string);
+                item.description = wanted.description.map(str::to_string);
+                item.owner = wanted.owner.map(str::to_string);
+                item.blocked_by = wanted.blocked_by.clone();
                 diff.added.push(item.id.clone());
                 added.push(item.id.clone());
                 item
@@ -708,6 +748,9 @@ mod tests {
             active_form: None,
             status,
             parent: None,
+            description: None,
+            blocked_by: Vec::new(),
+            owner: None,
         }
     }
 
@@ -914,7 +957,7 @@ mod tests {
                 let list: Vec<ProposedItem> = write
                     .iter()
                     .zip(&kept_ids)
-                    .map(|((content, status, _), id)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status, parent: None })
+                    .map(|((content, status, _), id)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status, parent: None, description: None, blocked_by: Vec::new(), owner: None, })
                     .collect();
                 // Keeping an id for two items with one content would be a duplicate id,
                 // which validation rejects before reconcile; skip such rounds.
@@ -1126,64 +1169,64 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+            #![proptest_config(ProptestConfig::with_cases(2000))]
 
-        #[test]
-        fn fast_matching_agrees_with_the_first_one((previous, retired, wanted) in arb_case()) {
-            let proposed: Vec<ProposedItem> =
-                wanted.iter().map(|(id, content, status)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status, parent: None }).collect();
-            let expected = reference::matches(&previous, &retired, &proposed);
-            for small_list in [0, SMALL_LIST, usize::MAX] {
-                let got = match_items_with(&previous, &retired, &proposed, small_list)
-                    .map(|m| (m.matches, m.claimed))
-                    .map_err(|e| e.path);
-                prop_assert_eq!(&got, &expected, "small_list {}", small_list);
+            #[test]
+            fn fast_matching_agrees_with_the_first_one((previous, retired, wanted) in arb_case()) {
+                let proposed: Vec<ProposedItem> =
+                    wanted.iter().map(|(id, content, status)| ProposedItem { id: id.as_deref(), content, active_form: None, status: *status, parent: None, description: None, blocked_by: Vec::new(), owner: None, }).collect();
+                let expected = reference::matches(&previous, &retired, &proposed);
+                for small_list in [0, SMALL_LIST, usize::MAX] {
+                    let got = match_items_with(&previous, &retired, &proposed, small_list)
+                        .map(|m| (m.matches, m.claimed))
+                        .map_err(|e| e.path);
+                    prop_assert_eq!(&got, &expected, "small_list {}", small_list);
+                }
+            }
+
+            #[test]
+            fn undo_data_from_matching_is_what_comparing_the_lists_gives((previous, retired, wanted) in arb_case()) {
+                let proposed: Vec<ProposedItem> = wanted
+                    .iter()
+                    .enumerate()
+                    .map(|(n, (id, content, status))| ProposedItem {
+                        id: id.as_deref(),
+                        content,
+                        active_form: (n % 3 == 0).then_some("Doing it"),
+                        status: *status,
+                        parent: (n % 4 == 1).then_some("t1"),
+    description: None, blocked_by: Vec::new(), owner: None, })
+                    .collect();
+                // Validation rejects a list that repeats an id before reconcile sees it.
+                let mut named = HashSet::new();
+                prop_assume!(proposed.iter().filter_map(|p| p.id).all(|id| named.insert(id)));
+                let Ok(matching) = match_items(&previous, &retired, &proposed) else { return Ok(()) };
+                let (mut retired_fast, mut ids) = (retired.clone(), IdCounter::default());
+                ids.raise_to(100);
+                let fast = apply(matching, previous.clone(), &mut retired_fast, &mut ids, &proposed, 2.0);
+                prop_assert_eq!(fast.undo.clone(), UndoData::between(previous.clone(), &fast.items, Vec::new()));
+                prop_assert_eq!(fast.diff.moved, reordered(&previous, &fast.items));
+                // A write changes something exactly when it can be undone.
+                prop_assert_eq!(fast.diff.is_empty(), fast.undo.is_none());
+                // The same write through the copying entry point.
+                let (mut retired_copy, mut ids) = (retired.clone(), IdCounter::default());
+                ids.raise_to(100);
+                let copied = reconcile(&previous, &mut retired_copy, &mut ids, &proposed, 2.0).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(&copied.items, &fast.items);
+                prop_assert_eq!(&copied.diff, &fast.diff);
+                prop_assert_eq!(&retired_copy, &retired_fast);
+            }
+
+            #[test]
+            fn normalise_and_similarity_agree_with_the_first_ones(a in "(?s).{0,24}", b in "[a-cA-C .!-]{0,12}") {
+                prop_assert_eq!(normalise(&a), reference::normalise(&a));
+                prop_assert_eq!(normalise(&b), reference::normalise(&b));
+                prop_assert_eq!(similarity(&a, &b).to_bits(), reference::similarity(&a, &b).to_bits());
+                for (x, y) in CONTENTS.iter().zip(CONTENTS.iter().rev()) {
+                    prop_assert_eq!(similarity(x, y).to_bits(), reference::similarity(x, y).to_bits());
+                }
             }
         }
-
-        #[test]
-        fn undo_data_from_matching_is_what_comparing_the_lists_gives((previous, retired, wanted) in arb_case()) {
-            let proposed: Vec<ProposedItem> = wanted
-                .iter()
-                .enumerate()
-                .map(|(n, (id, content, status))| ProposedItem {
-                    id: id.as_deref(),
-                    content,
-                    active_form: (n % 3 == 0).then_some("Doing it"),
-                    status: *status,
-                    parent: (n % 4 == 1).then_some("t1"),
-                })
-                .collect();
-            // Validation rejects a list that repeats an id before reconcile sees it.
-            let mut named = HashSet::new();
-            prop_assume!(proposed.iter().filter_map(|p| p.id).all(|id| named.insert(id)));
-            let Ok(matching) = match_items(&previous, &retired, &proposed) else { return Ok(()) };
-            let (mut retired_fast, mut ids) = (retired.clone(), IdCounter::default());
-            ids.raise_to(100);
-            let fast = apply(matching, previous.clone(), &mut retired_fast, &mut ids, &proposed, 2.0);
-            prop_assert_eq!(fast.undo.clone(), UndoData::between(previous.clone(), &fast.items, Vec::new()));
-            prop_assert_eq!(fast.diff.moved, reordered(&previous, &fast.items));
-            // A write changes something exactly when it can be undone.
-            prop_assert_eq!(fast.diff.is_empty(), fast.undo.is_none());
-            // The same write through the copying entry point.
-            let (mut retired_copy, mut ids) = (retired.clone(), IdCounter::default());
-            ids.raise_to(100);
-            let copied = reconcile(&previous, &mut retired_copy, &mut ids, &proposed, 2.0).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(&copied.items, &fast.items);
-            prop_assert_eq!(&copied.diff, &fast.diff);
-            prop_assert_eq!(&retired_copy, &retired_fast);
-        }
-
-        #[test]
-        fn normalise_and_similarity_agree_with_the_first_ones(a in "(?s).{0,24}", b in "[a-cA-C .!-]{0,12}") {
-            prop_assert_eq!(normalise(&a), reference::normalise(&a));
-            prop_assert_eq!(normalise(&b), reference::normalise(&b));
-            prop_assert_eq!(similarity(&a, &b).to_bits(), reference::similarity(&a, &b).to_bits());
-            for (x, y) in CONTENTS.iter().zip(CONTENTS.iter().rev()) {
-                prop_assert_eq!(similarity(x, y).to_bits(), reference::similarity(x, y).to_bits());
-            }
-        }
-    }
 
     #[test]
     fn ids_are_known_unique_by_rising_numbers_or_by_a_table() {

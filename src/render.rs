@@ -4,12 +4,14 @@ use std::fmt::Write;
 
 use rustc_hash::FxHashSet;
 
+use crate::graph;
 use crate::guide::named_tool;
 use crate::model::{
     id_number, name_items, push_cut, push_ids, Counts, Item, Status, MAX_NAMED, MAX_QUOTED_CHARS,
 };
 use crate::reconcile::Diff;
 use crate::tree::{self, Layout};
+use crate::validate::ToolStyle;
 
 /// "2/5 done, 1 in progress, 2 pending", leaving out what is zero.
 pub fn progress(counts: &Counts) -> String {
@@ -288,6 +290,18 @@ fn write_next_step(out: &mut String, items: &[Item]) {
     write_next_step_briefly(out, items, false);
 }
 
+/// The first pending item that is ready (see `graph::ready`).
+fn first_ready(items: &[Item]) -> Option<&Item> {
+    if !graph::any_edges(items) {
+        return items.iter().find(|i| i.status == Status::Pending);
+    }
+    items
+        .iter()
+        .zip(graph::ready(items))
+        .find(|(_, ready)| *ready)
+        .map(|(item, _)| item)
+}
+
 /// `write_next_step`, in fewer words when BRIEF: the result has just
 /// named the running item.
 fn write_next_step_briefly(out: &mut String, items: &[Item], brief: bool) {
@@ -299,12 +313,14 @@ fn write_next_step_briefly(out: &mut String, items: &[Item], brief: bool) {
         } else {
             "; mark it completed when it is done."
         });
-    } else if let Some(item) = items.iter().find(|i| i.status == Status::Pending) {
+    } else if let Some(item) = first_ready(items) {
         for piece in ["set ", &item.id, " in_progress and start it ("] {
             out.push_str(piece);
         }
         push_cut(out, &item.content);
         out.push_str(").");
+    } else if items.iter().any(|i| i.status == Status::Pending) {
+        out.push_str("every pending item waits for a blocker that is not finished; finish or cancel the blockers, or remove the dependencies.");
     } else if items.is_empty() {
         out.push_str("the list is empty; write a plan when the task needs three or more steps.");
     } else {
@@ -373,6 +389,12 @@ pub fn write_result(
         changed_lines(&mut out, items, diff, auto_tools);
     }
     warnings(&mut out, items, diff);
+    if !diff.now_ready.is_empty() {
+        let mut line = String::new();
+        push_now_ready(&mut line, &diff.now_ready);
+        out.push_str(line.trim_start());
+        out.push('\n');
+    }
     // A result whose changes start an item needs no next step: that line
     // is it.  A shown list shows the running item, so a few words do.
     let started_line = !show_list
@@ -391,12 +413,33 @@ pub fn write_result(
 /// live list, so that it stays the same on every request.
 pub const GUIDANCE: &str = "Plan multi-step work with todo_write: for three or more steps, send the whole plan first, first item in_progress; the result gives each item an id. Then record each change by id with merge, sending only what changed: {\"merge\": true, \"todos\": [{\"id\": \"t1\", \"status\": \"completed\"}, {\"id\": \"t2\", \"status\": \"in_progress\"}]}. Keep one item in_progress, mark items completed as soon as they are done, set cancelled rather than leaving items out, and call todo_pause with the reason if you must stop with items open. The current state of the list reaches you in tool results.";
 
+/// How to keep the list with the Task tools, for the system prompt.
+pub const TASKS_GUIDANCE: &str = "Plan multi-step work with the Task tools: for three or more steps, create each task with TaskCreate (the result gives its id), naming in blockedBy the tasks it must wait for. Work on one task at a time: TaskUpdate it to in_progress when you start (only a task whose blockers are finished can start), to completed as soon as it is done; results say which tasks became ready. Change dependencies with addBlockedBy/removeBlockedBy, remove a task with status deleted, and use TaskGet for a task's details and TaskList only when you lost track. Call todo_pause with the reason if you must stop with tasks open. The current state of the list reaches you in tool results.";
+
+/// How to keep the list when both tool families are offered.
+pub const BOTH_GUIDANCE: &str = "Plan multi-step work either with todo_write (the whole plan at once, then changes by id with merge) or with the Task tools (TaskCreate, TaskUpdate, TaskGet, TaskList); both work on the same list with the same ids. Items may wait for others (blocked_by in todo_write, blockedBy/addBlockedBy in the Task tools); only an item whose blockers are finished can start. Keep one item in_progress, mark items completed as soon as they are done, set cancelled rather than leaving items out, and call todo_pause with the reason if you must stop with items open. The current state of the list reaches you in tool results.";
+
+/// The guidance text for STYLE.
+pub fn guidance(style: ToolStyle) -> &'static str {
+    match style {
+        ToolStyle::Todo => GUIDANCE,
+        ToolStyle::Tasks => TASKS_GUIDANCE,
+        ToolStyle::Both => BOTH_GUIDANCE,
+    }
+}
+
 /// The system prompt's part: GUIDANCE, after the list as it stands now,
 /// when it has items.  Callers take it once per session and reuse it, so
 /// that the prompt is the same on every request and stays cached.
 pub fn prompt_guidance(items: &[Item], full_up_to: usize) -> String {
+    prompt_guidance_for(items, full_up_to, ToolStyle::Todo)
+}
+
+/// `prompt_guidance` for the tools of STYLE.
+pub fn prompt_guidance_for(items: &[Item], full_up_to: usize, style: ToolStyle) -> String {
+    let guidance = guidance(style);
     if items.is_empty() {
-        return format!("TODO LIST: empty when this session started.\n{GUIDANCE}");
+        return format!("TODO LIST: empty when this session started.\n{guidance}");
     }
     let mut out = format!(
         "TODO LIST when this session started ({}):\n",
@@ -406,7 +449,7 @@ pub fn prompt_guidance(items: &[Item], full_up_to: usize) -> String {
     let _ = write!(out, "Next: ");
     write_next_step(&mut out, items);
     out.push('\n');
-    out.push_str(GUIDANCE);
+    out.push_str(guidance);
     out
 }
 
@@ -418,6 +461,17 @@ pub fn resume_guidance(
     reason: &str,
     running: Option<&str>,
     full_up_to: usize,
+) -> String {
+    resume_guidance_for(items, reason, running, full_up_to, ToolStyle::Todo)
+}
+
+/// `resume_guidance` for the tools of STYLE.
+pub fn resume_guidance_for(
+    items: &[Item],
+    reason: &str,
+    running: Option<&str>,
+    full_up_to: usize,
+    style: ToolStyle,
 ) -> String {
     let mut out = String::from("THE PREVIOUS COMMAND STOPPED");
     if let Some(id) = running {
@@ -440,8 +494,252 @@ pub fn resume_guidance(
     if finished > 0 {
         let _ = writeln!(out, "  ({finished} finished items not shown)");
     }
-    out.push_str("Go on from there: update items by id with merge; set cancelled the items no longer wanted; or, if the user now wants something else, send a whole new list without merge (open items you leave out are reported as dropped).\n");
-    out.push_str(GUIDANCE);
+    out.push_str(match style {
+        ToolStyle::Tasks => "Go on from there: update tasks by id with TaskUpdate; set cancelled or deleted the tasks no longer wanted.\n",
+        _ => "Go on from there: update items by id with merge; set cancelled the items no longer wanted; or, if the user now wants something else, send a whole new list without merge (open items you leave out are reported as dropped).\n",
+    });
+    out.push_str(guidance(style));
+    out
+}
+
+/// "t5 is ready now." or "Ready now: t5, t6.": items a change unblocked.
+pub fn push_now_ready(out: &mut String, ids: &[String]) {
+    match ids {
+        [] => {}
+        [id] => {
+            out.push('\n');
+            out.push_str(id);
+            out.push_str(" is ready now.");
+        }
+        ids => {
+            out.push_str("\nReady now: ");
+            push_ids(out, ids.iter().map(String::as_str));
+            out.push('.');
+        }
+    }
+}
+
+/// " [blocked by t1, t2]" for the open blockers of ITEMS[N], nothing when
+/// none is open.
+fn push_blocked_by(
+    out: &mut String,
+    items: &[Item],
+    index: &rustc_hash::FxHashMap<&str, usize>,
+    n: usize,
+) {
+    let open = graph::open_blockers(items, index, n);
+    if !open.is_empty() {
+        out.push_str(" [blocked by ");
+        push_ids(out, open.iter().map(|item| item.id.as_str()));
+        out.push(']');
+    }
+}
+
+/// Most lines a TaskList shows; the rest are counted, like every text.
+pub const MAX_TASK_LINES: usize = 50;
+
+/// TaskList: one line per item, `t3 [pending] subject (owner) [blocked by
+/// t1]`, at most MAX_TASK_LINES of them, open items first when it must cut.
+pub fn task_list(items: &[Item]) -> String {
+    let counts = Counts::of(items);
+    let mut out = String::from("[Tasks: ");
+    write_progress(&mut out, &counts);
+    out.push_str("]\n");
+    if items.is_empty() {
+        out.push_str("No tasks. Create them with TaskCreate.");
+        return out;
+    }
+    let index = graph::index_of(items);
+    let ready = graph::ready(items);
+    // A long list shows its open items first: they are what is left to do.
+    let order: Vec<usize> = if items.len() > MAX_TASK_LINES {
+        (0..items.len())
+            .filter(|&n| items[n].status.is_open())
+            .chain((0..items.len()).filter(|&n| !items[n].status.is_open()))
+            .collect()
+    } else {
+        (0..items.len()).collect()
+    };
+    for &n in order.iter().take(MAX_TASK_LINES) {
+        let item = &items[n];
+        out.push_str(&item.id);
+        out.push_str(" [");
+        out.push_str(item.status.wire_name());
+        out.push_str("] ");
+        push_cut(&mut out, &item.content);
+        if let Some(owner) = &item.owner {
+            out.push_str(" (");
+            push_cut(&mut out, owner);
+            out.push(')');
+        }
+        if let Some(parent) = &item.parent {
+            out.push_str(" (under ");
+            out.push_str(parent);
+            out.push(')');
+        }
+        push_blocked_by(&mut out, items, &index, n);
+        out.push('\n');
+    }
+    if items.len() > MAX_TASK_LINES {
+        let _ = writeln!(out, "... and {} more", items.len() - MAX_TASK_LINES);
+    }
+    let ready_ids: Vec<&str> = items
+        .iter()
+        .zip(&ready)
+        .filter(|(_, r)| **r)
+        .map(|(item, _)| item.id.as_str())
+        .collect();
+    if !ready_ids.is_empty() {
+        out.push_str("Ready: ");
+        push_ids(&mut out, ready_ids);
+        out.push('\n');
+    }
+    out.push_str("Next: ");
+    write_next_step_briefly(&mut out, items, true);
+    out
+}
+
+/// TaskGet: ITEMS[N] in full.
+pub fn task_get(items: &[Item], n: usize) -> String {
+    let item = &items[n];
+    let index = graph::index_of(items);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} [{}] {}",
+        item.id,
+        item.status.wire_name(),
+        item.content
+    );
+    if item.active_form != item.content {
+        let _ = writeln!(out, "activeForm: {}", item.active_form);
+    }
+    if let Some(description) = &item.description {
+        let _ = writeln!(out, "description: {description}");
+    }
+    if let Some(owner) = &item.owner {
+        let _ = writeln!(out, "owner: {owner}");
+    }
+    if let Some(parent) = &item.parent {
+        let _ = writeln!(out, "parent: {parent}");
+    }
+    let open = graph::open_blockers(items, &index, n);
+    if !open.is_empty() {
+        out.push_str("blocked by: ");
+        let named: Vec<String> = open
+            .iter()
+            .map(|b| format!("{} ({})", b.id, b.status.wire_name()))
+            .collect();
+        push_ids(&mut out, named.iter().map(String::as_str));
+        out.push('\n');
+    }
+    let dependents = graph::dependents(items, &index);
+    let blocks: Vec<&str> = dependents[n]
+        .iter()
+        .filter(|&&j| items[j].status.is_open())
+        .map(|&j| items[j].id.as_str())
+        .collect();
+    if !blocks.is_empty() {
+        out.push_str("blocks: ");
+        push_ids(&mut out, blocks);
+        out.push('\n');
+    }
+    if graph::ready(items)[n] {
+        out.push_str("ready: yes\n");
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// TaskCreate's result: the new id, what it waits for, whether it is ready.
+pub fn task_created(items: &[Item], id: &str) -> String {
+    let mut out = String::from("[Task list updated: ");
+    write_progress(&mut out, &Counts::of(items));
+    out.push_str("]\nCreated ");
+    out.push_str(id);
+    if let Some(n) = items.iter().position(|item| item.id == id) {
+        out.push_str(": ");
+        push_cut(&mut out, &items[n].content);
+        if let Some(parent) = &items[n].parent {
+            out.push_str(" (under ");
+            out.push_str(parent);
+            out.push(')');
+        }
+        let index = graph::index_of(items);
+        push_blocked_by(&mut out, items, &index, n);
+    }
+    out.push('.');
+    out
+}
+
+/// TaskUpdate's result: what changed for TASK_ID and the items it touched,
+/// and which became ready.
+pub fn task_updated(before: &[Item], items: &[Item], task_id: &str, diff: &Diff) -> String {
+    let mut out = String::from("[Task list updated: ");
+    write_progress(&mut out, &Counts::of(items));
+    out.push_str("]\n");
+    if diff.is_empty() {
+        out.push_str("No change: ");
+        out.push_str(task_id);
+        out.push_str(" is as it was.");
+        return out;
+    }
+    let index = graph::index_of(items);
+    let changed = diff.changed_id_set();
+    let mut shown = 0;
+    for (n, item) in items.iter().enumerate() {
+        if !changed.contains(item.id.as_str()) {
+            continue;
+        }
+        shown += 1;
+        if shown > MAX_NAMED {
+            continue;
+        }
+        out.push_str(&item.id);
+        out.push(' ');
+        out.push_str(item.status.wire_name());
+        out.push_str(": ");
+        push_cut(
+            &mut out,
+            if item.status == Status::InProgress {
+                &item.active_form
+            } else {
+                &item.content
+            },
+        );
+        if diff.edited.contains(&item.id) {
+            let was = before.iter().find(|b| b.id == item.id);
+            if was.is_some_and(|was| was.blocked_by != item.blocked_by) {
+                if graph::open_blockers(items, &index, n).is_empty() {
+                    out.push_str(" [no open blockers]");
+                }
+            }
+            if let Some(owner) = &item.owner {
+                out.push_str(" (");
+                push_cut(&mut out, owner);
+                out.push(')');
+            }
+        }
+        push_blocked_by(&mut out, items, &index, n);
+        out.push('\n');
+    }
+    if shown > MAX_NAMED {
+        let _ = writeln!(out, "... and {} more changed", shown - MAX_NAMED);
+    }
+    if !diff.demoted.is_empty() {
+        out.push_str("Back to pending (one task runs at a time): ");
+        push_ids(&mut out, diff.demoted.iter().map(String::as_str));
+        out.push('\n');
+    }
+    out.truncate(out.trim_end().len());
+    push_now_ready(&mut out, &diff.now_ready);
+    if !items
+        .iter()
+        .any(|i| i.status == Status::InProgress && diff.started.contains(&i.id))
+    {
+        out.push_str("\nNext: ");
+        write_next_step_briefly(&mut out, items, true);
+    }
     out
 }
 
@@ -561,6 +859,9 @@ mod tests {
             active_form: None,
             status,
             parent: None,
+            description: None,
+            blocked_by: Vec::new(),
+            owner: None,
         };
         let first = reconcile(
             &[],

@@ -132,6 +132,9 @@ impl InvalidInput {
 pub struct Limits {
     pub max_items: usize,
     pub max_content_chars: usize,
+    pub max_description_chars: usize,
+    /// Most blockers one item may wait for.
+    pub max_blockers: usize,
 }
 
 impl Default for Limits {
@@ -139,6 +142,8 @@ impl Default for Limits {
         Limits {
             max_items: 1000,
             max_content_chars: 2000,
+            max_description_chars: 4000,
+            max_blockers: 50,
         }
     }
 }
@@ -148,6 +153,12 @@ impl Default for Limits {
 pub enum FieldKind {
     Text,
     StatusEnum,
+    /// A status, or `deleted` to remove the item (TaskUpdate).
+    TaskStatusEnum,
+    /// Item ids: `t3`, `3` or `#3` each.
+    IdList,
+    /// One item id, `t3`, `3` or `#3`.
+    Id,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -198,7 +209,40 @@ pub const PARENT: Field = Field {
     description: "The id of the item this one is a step of (up to 3 levels). Omit for a top-level item; with merge, give it to move an item, or \"\" to make it top-level.",
 };
 
-pub const TODO_FIELDS: [Field; 5] = [ID, CONTENT, STATUS, ACTIVE_FORM, PARENT];
+pub const DESCRIPTION: Field = Field {
+    name: "description",
+    aliases: &[],
+    kind: FieldKind::Text,
+    required: false,
+    description: "Optional details the step needs (what, where, how to check it). Shown only when asked for, never in every result.",
+};
+
+pub const BLOCKED_BY: Field = Field {
+    name: "blocked_by",
+    aliases: &["blockedBy"],
+    kind: FieldKind::IdList,
+    required: false,
+    description: "Ids of the items that must be finished before this one can start ([\"t1\", \"t2\"]). With merge it replaces the item's blockers; [] removes them.",
+};
+
+pub const OWNER: Field = Field {
+    name: "owner",
+    aliases: &[],
+    kind: FieldKind::Text,
+    required: false,
+    description: "Who works on the item (an agent's name). Optional; with merge, \"\" clears it.",
+};
+
+pub const TODO_FIELDS: [Field; 8] = [
+    ID,
+    CONTENT,
+    STATUS,
+    ACTIVE_FORM,
+    PARENT,
+    DESCRIPTION,
+    BLOCKED_BY,
+    OWNER,
+];
 
 /// The key of a todo_write input that asks for a partial update.
 pub const MERGE: &str = "merge";
@@ -230,6 +274,10 @@ pub struct ProposedItem<'a> {
     pub status: Status,
     /// The id of the item this one is a step of; None for a top-level item.
     pub parent: Option<&'a str>,
+    pub description: Option<&'a str>,
+    /// The ids it waits for, spelled as ids (`3` and `#3` became `t3`).
+    pub blocked_by: Vec<String>,
+    pub owner: Option<&'a str>,
 }
 
 /// The value of each of SPECS in MAP: the first pair with its name, else
@@ -362,8 +410,8 @@ fn parse_item<'a>(
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let [id_value, content_value, status_value, active_form_value, parent_value] =
-        fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
+    let [id_value, content_value, status_value, active_form_value, parent_value, description_value, blocked_by_value, owner_value] =
+        fields(value, &TODO_FIELDS);
     let text_of =
         |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
             match found {
@@ -395,12 +443,26 @@ fn parse_item<'a>(
     let active_form = text_of(&ACTIVE_FORM, active_form_value)?.filter(|s| !blank(s));
     // In a whole list, "" and no parent both mean a top-level item.
     let parent = parent_id(text_of(&PARENT, parent_value)?);
+    let description = description_value
+        .map(|v| checked_str_at(v, || at(&DESCRIPTION), limits.max_description_chars))
+        .transpose()?
+        .filter(|s| !blank(s));
+    let owner = text_of(&OWNER, owner_value)?
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let blocked_by = match blocked_by_value {
+        None => Vec::new(),
+        Some(v) => id_list(v, || at(&BLOCKED_BY), limits)?,
+    };
     Ok(ProposedItem {
         id,
         content,
         active_form,
         status,
         parent,
+        description,
+        blocked_by,
+        owner,
     })
 }
 
@@ -471,6 +533,12 @@ pub struct MergeItem<'a> {
     /// None: not given, the parent stays; Some(None): "", the item goes to
     /// the top level; Some(Some(id)): the item becomes a step of id.
     pub parent: Option<Option<&'a str>>,
+    /// None: not given; Some(None): "", cleared; Some(Some(text)): set.
+    pub description: Option<Option<&'a str>>,
+    /// None: not given, the blockers stay; Some(ids): the new blockers.
+    pub blocked_by: Option<Vec<String>>,
+    /// As `description`.
+    pub owner: Option<Option<&'a str>>,
 }
 
 /// A checked todo_write input: a whole new list, or changes to merge.
@@ -524,8 +592,8 @@ fn parse_merge_item<'a>(
         ));
     }
     let at = |spec: &Field| format!("todos[{index}].{}", spec.name);
-    let [id, content, status, active_form, parent] =
-        fields(value, &[ID, CONTENT, STATUS, ACTIVE_FORM, PARENT]);
+    let [id, content, status, active_form, parent, description, blocked_by, owner] =
+        fields(value, &TODO_FIELDS);
     let blank = |text: &str| text.chars().all(char::is_whitespace);
     let text_of =
         |spec: &Field, found: Option<&'a Input>| -> Result<Option<&'a str>, InvalidInput> {
@@ -546,6 +614,14 @@ fn parse_merge_item<'a>(
         .transpose()?;
     let active_form = text_of(&ACTIVE_FORM, active_form)?.filter(|s| !blank(s));
     let parent = text_of(&PARENT, parent)?.map(|text| parent_id(Some(text)));
+    let description = description
+        .map(|v| checked_str_at(v, || at(&DESCRIPTION), limits.max_description_chars))
+        .transpose()?
+        .map(|text| Some(text).filter(|s| !blank(s)));
+    let owner = text_of(&OWNER, owner)?.map(|text| Some(text.trim()).filter(|s| !s.is_empty()));
+    let blocked_by = blocked_by
+        .map(|v| id_list(v, || at(&BLOCKED_BY), limits))
+        .transpose()?;
     match id {
         None if content.is_none() => Err(InvalidInput::new(
             at(&CONTENT),
@@ -555,12 +631,15 @@ fn parse_merge_item<'a>(
             if content.is_none()
                 && status.is_none()
                 && active_form.is_none()
-                && parent.is_none() =>
+                && parent.is_none()
+                && description.is_none()
+                && blocked_by.is_none()
+                && owner.is_none() =>
         {
             Err(InvalidInput::new(
                 format!("todos[{index}]"),
                 format!(
-                    "names {} but changes nothing; give status, content or activeForm",
+                    "names {} but changes nothing; give status, content, activeForm, description, blocked_by or owner",
                     quote(id)
                 ),
             ))
@@ -571,8 +650,90 @@ fn parse_merge_item<'a>(
             active_form,
             status,
             parent,
+            description,
+            blocked_by,
+            owner,
         }),
     }
+}
+
+/// An id as the model may write it, `t3`, `3` or `#3`, spelled `t3`.
+/// Other texts stay as they are (trimmed), to be reported as unknown.
+pub fn normalise_id(text: &str) -> String {
+    let text = text.trim();
+    let bare = text.strip_prefix('#').unwrap_or(text);
+    if !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_digit()) {
+        format!("t{bare}")
+    } else {
+        bare.to_string()
+    }
+}
+
+/// One id (a string or an integer), normalised.
+pub fn id_value(value: &Input, path: impl Fn() -> String) -> Result<String, InvalidInput> {
+    match value {
+        Input::Int(n) if *n >= 0 => Ok(format!("t{n}")),
+        Input::Str(text) => {
+            free_of_nul(text, &path)?;
+            let id = normalise_id(text);
+            if id.is_empty() {
+                Err(InvalidInput::new(path(), "must not be empty"))
+            } else if id.chars().count() > MAX_ID_CHARS {
+                Err(InvalidInput::new(
+                    path(),
+                    format!("{} is no id", quote(&id)),
+                ))
+            } else {
+                Ok(id)
+            }
+        }
+        other => Err(InvalidInput::new(
+            path(),
+            format!("expected an id like \"t3\", got {}", other.describe()),
+        )),
+    }
+}
+
+/// Longest id accepted: ids are short, and each is quoted back in errors.
+const MAX_ID_CHARS: usize = 200;
+
+/// A list of ids (an array; a single id is taken as a list of one),
+/// normalised, each named once, at most `max_blockers` of them.
+pub fn id_list(
+    value: &Input,
+    path: impl Fn() -> String,
+    limits: &Limits,
+) -> Result<Vec<String>, InvalidInput> {
+    let values = match value {
+        Input::Array(values) => values.as_slice(),
+        Input::Str(_) | Input::Int(_) => std::slice::from_ref(value),
+        other => {
+            return Err(InvalidInput::new(
+                path(),
+                format!("expected an array of ids, got {}", other.describe()),
+            ))
+        }
+    };
+    // Counted before they are read: a hostile list of 100000 ids is refused
+    // before it costs a quadratic search for repeats.
+    if values.len() > limits.max_blockers {
+        return Err(InvalidInput::new(
+            path(),
+            format!(
+                "names {} items; the limit is {} blockers per item",
+                values.len(),
+                limits.max_blockers
+            ),
+        ));
+    }
+    let mut ids: Vec<String> = Vec::with_capacity(values.len());
+    for (k, v) in values.iter().enumerate() {
+        let id = id_value(v, || format!("{}[{k}]", path()))?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
 }
 
 /// A given parent as an id: trimmed like ids, None when blank ("" names
@@ -635,6 +796,17 @@ fn field_schema(spec: &Field) -> Json {
             "enum": Status::ALL.iter().map(|s| s.wire_name()).collect::<Vec<_>>(),
             "description": spec.description,
         }),
+        FieldKind::TaskStatusEnum => json!({
+            "type": "string",
+            "enum": Status::ALL.iter().map(|s| s.wire_name()).chain([DELETED]).collect::<Vec<_>>(),
+            "description": spec.description,
+        }),
+        FieldKind::IdList => json!({
+            "type": "array",
+            "items": {"type": "string"},
+            "description": spec.description,
+        }),
+        FieldKind::Id => json!({"type": "string", "description": spec.description}),
     }
 }
 
@@ -696,8 +868,346 @@ pub fn todo_pause_schema() -> Json {
     })
 }
 
+/// Which tools the model is offered over the one list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolStyle {
+    /// todo_write and todo_pause.
+    #[default]
+    Todo,
+    /// TaskCreate, TaskUpdate, TaskGet, TaskList and todo_pause.
+    Tasks,
+    /// All of them.
+    Both,
+}
+
+impl ToolStyle {
+    pub const ALL: [ToolStyle; 3] = [ToolStyle::Todo, ToolStyle::Tasks, ToolStyle::Both];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolStyle::Todo => "todo",
+            ToolStyle::Tasks => "tasks",
+            ToolStyle::Both => "both",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ToolStyle> {
+        ToolStyle::ALL
+            .into_iter()
+            .find(|style| style.name() == name)
+    }
+
+    pub fn has_todo_write(self) -> bool {
+        self != ToolStyle::Tasks
+    }
+
+    pub fn has_tasks(self) -> bool {
+        self != ToolStyle::Todo
+    }
+}
+
+/// The tools of STYLE, in the shape the Messages API takes.
+pub fn style_schemas(style: ToolStyle) -> Vec<Json> {
+    let mut schemas = Vec::new();
+    if style.has_todo_write() {
+        schemas.push(todo_write_schema());
+    }
+    if style.has_tasks() {
+        schemas.extend(TASK_TOOLS.iter().map(task_schema));
+    }
+    schemas.push(todo_pause_schema());
+    schemas
+}
+
 pub fn tool_schemas() -> Vec<Json> {
-    vec![todo_write_schema(), todo_pause_schema()]
+    style_schemas(ToolStyle::Todo)
+}
+
+/// The status TaskUpdate takes to remove an item.
+pub const DELETED: &str = "deleted";
+
+pub const TASK_ID: Field = Field {
+    name: "taskId",
+    aliases: &["task_id", "id"],
+    kind: FieldKind::Id,
+    required: true,
+    description: "The task's id (t3; 3 and #3 are read as t3).",
+};
+pub const SUBJECT: Field = Field {
+    name: "subject",
+    aliases: &["content"],
+    kind: FieldKind::Text,
+    required: true,
+    description: "What to do, in the imperative (\"Fix the parser bug\").",
+};
+const SUBJECT_UPDATE: Field = Field {
+    required: false,
+    description: "A new wording of the task, in the imperative.",
+    ..SUBJECT
+};
+const TASK_DESCRIPTION: Field = Field {
+    description:
+        "Optional details the task needs (what, where, how to check it). Shown by TaskGet only.",
+    ..DESCRIPTION
+};
+const TASK_ACTIVE_FORM: Field = Field {
+    description:
+        "The task in the present continuous (\"Fixing the parser bug\"), shown while it runs.",
+    ..ACTIVE_FORM
+};
+const TASK_BLOCKED_BY: Field = Field {
+    name: "blockedBy",
+    aliases: &["blocked_by"],
+    description: "Ids of the tasks that must be finished before this one can start.",
+    ..BLOCKED_BY
+};
+const TASK_PARENT: Field = Field {
+    description:
+        "The id of the task this one is a step of (up to 3 levels). Omit for a top-level task.",
+    ..PARENT
+};
+const TASK_STATUS: Field = Field {
+    name: "status",
+    aliases: &[],
+    kind: FieldKind::TaskStatusEnum,
+    required: false,
+    description: "pending, in_progress (one task at a time; only when no open task blocks it), completed, cancelled for work that will not be done, or deleted to remove the task (its id is never reused).",
+};
+const TASK_OWNER: Field = Field {
+    description: "Who works on the task (an agent's name); \"\" clears it.",
+    ..OWNER
+};
+const ADD_BLOCKED_BY: Field = Field {
+    name: "addBlockedBy",
+    aliases: &[],
+    kind: FieldKind::IdList,
+    required: false,
+    description: "Ids of tasks this one must wait for.",
+};
+const REMOVE_BLOCKED_BY: Field = Field {
+    name: "removeBlockedBy",
+    aliases: &[],
+    kind: FieldKind::IdList,
+    required: false,
+    description: "Ids of tasks this one no longer waits for.",
+};
+const ADD_BLOCKS: Field = Field {
+    name: "addBlocks",
+    aliases: &[],
+    kind: FieldKind::IdList,
+    required: false,
+    description: "Ids of tasks that must wait for this one.",
+};
+const REMOVE_BLOCKS: Field = Field {
+    name: "removeBlocks",
+    aliases: &[],
+    kind: FieldKind::IdList,
+    required: false,
+    description: "Ids of tasks that no longer wait for this one.",
+};
+
+pub const TASK_CREATE_FIELDS: [Field; 5] = [
+    SUBJECT,
+    TASK_DESCRIPTION,
+    TASK_ACTIVE_FORM,
+    TASK_BLOCKED_BY,
+    TASK_PARENT,
+];
+pub const TASK_UPDATE_FIELDS: [Field; 10] = [
+    TASK_ID,
+    TASK_STATUS,
+    SUBJECT_UPDATE,
+    TASK_DESCRIPTION,
+    TASK_ACTIVE_FORM,
+    TASK_OWNER,
+    ADD_BLOCKED_BY,
+    REMOVE_BLOCKED_BY,
+    ADD_BLOCKS,
+    REMOVE_BLOCKS,
+];
+pub const TASK_GET_FIELDS: [Field; 1] = [TASK_ID];
+
+/// One Task tool: its name, what the model is told, its fields.
+pub struct TaskTool {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub fields: &'static [Field],
+}
+
+pub const TASK_TOOLS: [TaskTool; 4] = [
+    TaskTool {
+        name: "TaskCreate",
+        description: "Add one task to the plan. The result gives its id (t1, t2, ...). Name the tasks it must wait for in blockedBy; a task with open blockers is not ready and cannot be started.",
+        fields: &TASK_CREATE_FIELDS,
+    },
+    TaskTool {
+        name: "TaskUpdate",
+        description: "Change one task by its id: status (mark it in_progress when you start it, completed as soon as it is done, cancelled if it will not be done, deleted to remove it), wording, owner, or dependencies (addBlockedBy, removeBlockedBy, addBlocks, removeBlocks). The result says which tasks became ready.",
+        fields: &TASK_UPDATE_FIELDS,
+    },
+    TaskTool {
+        name: "TaskGet",
+        description: "Show one task in full: status, description, owner, what blocks it and what it blocks.",
+        fields: &TASK_GET_FIELDS,
+    },
+    TaskTool {
+        name: "TaskList",
+        description: "List every task, one line each: id, status, subject, owner and open blockers. Use it when you lost track; results of the other tools already say what changed.",
+        fields: &[],
+    },
+];
+
+fn task_schema(tool: &TaskTool) -> Json {
+    json!({
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": object_schema(tool.fields),
+    })
+}
+
+/// A TaskUpdate status: a status of the list, or deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    Set(Status),
+    Deleted,
+}
+
+/// A checked TaskUpdate.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskUpdate<'a> {
+    pub task_id: String,
+    pub status: Option<TaskStatus>,
+    pub subject: Option<&'a str>,
+    pub description: Option<Option<&'a str>>,
+    pub active_form: Option<&'a str>,
+    pub owner: Option<Option<&'a str>>,
+    pub add_blocked_by: Vec<String>,
+    pub remove_blocked_by: Vec<String>,
+    pub add_blocks: Vec<String>,
+    pub remove_blocks: Vec<String>,
+}
+
+/// A checked call of one of the Task tools.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskRequest<'a> {
+    Create {
+        subject: &'a str,
+        description: Option<&'a str>,
+        active_form: Option<&'a str>,
+        blocked_by: Vec<String>,
+        parent: Option<&'a str>,
+    },
+    Update(TaskUpdate<'a>),
+    Get {
+        task_id: String,
+    },
+    List,
+}
+
+/// Checks the INPUT of the Task tool named TOOL before anything changes.
+pub fn parse_task<'a>(
+    tool: &str,
+    input: &'a Input,
+    limits: &Limits,
+) -> Result<TaskRequest<'a>, InvalidInput> {
+    let object = match input {
+        Input::Null if tool == "TaskList" => return Ok(TaskRequest::List),
+        Input::Map(_) => input,
+        other => {
+            return Err(InvalidInput::new(
+                "input",
+                format!("expected an object, got {}", other.describe()),
+            ))
+        }
+    };
+    let blank = |text: &str| text.chars().all(char::is_whitespace);
+    let text = |spec: &Field, value: Option<&'a Input>, max: usize| {
+        value
+            .map(|v| checked_str_at(v, || spec.name.to_string(), max))
+            .transpose()
+    };
+    let required_id = |value: Option<&Input>| match value {
+        None => Err(InvalidInput::new(TASK_ID.name, "is required")),
+        Some(v) => id_value(v, || TASK_ID.name.to_string()),
+    };
+    let ids = |spec: &Field, value: Option<&Input>| match value {
+        None => Ok(Vec::new()),
+        Some(v) => id_list(v, || spec.name.to_string(), limits),
+    };
+    match tool {
+        "TaskCreate" => {
+            let [subject, description, active_form, blocked_by, parent] =
+                fields(object, &TASK_CREATE_FIELDS);
+            let subject = match text(&SUBJECT, subject, limits.max_content_chars)? {
+                None => return Err(InvalidInput::new(SUBJECT.name, "is required")),
+                Some(s) if blank(s) => {
+                    return Err(InvalidInput::new(SUBJECT.name, "must not be empty"))
+                }
+                Some(s) => s,
+            };
+            Ok(TaskRequest::Create {
+                subject,
+                description: text(&DESCRIPTION, description, limits.max_description_chars)?
+                    .filter(|s| !blank(s)),
+                active_form: text(&ACTIVE_FORM, active_form, limits.max_content_chars)?
+                    .filter(|s| !blank(s)),
+                blocked_by: ids(&TASK_BLOCKED_BY, blocked_by)?,
+                parent: parent_id(text(&PARENT, parent, limits.max_content_chars)?),
+            })
+        }
+        "TaskUpdate" => {
+            let [task_id, status, subject, description, active_form, owner, add_blocked_by, remove_blocked_by, add_blocks, remove_blocks] =
+                fields(object, &TASK_UPDATE_FIELDS);
+            let status = match status {
+                None => None,
+                Some(Input::Str(text)) if text.trim().eq_ignore_ascii_case(DELETED) => {
+                    Some(TaskStatus::Deleted)
+                }
+                Some(v) => Some(TaskStatus::Set(
+                    parse_status_at(v, || "status".into()).map_err(|e| {
+                        InvalidInput::new(
+                            e.path,
+                            e.message
+                                .replace(" or cancelled,", ", cancelled or deleted,"),
+                        )
+                    })?,
+                )),
+            };
+            let subject = text(&SUBJECT, subject, limits.max_content_chars)?;
+            if subject.is_some_and(blank) {
+                return Err(InvalidInput::new(SUBJECT.name, "must not be empty"));
+            }
+            Ok(TaskRequest::Update(TaskUpdate {
+                task_id: required_id(task_id)?,
+                status,
+                subject,
+                description: text(&DESCRIPTION, description, limits.max_description_chars)?
+                    .map(|s| Some(s).filter(|s| !blank(s))),
+                active_form: text(&ACTIVE_FORM, active_form, limits.max_content_chars)?
+                    .filter(|s| !blank(s)),
+                owner: text(&OWNER, owner, limits.max_content_chars)?
+                    .map(|s| Some(s.trim()).filter(|s| !s.is_empty())),
+                add_blocked_by: ids(&ADD_BLOCKED_BY, add_blocked_by)?,
+                remove_blocked_by: ids(&REMOVE_BLOCKED_BY, remove_blocked_by)?,
+                add_blocks: ids(&ADD_BLOCKS, add_blocks)?,
+                remove_blocks: ids(&REMOVE_BLOCKS, remove_blocks)?,
+            }))
+        }
+        "TaskGet" => {
+            let [task_id] = fields(object, &TASK_GET_FIELDS);
+            Ok(TaskRequest::Get {
+                task_id: required_id(task_id)?,
+            })
+        }
+        "TaskList" => Ok(TaskRequest::List),
+        other => Err(InvalidInput::new(
+            "tool",
+            format!(
+                "unknown task tool {}; expected TaskCreate, TaskUpdate, TaskGet or TaskList",
+                quote(other)
+            ),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -784,7 +1294,10 @@ mod tests {
                 content: None,
                 active_form: None,
                 status: Some(Status::Completed),
-                parent: None
+                parent: None,
+                description: None,
+                blocked_by: None,
+                owner: None,
             }
         );
         assert_eq!(
@@ -794,7 +1307,10 @@ mod tests {
                 content: Some("New one"),
                 active_form: None,
                 status: None,
-                parent: None
+                parent: None,
+                description: None,
+                blocked_by: None,
+                owner: None,
             }
         );
         assert_eq!(items[2].active_form, Some("Rewording"));
@@ -821,7 +1337,7 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"merge":true,"todos":[{"id":"t1","status":"completed"},{"id":"t2"}]}"#),
-            "todos[1]: names \"t2\" but changes nothing; give status, content or activeForm"
+            "todos[1]: names \"t2\" but changes nothing; give status, content, activeForm, description, blocked_by or owner"
         );
         assert_eq!(
             error(r#"{"merge":true,"todos":[{"status":"pending"}]}"#),
@@ -955,6 +1471,7 @@ mod tests {
         let limits = Limits {
             max_items: 2,
             max_content_chars: 5,
+            ..Limits::default()
         };
         let item = |c: &str| {
             Input::Map(vec![
@@ -1097,7 +1614,7 @@ mod tests {
 
             #[test]
             fn validation_accepts_only_clean_items_and_names_the_field(input in arb_input(), max_chars in 1usize..50) {
-                let limits = Limits { max_items: 5, max_content_chars: max_chars };
+                let limits = Limits { max_items: 5, max_content_chars: max_chars, ..Limits::default() };
                 match parse_write(&input, &limits) {
                     Ok(items) => {
                         prop_assert!(items.len() <= 5);
@@ -1192,7 +1709,10 @@ mod parent_tests {
                 content: None,
                 active_form: None,
                 status: None,
-                parent: Some(Some("t3"))
+                parent: Some(Some("t3")),
+                description: None,
+                blocked_by: None,
+                owner: None,
             }
         );
         assert_eq!(items[1].parent, Some(None));

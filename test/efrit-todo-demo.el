@@ -190,5 +190,30 @@ focus, and the indicator is in the mode line."
   (efrit-todo-write (efrit-todo-demo--parse efrit-todo-demo-still-list)
                     efrit-todo-demo-session))
 
+(defconst efrit-todo-demo-graph-list
+  "{\"todos\": [
+    {\"content\": \"Write the parser\", \"status\": \"in_progress\", \"activeForm\": \"Writing the parser\",
+     \"owner\": \"alice\", \"description\": \"Recursive descent.\\nErrors keep their line and column.\"},
+    {\"content\": \"Write the tests\", \"status\": \"pending\", \"blocked_by\": [\"t1\"]},
+    {\"content\": \"Document every form of the new syntax\", \"status\": \"pending\",
+     \"blocked_by\": [\"t1\", \"t2\"], \"owner\": \"bob\"},
+    {\"content\": \"Announce the release\", \"status\": \"pending\"}]}"
+  "The list `efrit-todo-demo-graph' shows: a small task graph.")
+
+(defun efrit-todo-demo-graph ()
+  "Show a task graph part-way: blockers, owners, a folded description.
+The terminal test presses the dependency keys on it."
+  (interactive)
+  (setq inhibit-startup-screen t)
+  (efrit-todo-mode-line-mode 1)
+  (switch-to-buffer (get-buffer-create "*demo*"))
+  (delete-other-windows)
+  (let ((inhibit-read-only t))
+    (erase-buffer)
+    (insert "efrit-todo: a task graph part-way.\n"))
+  (special-mode)
+  (efrit-todo-write (efrit-todo-demo--parse efrit-todo-demo-graph-list)
+                    efrit-todo-demo-session))
+
 (provide 'efrit-todo-demo)
 ;;; efrit-todo-demo.el ends here

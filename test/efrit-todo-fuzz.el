@@ -46,12 +46,15 @@ Each element is (REGEXP ERROR...): functions whose names match REGEXP.")
 
 (defconst efrit-todo-fuzz--keys
   '("todos" "content" "status" "activeForm" "active_form" "id" "priority"
-    "parent" "merge" "reason" "expr" "path" "" "todos\0")
+    "parent" "merge" "reason" "expr" "path" "" "todos\0"
+    ;; The task graph and the Task tools.
+    "description" "owner" "blocked_by" "subject" "taskId" "blockedBy"
+    "addBlockedBy" "removeBlockedBy" "addBlocks" "removeBlocks")
   "Keys of the objects the fuzzer builds.")
 
 (defconst efrit-todo-fuzz--strings
   `("" " " "\t\n" "pending" "in_progress" "In Progress" "completed" "cancelled"
-    "done" "t1" "t2" "t3" "t99" "Fix the bug" "Run the tests" "eval_sexp"
+    "done" "deleted" "t1" "t2" "t3" "t99" "3" "#2" "Fix the bug" "Run the tests" "eval_sexp"
     "read_file" "é✓ 日本語 🦀" "a\0b" ,(string-to-unibyte "\377\376abc")
     ,(string-to-multibyte "raw \377 byte") "%s %d %%" "{\"todos\": []}"
     "{\"todos\": [{\"content\": \"a\", \"status\": \"pending\"}]}" "{\"todos\": ["

@@ -1038,6 +1038,87 @@ system text, for the request that names it only."
                 (memq (nth 1 entry) (ensure-list (default-value (nth 0 entry)))))
               efrit-todo-gptel--hooks))
 
+;;;; The Task tools
+
+(defun efrit-todo-gptel-test--task (name &rest keys-and-values)
+  "Return an answer calling Task tool NAME with KEYS-AND-VALUES (key, value, ...)."
+  (let ((input nil))
+    (while keys-and-values
+      (push (cons (intern (pop keys-and-values)) (pop keys-and-values)) input))
+    (efrit-todo-gptel-test--tool name (nreverse input))))
+
+(defconst efrit-todo-gptel-test--task-tools
+  '("TaskCreate" "TaskUpdate" "TaskGet" "TaskList" "todo_pause" "echo")
+  "The tools of a chat that plans with the Task tools.")
+
+(ert-deftest efrit-todo-gptel-test-plans-with-the-task-tools ()
+  "Two tasks, the second blocked by the first: done in order through gptel."
+  (efrit-todo-gptel-test--with-mode
+    (let* ((efrit-todo-tool-style 'tasks)
+           (chat (efrit-todo-gptel-test--chat efrit-todo-gptel-test--task-tools))
+           (requests (efrit-todo-gptel-test-send
+                      chat "Write a parser for the config, then test it"
+                      (list (efrit-todo-gptel-test--task "TaskCreate" "subject" "Write the parser"
+                                                         "activeForm" "Writing the parser")
+                            (efrit-todo-gptel-test--task "TaskCreate" "subject" "Test the parser"
+                                                         "blockedBy" ["t1"])
+                            (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t2"
+                                                         "status" "in_progress")
+                            (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t1"
+                                                         "status" "in_progress")
+                            (efrit-todo-gptel-test--tool "echo" '((text . "parsed")))
+                            (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "1"
+                                                         "status" "completed")
+                            (efrit-todo-gptel-test--task "TaskList")
+                            (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "#2"
+                                                         "status" "in_progress")
+                            (efrit-todo-gptel-test--tool "echo" '((text . "tested")))
+                            (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t2"
+                                                         "status" "completed")
+                            (efrit-todo-gptel-test--text "Parser written and tested."))))
+           (results (efrit-todo-gptel-test-tool-results requests))
+           (session (efrit-todo-gptel-session chat)))
+      (efrit-todo-gptel-test--check-requests requests)
+      (should (= (length requests) 11))
+      (should (equal (sort (efrit-todo-gptel-test--tool-names (car requests)) #'string<)
+                     (sort (copy-sequence efrit-todo-gptel-test--task-tools) #'string<)))
+      (should (string-match-p "TaskCreate" (efrit-todo-gptel-test--system (car requests))))
+      (should (string-match-p "t2 is blocked by t1 (pending)" (nth 2 results)))
+      (should (string-match-p "t2 is ready now" (nth 5 results)))
+      (should (string-match-p "^ *t2 \\[pending\\] Test the parser$" (nth 6 results)))
+      (should (equal (mapcar (lambda (item) (list (plist-get item :id) (plist-get item :status)))
+                             (efrit-todo-list session))
+                     '(("t1" completed) ("t2" completed))))
+      (should (equal (mapcar (lambda (entry) (plist-get entry :tool)) (efrit-todo-ledger session))
+                     '("TaskCreate" "TaskCreate" "TaskUpdate" "TaskUpdate" "echo" "TaskUpdate"
+                       "TaskList" "TaskUpdate" "echo" "TaskUpdate")))
+      ;; All done: no continuation, no stop.
+      (should-not (efrit-todo-gptel-test-continuations requests))
+      (should-not (efrit-todo-stopped session)))))
+
+(ert-deftest efrit-todo-gptel-test-the-preset-follows-the-tool-style ()
+  "The preset offers the tools of `efrit-todo-tool-style', also after it changes."
+  (let ((style efrit-todo-tool-style)
+        (tools (lambda ()
+                 (sort (copy-sequence
+                        (plist-get (plist-get (gptel-get-preset 'efrit-todo) :tools) :append))
+                       #'string<))))
+    (unwind-protect
+        (progn
+          (setq efrit-todo-tool-style 'tasks)
+          (should (equal (funcall tools)
+                         '("TaskCreate" "TaskGet" "TaskList" "TaskUpdate" "todo_pause")))
+          (setq efrit-todo-tool-style 'both)
+          (should (equal (funcall tools)
+                         '("TaskCreate" "TaskGet" "TaskList" "TaskUpdate" "todo_pause"
+                           "todo_write")))
+          (setq efrit-todo-tool-style 'todo)
+          (should (equal (funcall tools) '("todo_pause" "todo_write")))
+          ;; Every tool is registered, whatever the style.
+          (dolist (name '("TaskCreate" "TaskUpdate" "TaskGet" "TaskList" "todo_write"))
+            (should (gptel-get-tool name))))
+      (setq efrit-todo-tool-style style))))
+
 (ert-deftest efrit-todo-gptel-test-mode-off-gives-gptel-back ()
   "Turning the mode off removes every hook and the advice."
   (let ((was-on efrit-todo-gptel-mode))
@@ -1070,6 +1151,9 @@ system text, for the request that names it only."
           (unload-feature 'efrit-todo-gptel t)
           (should-not (ignore-errors (gptel-get-tool "todo_write")))
           (should-not (ignore-errors (gptel-get-tool "todo_pause")))
+          (should-not (ignore-errors (gptel-get-tool "TaskUpdate")))
+          (should-not (memq #'efrit-todo-gptel--style-changed
+                            (get-variable-watchers 'efrit-todo-tool-style)))
           (should (gptel-get-tool "echo"))
           (should-not (assq 'efrit-todo gptel--known-presets))
           (should-not (advice-member-p 'efrit-todo-gptel--abort 'gptel-abort))

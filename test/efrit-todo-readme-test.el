@@ -28,9 +28,10 @@
 ;; - The gptel block runs after gptel is loaded, and with gptel
 ;;   installed (in `load-path') but not loaded yet; gptel is the
 ;;   stand-in of test/efrit-todo-fake-gptel.el.
-;; - The results the README shows (the blocks named plan-result and
-;;   merge-result, and the input merge-input) are compared with what
-;;   the module answers.
+;; - The results the README shows (the blocks named plan-result,
+;;   merge-result, graph-result and tasks-*-result, from the inputs
+;;   merge-input, graph-input and tasks-*-input) are compared with what
+;;   the module answers, in both tool styles.
 ;; - The package.el blocks install into a scratch `package-user-dir';
 ;;   a second child, as after a restart, activates the packages and
 ;;   turns the mode on with no `require'.  package-vc-install clones
@@ -445,7 +446,32 @@ build on first load would."
         (equal (concat (efrit-todo-write
                         (json-parse-string ,(efrit-todo-readme-test--named "merge-input")))
                        "\n")
-               ,(efrit-todo-readme-test--named "merge-result")))))))
+               ,(efrit-todo-readme-test--named "merge-result")))
+       ("then the README's graph-input gives its graph-result"
+        (equal (concat (efrit-todo-write
+                        (json-parse-string ,(efrit-todo-readme-test--named "graph-input")))
+                       "\n")
+               ,(efrit-todo-readme-test--named "graph-result")))
+       ;; The tasks style, in a session of its own, after the TaskCreate
+       ;; the README names in its text.
+       ("the README's tasks-create-input gives its tasks-create-result"
+        (progn
+          (efrit-todo-task-create '(:subject "Write the parser" :activeForm "Writing the parser")
+                                  "tasks")
+          (equal (concat (efrit-todo-task-create
+                          (json-parse-string ,(efrit-todo-readme-test--named "tasks-create-input"))
+                          "tasks")
+                         "\n")
+                 ,(efrit-todo-readme-test--named "tasks-create-result"))))
+       ("TaskList then gives the README's tasks-list-result"
+        (equal (concat (efrit-todo-task-list nil "tasks") "\n")
+               ,(efrit-todo-readme-test--named "tasks-list-result")))
+       ("the README's tasks-update-input gives its tasks-update-result"
+        (equal (concat (efrit-todo-task-update
+                        (json-parse-string ,(efrit-todo-readme-test--named "tasks-update-input"))
+                        "tasks")
+                       "\n")
+               ,(efrit-todo-readme-test--named "tasks-update-result")))))))
 
 (ert-deftest efrit-todo-readme-test-every-block-is-checked ()
   "Every runnable emacs-lisp block has one check, and every check a block."

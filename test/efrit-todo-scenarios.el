@@ -16,6 +16,7 @@
 ;;; Code:
 
 (require 'ert)
+(require 'cl-lib)
 (require 'json)
 (require 'seq)
 (require 'subr-x)
@@ -1000,6 +1001,67 @@ It would take over an Efrit command's list stopped the same way."
             (should-not (efrit-todo-unfinished #'efrit-todo-efrit--own-session-p))))
       (efrit-todo-reset chat))))
 
+(defun efrit-todo-scenarios--graph-fields (session)
+  "Return (ID STATUS BLOCKED-BY OWNER DESCRIPTION) of SESSION's items."
+  (mapcar (lambda (item)
+            (list (plist-get item :id) (plist-get item :status) (plist-get item :blocked-by)
+                  (plist-get item :owner) (plist-get item :description)))
+          (efrit-todo-list session)))
+
+(ert-deftest efrit-todo-scenarios-carry-over-keeps-the-graph ()
+  "A command interrupted with a task graph open leaves the graph to the next.
+Blockers, owners and descriptions are there; starting the blocked item
+first is refused naming its blocker; finishing the blocker makes it
+ready, and the list finishes."
+  (let* ((efrit-todo-scenarios--keep-unfinished nil)
+         (first (efrit-todo-scenarios-run
+                 "Write a parser with tests and docs"
+                 (list (efrit-todo-scenarios--tool
+                        "todo_write"
+                        '(("todos" . [(("content" . "Write the parser") ("status" . "in_progress")
+                                       ("activeForm" . "Writing the parser") ("owner" . "alice")
+                                       ("description" . "Recursive descent, errors with positions"))
+                                      (("content" . "Write the tests") ("status" . "pending")
+                                       ("blocked_by" . ["t1"]))
+                                      (("content" . "Write the docs") ("status" . "pending")
+                                       ("blocked_by" . ["t2"]) ("owner" . "bob"))])))
+                       (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 1 1)")))
+                       (efrit-todo-scenarios--interrupt-then
+                        (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 2 2)")))))))
+         (list-session (plist-get first :session))
+         (graph '(("t1" in-progress nil "alice" "Recursive descent, errors with positions")
+                  ("t2" pending ("t1") nil nil)
+                  ("t3" pending ("t2") "bob" nil))))
+    (should (equal (plist-get first :stop) "interrupted"))
+    (should (efrit-todo-stopped list-session))
+    (should (equal (efrit-todo-scenarios--graph-fields list-session) graph))
+    (let* ((efrit-todo-scenarios--keep-unfinished t)
+           (second (efrit-todo-scenarios-run
+                    "Please continue from where we left off."
+                    (list (efrit-todo-scenarios--merge '("t2" "in_progress"))
+                          (efrit-todo-scenarios--merge '("t1" "completed"))
+                          (efrit-todo-scenarios--merge '("t2" "in_progress"))
+                          (efrit-todo-scenarios--merge '("t2" "completed"))
+                          (efrit-todo-scenarios--merge '("t3" "in_progress"))
+                          (efrit-todo-scenarios--merge '("t3" "completed"))
+                          (efrit-todo-scenarios--tool "session_complete"
+                                                      '(("message" . "parser, tests and docs"))))))
+           (results (efrit-todo-scenarios-tool-results second)))
+      (should (string-match-p "THE PREVIOUS COMMAND STOPPED while t1 was in progress"
+                              (efrit-todo-scenarios--system-text (car (plist-get second :requests)))))
+      ;; The blocked item cannot start before its blocker is finished.
+      (should (cdr (nth 0 results)))
+      (should (string-match-p "t2 is blocked by t1" (car (nth 0 results))))
+      (should-not (cdr (nth 1 results)))
+      (should (string-match-p "t2 is ready now" (car (nth 1 results))))
+      (should (string-match-p "t3 is ready now" (car (nth 3 results))))
+      (should (equal (plist-get second :stop) "session-complete"))
+      (should (equal (efrit-todo-scenarios--graph-fields list-session)
+                     '(("t1" completed nil "alice" "Recursive descent, errors with positions")
+                       ("t2" completed nil nil nil)
+                       ("t3" completed nil "bob" nil))))
+      (efrit-todo-scenarios--should-be-valid second))))
+
 (ert-deftest efrit-todo-scenarios-repl-goes-on-after-an-interrupted-turn ()
   "A REPL turn interrupted by \\[keyboard-quit] leaves its list to the next message."
   (let* ((outcomes
@@ -1118,6 +1180,125 @@ It would take over an Efrit command's list stopped the same way."
                              '(completed completed completed))))))
       (kill-buffer (process-buffer process))
       (delete-directory root t))))
+
+;;;; Planning with the Task tools
+
+(defun efrit-todo-scenarios--task (name &rest keys-and-values)
+  "Return a response calling Task tool NAME with KEYS-AND-VALUES (key, value, ...)."
+  (let ((input nil))
+    (while keys-and-values
+      (push (cons (pop keys-and-values) (pop keys-and-values)) input))
+    (efrit-todo-scenarios--tool name (nreverse input))))
+
+(defconst efrit-todo-scenarios--task-plan
+  (list (efrit-todo-scenarios--task "TaskCreate" "subject" "Write the parser"
+                                    "activeForm" "Writing the parser")
+        (efrit-todo-scenarios--task "TaskCreate" "subject" "Test the parser"
+                                    "description" "Run the parser over every example file."
+                                    "blockedBy" ["t1"])
+        ;; Too early: t2 waits for t1.
+        (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t2" "status" "in_progress")
+        (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t1" "status" "in_progress")
+        (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(* 6 7)")))
+        (efrit-todo-scenarios--task "TaskUpdate" "taskId" "1" "status" "completed")
+        (efrit-todo-scenarios--task "TaskList")
+        (efrit-todo-scenarios--task "TaskUpdate" "taskId" "#2" "status" "in_progress")
+        (efrit-todo-scenarios--tool "eval_sexp" '(("expr" . "(+ 20 22)")))
+        (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t2" "status" "completed")
+        (efrit-todo-scenarios--tool "session_complete" '(("message" . "parser written and tested"))))
+  "Claude plans two tasks, the second blocked by the first, and does both.")
+
+(defun efrit-todo-scenarios--check-task-plan (outcome)
+  "Fail unless OUTCOME is the Task-tool plan done right."
+  (let* ((session (plist-get outcome :session))
+         (results (efrit-todo-scenarios-tool-results outcome))
+         (requests (plist-get outcome :requests))
+         (tools (efrit-todo-scenarios--tool-names (car requests))))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (dolist (tool '("TaskCreate" "TaskUpdate" "TaskGet" "TaskList" "todo_pause"))
+      (should (member tool tools)))
+    (should-not (member "todo_write" tools))
+    ;; Starting t2 before t1 is done is refused, naming the blocker.
+    (should (cdr (nth 2 results)))
+    (should (string-match-p "t2 is blocked by t1 (pending)" (car (nth 2 results))))
+    ;; Completing t1 makes t2 ready.
+    (should-not (cdr (nth 5 results)))
+    (should (string-match-p "t2 is ready now" (car (nth 5 results))))
+    (should (string-match-p "^ *t1 \\[completed\\] Write the parser$" (car (nth 6 results))))
+    (should (string-match-p "^ *t2 \\[pending\\] Test the parser$" (car (nth 6 results))))
+    (should (equal (mapcar (lambda (item) (list (plist-get item :id) (plist-get item :status)
+                                                (plist-get item :blocked-by)))
+                           (efrit-todo-list session))
+                   '(("t1" completed nil) ("t2" completed nil))))
+    (should (equal (plist-get (car (last (efrit-todo-list session))) :description)
+                   "Run the parser over every example file."))
+    (should-not (plist-get (efrit-todo-breaker session) :tripped))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-plans-with-the-task-tools ()
+  "Two tasks, the second blocked by the first: done in order, then complete."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (outcome (efrit-todo-scenarios-run "Write a parser for the config, then test it"
+                                            efrit-todo-scenarios--task-plan)))
+    (efrit-todo-scenarios--check-task-plan outcome)
+    ;; The guidance explains the Task tools.
+    (should (string-match-p "TaskCreate" (efrit-todo-scenarios--system-text
+                                          (car (plist-get outcome :requests)))))
+    (efrit-todo-scenarios--user-sees outcome "parser written and tested")))
+
+(ert-deftest efrit-todo-scenarios-task-tools-in-the-repl ()
+  "The REPL offers and runs the Task tools too."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (outcome (car (efrit-todo-scenarios-run-repl
+                        (list (list "Write a parser for the config, then test it"
+                                    efrit-todo-scenarios--task-plan))))))
+    (efrit-todo-scenarios--check-task-plan outcome)))
+
+(ert-deftest efrit-todo-scenarios-style-both-offers-every-tool ()
+  "With the style both, todo_write and the Task tools work on one list."
+  (let* ((efrit-todo-tool-style 'both)
+         (outcome (efrit-todo-scenarios-run
+                   "Plan and do one thing"
+                   (list (efrit-todo-scenarios--task "TaskCreate" "subject" "Look around")
+                         (efrit-todo-scenarios--todos '("Look around" "completed"))
+                         (efrit-todo-scenarios--task "TaskGet" "taskId" "t1")
+                         (efrit-todo-scenarios--tool "session_complete" '(("message" . "looked"))))))
+         (results (efrit-todo-scenarios-tool-results outcome))
+         (tools (efrit-todo-scenarios--tool-names (car (plist-get outcome :requests)))))
+    (dolist (tool '("todo_write" "TaskCreate" "TaskUpdate" "TaskGet" "TaskList" "todo_pause"))
+      (should (member tool tools)))
+    (should (equal (plist-get outcome :stop) "session-complete"))
+    (should (string-match-p "completed" (car (nth 2 results))))
+    (should (equal (mapcar (lambda (item) (plist-get item :id))
+                           (efrit-todo-list (plist-get outcome :session)))
+                   '("t1")))))
+
+(ert-deftest efrit-todo-scenarios-plan-suggestion-names-the-task-tools ()
+  "With the style tasks, the suggestion to plan names TaskCreate, not todo_write."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (outcome (efrit-todo-scenarios-play 'planned))
+         (system (efrit-todo-scenarios--system-text (car (plist-get outcome :requests)))))
+    (should (string-match-p "looks like about [0-9]+ steps\\. Create the plan with TaskCreate"
+                            system))
+    (should-not (string-match-p "todo_write" system))))
+
+(ert-deftest efrit-todo-scenarios-reading-tasks-in-a-loop-trips-the-breaker ()
+  "TaskGet and TaskList over and over is no progress: the breaker ends it."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (reads (cl-loop for k from 0 below 60
+                         collect (if (= (% k 3) 2)
+                                     (efrit-todo-scenarios--task "TaskList")
+                                   (efrit-todo-scenarios--task "TaskGet" "taskId"
+                                                               (nth (% k 4) '("t1" "1" "#1" "t1"))))))
+         (outcome (efrit-todo-scenarios-run
+                   "Keep looking"
+                   (cons (efrit-todo-scenarios--task "TaskCreate" "subject" "Look around")
+                         reads)
+                   nil 30)))
+    (should (equal (plist-get outcome :stop) "circuit-breaker"))
+    (should (= (plist-get outcome :runs-after-trip) 0))
+    (should (< (length (plist-get outcome :runs)) 40))
+    (efrit-todo-scenarios--should-be-valid outcome)))
 
 (provide 'efrit-todo-scenarios)
 ;;; efrit-todo-scenarios.el ends here

@@ -917,5 +917,140 @@ In a child Emacs, because a writer that opened the FIFO would hang."
             (should (equal (efrit-todo-store-test-contents session) '("write 29"))))
         (kill-buffer (process-buffer process))))))
 
+;;;; The task graph across a restart
+
+(defconst efrit-todo-store-test--fixtures
+  (expand-file-name "fixtures/" (file-name-directory (or load-file-name buffer-file-name)))
+  "Directory of the state files written by earlier versions.")
+
+(defun efrit-todo-store-test--graph-fields (session)
+  "Return (ID DESCRIPTION BLOCKED-BY OWNER READY) of SESSION's items."
+  (mapcar (lambda (item)
+            (list (plist-get item :id) (plist-get item :description)
+                  (plist-get item :blocked-by) (plist-get item :owner)
+                  (plist-get item :ready)))
+          (efrit-todo-list session)))
+
+(defun efrit-todo-store-test--write-graph (session)
+  "Write a small task graph to SESSION and finish t1, which blocked t2.
+Return the fields of its items as `efrit-todo-store-test--graph-fields'."
+  (efrit-todo-write
+   (json-encode
+    '((todos . [((content . "Write the parser") (status . "pending") (owner . "alice")
+                 (description . "Recursive descent.\nErrors keep their positions."))
+                ((content . "Write the tests") (status . "pending") (blocked_by . ["t1"]))
+                ((content . "Write the docs") (status . "pending") (blocked_by . ["t2"])
+                 (owner . "bob"))])))
+   session)
+  (efrit-todo-store-test--graph-fields session))
+
+(defconst efrit-todo-store-test--graph-before
+  '(("t1" "Recursive descent.\nErrors keep their positions." nil "alice" t)
+    ("t2" nil ("t1") nil nil)
+    ("t3" nil ("t2") "bob" nil))
+  "What the graph of `efrit-todo-store-test--write-graph' holds, from the issue:
+t1 has no blocker and is ready, t2 waits for t1 and t3 for t2.")
+
+(ert-deftest efrit-todo-store-test-restore-keeps-the-graph ()
+  "Blockers, owners and descriptions come back from the saved file.
+A finished blocker stays in the file: reopening it after a restore
+blocks again."
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (should (equal (efrit-todo-store-test--write-graph session)
+                     efrit-todo-store-test--graph-before))
+      (efrit-todo-write (json-encode '((merge . t) (todos . [((id . "t1") (status . "completed"))])))
+                        session)
+      ;; The view shows open blockers only: t2 is ready now.
+      (should (equal (nth 1 (efrit-todo-store-test--graph-fields session))
+                     '("t2" nil nil nil t)))
+      (efrit-todo-save)
+      (let ((saved (efrit-todo-list session)))
+        (let ((efrit-todo-state-directory nil))
+          (efrit-todo-store-test-write session '("Something else" "pending")))
+        (should (member session (efrit-todo-restore t)))
+        (should (equal (efrit-todo-list session) saved)))
+      (efrit-todo-write (json-encode '((merge . t) (todos . [((id . "t1") (status . "pending"))])))
+                        session)
+      (should (equal (efrit-todo-store-test--graph-fields session)
+                     efrit-todo-store-test--graph-before)))))
+
+(defconst efrit-todo-store-test--print-child
+  '(let ((efrit-todo-state-directory (car command-line-args-left))
+         (session (cadr command-line-args-left)))
+     (setq command-line-args-left nil)
+     (efrit-todo-restore t)
+     (let ((print-length nil) (print-level nil) (print-escape-newlines t))
+       (prin1 (mapcar (lambda (item)
+                        (list (plist-get item :id) (plist-get item :description)
+                              (plist-get item :blocked-by) (plist-get item :owner)
+                              (plist-get item :ready)))
+                      (efrit-todo-list session))))
+     (terpri)
+     (kill-emacs 0))
+  "A child Emacs that restores the saved sessions and prints one's graph.")
+
+(ert-deftest efrit-todo-store-test-a-new-emacs-gets-the-graph-back ()
+  "A fresh Emacs restores blockers, owners, descriptions and readiness."
+  (skip-unless invocation-name)
+  (efrit-todo-store-test-with-dir dir
+    (let ((session (efrit-todo-store-test-session)))
+      (efrit-todo-store-test--write-graph session)
+      (efrit-todo-save)
+      (with-temp-buffer
+        (should (= 0 (call-process (expand-file-name invocation-name invocation-directory)
+                                   nil (list t nil) nil
+                                   "-Q" "--batch"
+                                   "-L" (file-name-directory (locate-library "efrit-todo"))
+                                   "-l" "efrit-todo"
+                                   "--eval" (prin1-to-string efrit-todo-store-test--print-child)
+                                   dir session)))
+        (should (equal (car (read-from-string (buffer-string)))
+                       efrit-todo-store-test--graph-before))))))
+
+(ert-deftest efrit-todo-store-test-a-file-from-before-the-graph-loads-unchanged ()
+  "A state file written before items had blockers, owners and descriptions.
+The fixture was written by the module of that version, and the list
+it held then was recorded beside it: every field comes back as it
+was, no item has a blocker, owner or description, the pending ones
+are ready, the user's edit not yet told reaches the model, and new
+ids go on from the old counter."
+  (efrit-todo-store-test-with-dir dir
+    (let* ((fixture (expand-file-name "state-before-graph.json" efrit-todo-store-test--fixtures))
+           (expected (with-temp-buffer
+                       (insert-file-contents
+                        (expand-file-name "state-before-graph.eld" efrit-todo-store-test--fixtures))
+                       (read (current-buffer))))
+           (history (length (alist-get 'history (efrit-todo-store-test-read-json fixture))))
+           (session (alist-get 'session (efrit-todo-store-test-read-json fixture))))
+      (efrit-todo-reset session)
+      (with-file-modes #o700 (make-directory dir t))
+      (copy-file fixture (expand-file-name "before-graph.json" dir))
+      (should (member session (efrit-todo-restore t)))
+      (let ((items (efrit-todo-list session)))
+        (should (equal (mapcar (lambda (item) (plist-get item :id)) items)
+                       '("t1" "t2" "t5" "t3" "t4")))
+        (cl-loop for item in items
+                 for old in expected
+                 do (cl-loop for (key value) on old by #'cddr
+                             do (should (equal (list (plist-get item :id) key (plist-get item key))
+                                               (list (plist-get old :id) key value)))))
+        (dolist (item items)
+          (should-not (plist-get item :description))
+          (should-not (plist-get item :blocked-by))
+          (should-not (plist-get item :owner))
+          (should (eq (and (plist-get item :ready) t)
+                      (eq (plist-get item :status) 'pending)))))
+      (should (= (length (efrit-todo-history session)) history))
+      (should (string-match-p "the user reworded t3"
+                              (efrit-todo-after-tool "eval_sexp" "1" "1" nil session)))
+      ;; The graph fields work on the old list at once.
+      (efrit-todo-write (json-encode '((merge . t)
+                                       (todos . [((content . "Test escapes") (status . "pending")
+                                                  (blocked_by . ["t3"]) (owner . "carol"))])))
+                        session)
+      (should (equal (car (last (efrit-todo-store-test--graph-fields session)))
+                     '("t6" nil ("t3") "carol" nil))))))
+
 (provide 'efrit-todo-store-test)
 ;;; efrit-todo-store-test.el ends here

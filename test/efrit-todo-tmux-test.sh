@@ -4,8 +4,8 @@
 # capture-pane' must show every item's text whole (wrapped, perhaps,
 # never cut) and the indicator in the mode line of the window the user
 # works in, at 80x24, 120x40 and 30x20, and after the terminal shrinks
-# from 160 to 80 columns.  The keys of the list are pressed as a user
-# would.  No terminal is needed: each tmux server runs detached on its
+# from 160 to 80 columns; a task graph at 80x24 and 30x20.  The keys of
+# the list are pressed as a user would, the dependency keys too.  No terminal is needed: each tmux server runs detached on its
 # own socket.  Usage (from `make tmux-test'):
 #   EMACS=emacs sh test/efrit-todo-tmux-test.sh
 set -eu
@@ -145,6 +145,69 @@ keys q
 wait_for "keys: q closes it" 5 "$(indicator 1/3)" 'no:efrit-todos'
 keys C-h e
 wait_for "keys: *Messages*" 5 '^Efrit-todo: no item on this line' 'no:^if: '
+stop
+
+# A task graph, at 80x24 and 30x20: blocked items name their open
+# blockers, owners stand in parentheses, the description is folded.
+graph_t1='list:(◐|\[>\]) t1 Writing the parser \(alice\) running [0-9]+s (▸|\+) description'
+graph_t2='list:(⊘|\[b\]) t2 Write the tests blocked by t1'
+graph_t3='list:(⊘|\[b\]) t3 Document every form of the new syntax \(bob\) blocked by t1, t2'
+graph_t4='list:(○|\[ \]) t4 Announce the release'
+start graph-80x24 80 24 efrit-todo-demo-graph
+wait_for "graph 80x24: blockers, owners, folded description" 20 \
+    "$graph_t1" "$graph_t2" "$graph_t3" "$graph_t4" 'no:Recursive descent'
+stop
+# At 30 columns every note wraps under the item's text; the list below
+# the narration has room for the first items, C-x 1 in it for all.
+start graph-30x20 30 20 efrit-todo-demo-graph
+wait_for "graph 30x20: the first items, wrapped" 20 "$graph_t1" "$graph_t2" \
+    '^        blocked by t1$'
+keys C-x o
+keys C-x 1
+wait_for "graph 30x20: C-x 1 shows every item" 5 \
+    "$graph_t1" "$graph_t2" "$graph_t3" "$graph_t4" 'no:Recursive descent'
+stop
+
+# The dependency keys, at 80x24: TAB shows t1's description; B on t2
+# takes its one blocker away (RET takes the first); B on t3 removes t2
+# only; b on t4 adds t3; b on t1 naming t4 would close a cycle: refused.
+start graph-keys 80 24 efrit-todo-demo-graph
+wait_for "graph keys: shown" 20 "$graph_t1"
+keys C-x o
+keys TAB
+wait_for "graph keys: TAB shows the description" 5 \
+    'list:(▾|-) description Recursive descent\. Errors keep their line and column\. (⊘|\[b\]) t2'
+keys TAB
+wait_for "graph keys: TAB hides it" 5 "$graph_t1" 'no:Recursive descent'
+keys n
+keys B
+wait_for "graph keys: B offers t2's blocker" 5 't2 no longer blocked by \(default t1\):'
+keys Enter
+wait_for "graph keys: B frees t2" 5 'list:(○|\[ \]) t2 Write the tests (⊘|\[b\]) t3' \
+    'Efrit-todo: the user [^(]*t2[^(]*t1 \(the agent reads this'
+keys n
+keys B
+keys t2 Enter
+wait_for "graph keys: B on t3 removes t2" 5 \
+    'list:t3 Document every form of the new syntax \(bob\) blocked by t1 (○|\[ \]) t4'
+keys n
+keys b
+wait_for "graph keys: b asks for the blocker" 5 't4 is blocked by:'
+keys t3 Enter
+wait_for "graph keys: b makes t4 wait for t3" 5 'list:(⊘|\[b\]) t4 Announce the release blocked by t3'
+keys M-\<
+keys n
+keys b
+keys t4 Enter
+wait_for "graph keys: a cycle is refused" 5 'Efrit-todo: .*cycle' "$graph_t1"
+keys ?
+wait_for "graph keys: ? opens the help" 5 '^Keys of \*efrit-todos\*'
+# The help window is small here: the dependency keys are further down.
+# It stands between *demo* and the list, two windows on from the list.
+keys C-x o
+keys C-x o
+keys C-s 'add a blocker' Enter
+wait_for "graph keys: the help names b and B" 5 '^b +add a blocker' '^B +remove one of the item.s blockers'
 stop
 
 # A terminal shrunk from 160 to 80 columns: the list keeps its share of

@@ -583,7 +583,7 @@ x lets its list go: it is no longer stopped, and the list stays."
       (dolist (line '("g         redraw every session"
                       "n         next item"
                       "p         previous item"
-                      "TAB       show or hide the item's tool calls, or the session's items"
+                      "TAB       show or hide the item's description and tool calls, or the session's items"
                       "c         mark the item completed"
                       "i         start the item: in progress (the running one goes back to pending)"
                       "r         reopen the item: back to pending"
@@ -591,6 +591,8 @@ x lets its list go: it is no longer stopped, and the list stays."
                       "k         mark the item cancelled"
                       "e         edit the item's content"
                       "a         add an item at the end of the session"
+                      "b         add a blocker: the item waits until that one is finished"
+                      "B         remove one of the item's blockers"
                       "M-<up>    move the item up"
                       "M-<down>  move the item down"
                       "s         choose the session of the header line and of new items"
@@ -692,8 +694,10 @@ x lets its list go: it is no longer stopped, and the list stays."
                           "t cycles it" "q closes the window"))
           (should (string-match-p (regexp-quote phrase) doc))))
       (efrit-todo-choose-session session)
-      (should (string-match-p "c done  i start  r reopen  k cancel  \\? keys\\'"
+      (should (string-match-p "c done  i start  r reopen  k cancel  b block  B unblock  \\? keys\\'"
                               (efrit-todo-ui--header-line 200)))
+      (should (string-match-p "c done  i start  r reopen  k cancel  \\? keys\\'"
+                              (efrit-todo-ui--header-line 100)))
       (let ((narrow (efrit-todo-ui--header-line 60)))
         (should (string-match-p "\\? keys\\'" narrow))
         (should-not (string-match-p "i start" narrow))))))
@@ -1029,5 +1033,229 @@ t5 and t6 are subtasks of t3, t7 of t6; t4 follows them."
                (cadr (should-error (efrit-todo-ui-test--press "c") :type 'user-error))))
       (should (equal (efrit-todo-list session) before)))))
 
+;;;; The task graph: blockers, owners and descriptions
+
+(defun efrit-todo-ui-test--write-graph (session &rest items)
+  "Write ITEMS to SESSION, each an alist of todo_write fields, with merge."
+  (efrit-todo-write (json-encode `((merge . t) (todos . ,(vconcat items)))) session))
+
+(defun efrit-todo-ui-test--write-plan (session &rest items)
+  "Write ITEMS to SESSION as its whole list, each an alist of todo_write fields.
+A new item may name an item before it by the id it is given."
+  (efrit-todo-write (json-encode `((todos . ,(vconcat items)))) session))
+
+(defun efrit-todo-ui-test--graph-sample (session)
+  "Write a small task graph to SESSION.
+t1 is pending and ready; t2 waits for t1; t3 has an owner and a
+description of two lines; t4, a subtask of t2 drawn under it, waits
+through its parent."
+  (efrit-todo-ui-test--write-plan
+   session
+   '((content . "Write the parser") (status . "pending"))
+   '((content . "Write the tests") (status . "pending") (blocked_by . ["t1"]))
+   '((content . "Document the syntax") (status . "pending") (owner . "alice")
+     (description . "Cover every form.\nGive an example of each.")))
+  (efrit-todo-ui-test--write-graph
+   session '((content . "Test the errors") (status . "pending") (parent . "t2"))))
+
+(ert-deftest efrit-todo-ui-test-blocked-items-name-their-open-blockers ()
+  "A blocked item says what blocks it and looks unlike a ready one."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p "^  ○ t1  Write the parser$" text))
+      (should (string-match-p "^  ⊘ t2  Write the tests  blocked by t1$" text))
+      ;; A subtask of a blocked item is not ready either, and says why.
+      (should (string-match-p "^    ⊘ t4  Test the errors  parent blocked$" text))
+      (should (string-match-p "^  ○ t3  Document the syntax (alice)  ▸ description$" text))
+      (should-not (string-match-p "Cover every form" text)))
+    (with-current-buffer efrit-todo-buffer-name
+      (efrit-todo-ui-test--goto-item session "t2")
+      (should (eq (get-text-property (+ (point) 2) 'face) 'efrit-todo-blocked))
+      (efrit-todo-ui-test--goto-item session "t1")
+      (should (eq (get-text-property (+ (point) 2) 'face) 'efrit-todo-pending)))
+    ;; A finished blocker no longer blocks: the view shows open ones only.
+    (efrit-todo-ui-test--write-graph session '((id . "t1") (status . "completed")))
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p "^  ○ t2  Write the tests$" text))
+      (should (string-match-p "^    ○ t4  Test the errors$" text))
+      (should-not (string-match-p "blocked" text)))
+    ;; Reopening it blocks again.
+    (efrit-todo-ui-test--write-graph session '((id . "t1") (status . "pending")))
+    (should (string-match-p "^  ⊘ t2  Write the tests  blocked by t1$"
+                            (efrit-todo-ui-test--section session)))))
+
+(ert-deftest efrit-todo-ui-test-blocked-glyph-in-ascii ()
+  "Without Unicode a blocked item shows [b]."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (let ((efrit-todo-use-unicode nil))
+      (efrit-todo-show)
+      (should (string-match-p "^  \\[b\\] t2  Write the tests  blocked by t1$"
+                              (efrit-todo-ui-test--section session)))
+      (should (string-match-p "^  \\[ \\] t1  Write the parser$"
+                              (efrit-todo-ui-test--section session))))))
+
+(ert-deftest efrit-todo-ui-test-many-blockers-are-bounded ()
+  "An item with many open blockers names a few and counts the rest."
+  (efrit-todo-ui-test-with-buffer session
+    (apply #'efrit-todo-ui-test--write-plan session
+           (mapcar (lambda (n) `((content . ,(format "Step %d" n)) (status . "pending")))
+                   (number-sequence 1 8)))
+    (efrit-todo-ui-test--write-graph
+     session `((content . "Last") (status . "pending")
+               (blocked_by . ,(vconcat (mapcar (lambda (n) (format "t%d" n)) (number-sequence 1 8))))))
+    (efrit-todo-show)
+    (should (string-match-p "^  ⊘ t9  Last  blocked by t1, t2, t3, t4, t5 and 3 more$"
+                            (efrit-todo-ui-test--section session)))))
+
+(ert-deftest efrit-todo-ui-test-tab-shows-the-description ()
+  "TAB on an item shows its description under its text; again hides it."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "TAB")
+    (should (string-match-p
+             (concat "^  ○ t3  Document the syntax (alice)  ▾ description\n"
+                     "        Cover every form\\.\n"
+                     "        Give an example of each\\.\n")
+             (efrit-todo-ui-test--section session)))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (point) 'efrit-todo-item) "t3")))
+    ;; Keys on a description line act on its item.
+    (efrit-todo-ui-test--goto-item-line session 'description)
+    (efrit-todo-ui-test--press "TAB")
+    (should-not (string-match-p "Cover every form" (efrit-todo-ui-test--section session)))
+    (with-current-buffer efrit-todo-buffer-name
+      (should (eq (get-text-property (point) 'efrit-todo-line) 'item)))
+    ;; An item without description or tool calls has nothing to unfold.
+    (efrit-todo-ui-test--goto-item session "t1")
+    (should (string-match-p "no description or tool calls under t1"
+                            (cadr (should-error (efrit-todo-ui-test--press "TAB")
+                                                :type 'user-error))))))
+
+(ert-deftest efrit-todo-ui-test-description-with-tool-calls ()
+  "An item with a description and tool calls unfolds both, description first."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write-graph
+     session '((content . "Fix the lexer") (status . "in_progress") (activeForm . "Fixing the lexer")
+               (description . "Strings with escapes")))
+    (efrit-todo-after-tool "search_files" "lexer" "lexer.el:3" nil session 0.1)
+    (efrit-todo-show)
+    (should (string-match-p "◐ t1  Fixing the lexer  running [0-9]+s  ▸ description, 1 call$"
+                            (efrit-todo-ui-test--section session)))
+    (efrit-todo-ui-test--goto-item session "t1")
+    (efrit-todo-ui-test--press "TAB")
+    (should (string-match-p "▾ description, 1 call\n        Strings with escapes\n      search_files 0.1s  lexer.el:3\n"
+                            (efrit-todo-ui-test--section session)))))
+
+(ert-deftest efrit-todo-ui-test-key-b-adds-a-blocker-the-model-reads ()
+  "Key b adds a blocker to the item at point; the model reads of it next turn."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (efrit-todo-ui-test--press "b" "t1")
+    (should (equal (plist-get (efrit-todo-ui-test--item session "t3") :blocked-by) '("t1")))
+    (should-not (plist-get (efrit-todo-ui-test--item session "t3") :ready))
+    (should (string-match-p "^  ⊘ t3  Document the syntax (alice)  blocked by t1  ▸ description$"
+                            (efrit-todo-ui-test--section session)))
+    (let ((reads (efrit-todo-ui-test--model-reads session)))
+      (should (string-match-p "user" reads))
+      (should (string-match-p "user[^\n]*t3[^\n]*t1" reads)))
+    ;; Told once: the next call reads nothing more about it.
+    (should-not (string-match-p "user[^\n]*t3[^\n]*t1" (efrit-todo-ui-test--model-reads session)))))
+
+(ert-deftest efrit-todo-ui-test-key-b-offers-the-other-items ()
+  "Key b completes over the session's other items, not the item or its blockers."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t2")
+    (let (offered annotations)
+      (cl-letf (((symbol-function 'completing-read)
+                 (lambda (_prompt collection &rest _)
+                   (setq offered (all-completions "" collection))
+                   (let ((annotate (plist-get completion-extra-properties :annotation-function)))
+                     (setq annotations (mapcar annotate offered)))
+                   "t3")))
+        (with-current-buffer efrit-todo-buffer-name
+          (call-interactively #'efrit-todo-add-blocker)))
+      (should (equal (sort offered #'string<) '("t3" "t4")))
+      (should (member "  Document the syntax" annotations)))
+    (should (equal (sort (copy-sequence (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by))
+                         #'string<)
+                   '("t1" "t3")))))
+
+(ert-deftest efrit-todo-ui-test-key-b-refuses-a-cycle-and-unknown-ids ()
+  "A blocker that closes a cycle, or an unknown id, is refused and names it."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (let ((before (efrit-todo-list session)))
+      (efrit-todo-ui-test--goto-item session "t1")
+      (let ((text (cadr (should-error (efrit-todo-ui-test--press "b" "t2") :type 'user-error))))
+        (should (string-match-p "cycle" text))
+        (should (string-match-p "t2" text)))
+      (let ((text (cadr (should-error (efrit-todo-ui-test--press "b" "t99") :type 'user-error))))
+        (should (string-match-p "t99" text)))
+      (should (string-match-p "no id given"
+                              (cadr (should-error (efrit-todo-ui-test--press "b" "")
+                                                  :type 'user-error))))
+      (should (equal (efrit-todo-list session) before)))))
+
+(ert-deftest efrit-todo-ui-test-key-B-removes-a-blocker ()
+  "Key B removes one of the item's blockers; the item becomes ready."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t2")
+    ;; RET alone takes the first blocker.
+    (efrit-todo-ui-test--press "B RET")
+    (should-not (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by))
+    (should (plist-get (efrit-todo-ui-test--item session "t2") :ready))
+    (should (plist-get (efrit-todo-ui-test--item session "t4") :ready))
+    (let ((text (efrit-todo-ui-test--section session)))
+      (should (string-match-p "^  ○ t2  Write the tests$" text))
+      (should (string-match-p "^    ○ t4  Test the errors$" text)))
+    (should (string-match-p "user[^\n]*t2[^\n]*t1" (efrit-todo-ui-test--model-reads session)))
+    (should (string-match-p "t2 has no open blockers"
+                            (cadr (should-error (efrit-todo-ui-test--press "B")
+                                                :type 'user-error))))))
+
+(ert-deftest efrit-todo-ui-test-blocker-keys-are-documented ()
+  "The mode's docstring tells what b, B and TAB do and what blocked means."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session)
+    (with-current-buffer efrit-todo-buffer-name
+      (let ((doc (substitute-command-keys (documentation 'efrit-todo-list-mode))))
+        (dolist (phrase '("b adds a blocker" "B\nremoves one" "blocked by t2"
+                          "open blockers" "owner" "TAB (or RET) on an item shows or hides its description"))
+          (should (string-match-p (regexp-quote phrase) doc)))))
+    (efrit-todo-ui-test--press "?")
+    (with-current-buffer "*Help*"
+      (should (string-match-p "^⊘    pending, waiting" (buffer-string)))
+      (should (string-match-p "^○    pending, ready to start" (buffer-string))))))
+
+(ert-deftest efrit-todo-ui-test-graph-redraw-matches-full ()
+  "Blocking, unblocking and finishing redraw only what changed, as a full redraw would."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--check-redraws
+     session
+     (list (lambda () (efrit-todo-user-add-blocker "t3" "t1" session))
+           (lambda () (efrit-todo-ui-test--goto-item session "t3")
+             (efrit-todo-ui-test--press "TAB"))
+           (lambda () (efrit-todo-ui-test--write-graph
+                       session '((id . "t1") (status . "completed"))))
+           (lambda () (efrit-todo-user-remove-blocker "t2" "t1" session))
+           (lambda () (efrit-todo-ui-test--write-graph
+                       session '((id . "t3") (owner . "bob")
+                                 (description . "Shorter now"))))))))
+
 (provide 'efrit-todo-ui-test)
+
 ;;; efrit-todo-ui-test.el ends here

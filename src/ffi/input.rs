@@ -40,13 +40,16 @@ const MAX_ELEMENTS: usize = 100_000;
 /// The keys validation reads.  An `equal' hash table holding only these
 /// (every todo item Efrit parses) is read with one `gethash' per key instead
 /// of listing its keys, which allocates and is most of the cost of a write.
-pub(super) const KNOWN_KEYS: [&str; 7] = [
+pub(super) const KNOWN_KEYS: [&str; 10] = [
     "content",
     "status",
     "activeForm",
     "id",
     "active_form",
     "parent",
+    "description",
+    "blocked_by",
+    "owner",
     "todos",
 ];
 

@@ -5,17 +5,18 @@ use super::cache::{session_name, with_existing};
 use super::errors::{checked, guarded, valid};
 use super::input::{count_arg, text_arg, to_input, tool_input};
 use super::options::{limits, options};
-use super::output::{item_plist, items_list, json_to_lisp, lisp_text};
+use super::output::{item_plist, item_plist_in, items_list, json_to_lisp, lisp_text};
 use super::symbols::*;
 use crate::model::Status;
 use crate::session::{registry, ExternalItem, Session, UserEdit};
-use crate::validate::{self, checked_text, non_blank, parse_status, Input, InvalidInput, Limits};
-use emacs::{defun, Env, IntoLisp, Result, Value};
+use crate::validate::{
+    self, checked_text, non_blank, parse_status, Input, InvalidInput, Limits, ToolStyle,
+};
+use emacs::{defun, CallEnv, Env, IntoLisp, Result, Value};
 
 /// The todo_write tool for SESSION: validate INPUT, reconcile, return the
 /// result text.
 #[allow(clippy::too_many_arguments)]
-#[defun]
 fn write<'e>(
     env: &'e Env,
     session: Value<'e>,
@@ -25,11 +26,14 @@ fn write<'e>(
     full_up_to: Value<'e>,
     auto_complete: Value<'e>,
     known_tools: Value<'e>,
+    max_description: Option<Value<'e>>,
+    max_blockers: Option<Value<'e>>,
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
         let input = valid(env, tool_input(env, input)?)?;
-        let options = options(env, max_items, max_content, full_up_to)?;
+        let mut options = options(env, max_items, max_content, full_up_to)?;
+        graph_limits(env, &mut options.limits, max_description, max_blockers)?;
         let known_tools = match to_input(env, known_tools, 0)? {
             Input::Array(names) => names
                 .into_iter()
@@ -45,6 +49,89 @@ fn write<'e>(
         );
         lisp_text(env, &valid(env, outcome)?.text)
     })
+}
+
+/// The limits of the task graph, when the caller gives them (nil keeps
+/// the defaults).
+fn graph_limits(
+    env: &Env,
+    limits: &mut crate::validate::Limits,
+    max_description: Option<Value>,
+    max_blockers: Option<Value>,
+) -> Result<()> {
+    if let Some(value) = max_description.filter(|v| v.is_not_nil()) {
+        limits.max_description_chars = count_arg(env, value, "max-description")?;
+    }
+    if let Some(value) = max_blockers.filter(|v| v.is_not_nil()) {
+        limits.max_blockers = count_arg(env, value, "max-blockers")?;
+    }
+    Ok(())
+}
+
+/// One of the Task tools (TaskCreate, TaskUpdate, TaskGet, TaskList) for
+/// SESSION with INPUT (as for todo_write; nil for TaskList): returns the
+/// result text.  The limits are those of `write'.
+#[allow(clippy::too_many_arguments)]
+fn task_tool<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    tool: Value<'e>,
+    input: Value<'e>,
+    max_items: Option<Value<'e>>,
+    max_content: Option<Value<'e>>,
+    full_up_to: Option<Value<'e>>,
+    max_description: Option<Value<'e>>,
+    max_blockers: Option<Value<'e>>,
+) -> Result<Value<'e>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let tool = text_arg(env, tool, "tool")?;
+        let input = if input.is_not_nil() {
+            valid(env, tool_input(env, input)?)?
+        } else {
+            Input::Null
+        };
+        let mut options = crate::session::Options::default();
+        if let Some(value) = max_items.filter(|v| v.is_not_nil()) {
+            options.limits.max_items = count_arg(env, value, "max-items")?;
+        }
+        if let Some(value) = max_content.filter(|v| v.is_not_nil()) {
+            options.limits.max_content_chars = count_arg(env, value, "max-content")?;
+        }
+        if let Some(value) = full_up_to.filter(|v| v.is_not_nil()) {
+            options.full_list_up_to = count_arg(env, value, "full-up-to")?;
+        }
+        graph_limits(env, &mut options.limits, max_description, max_blockers)?;
+        let text = registry()
+            .session(&session)
+            .task_tool(&tool, &input, &options);
+        lisp_text(env, &valid(env, text)?)
+    })
+}
+
+/// The tool style STYLE names: "todo", "tasks" or "both" (a string or a
+/// symbol); nil is "todo".
+fn style_arg(env: &Env, style: Option<Value>) -> Result<ToolStyle> {
+    let Some(style) = style.filter(|v| v.is_not_nil()) else {
+        return Ok(ToolStyle::Todo);
+    };
+    let name = match to_input(env, style, 0)? {
+        Input::Str(name) => name,
+        Input::Unsupported(_) => super::input::symbol_name(style)?,
+        other => other.describe(),
+    };
+    valid(
+        env,
+        ToolStyle::parse(&name).ok_or_else(|| {
+            InvalidInput::new(
+                "style",
+                format!(
+                    "expected todo, tasks or both, got {}",
+                    validate::quote(&name)
+                ),
+            )
+        }),
+    )
 }
 
 /// The items of SESSION, each as a plist; nil for an unknown session.
@@ -84,9 +171,18 @@ fn counts<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 #[defun]
 fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
-        with_existing(env, session, |env, s| match s.and_then(Session::current) {
-            Some(item) => item_plist(env, item),
-            None => ().into_lisp(env),
+        with_existing(env, session, |env, s| {
+            match s.and_then(|s| {
+                Some((
+                    s,
+                    s.items
+                        .iter()
+                        .position(|i| i.status == Status::InProgress)?,
+                ))
+            }) {
+                Some((s, n)) => item_plist_in(env, &s.items, n),
+                None => ().into_lisp(env),
+            }
         })
     })
 }
@@ -96,9 +192,11 @@ fn current<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 fn find<'e>(env: &'e Env, session: Value<'e>, id: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
         let id = text_arg(env, id, "id")?;
-        with_existing(env, session, |env, s| match s.and_then(|s| s.find(&id)) {
-            Some(item) => item_plist(env, item),
-            None => ().into_lisp(env),
+        with_existing(env, session, |env, s| {
+            match s.and_then(|s| Some((s, s.items.iter().position(|i| i.id == id)?))) {
+                Some((s, n)) => item_plist_in(env, &s.items, n),
+                None => ().into_lisp(env),
+            }
         })
     })
 }
@@ -129,11 +227,12 @@ fn sessions(env: &Env) -> Result<Value<'_>> {
     })
 }
 
-/// The JSON schemas of todo_write and todo_pause, as Lisp data.
-#[defun]
-fn tool_schemas(env: &Env) -> Result<Value<'_>> {
+/// The JSON schemas of the tools of STYLE ("todo": todo_write and
+/// todo_pause; "tasks": the Task tools and todo_pause; "both"), as Lisp data.
+fn tool_schemas<'e>(env: &'e Env, style: Option<Value<'e>>) -> Result<Value<'e>> {
     guarded(env, || {
-        let schemas = validate::tool_schemas()
+        let style = style_arg(env, style)?;
+        let schemas = validate::style_schemas(style)
             .iter()
             .map(|s| json_to_lisp(env, s))
             .collect::<Result<Vec<_>>>()?;
@@ -143,22 +242,27 @@ fn tool_schemas(env: &Env) -> Result<Value<'_>> {
 
 /// The system prompt's part for SESSION: the same text on every call, the
 /// list as it stood at the first one.
-#[defun]
-fn prompt_guidance<'e>(env: &'e Env, session: Value<'e>, full_up_to: Value<'e>) -> Result<String> {
+fn prompt_guidance<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    full_up_to: Value<'e>,
+    style: Option<Value<'e>>,
+) -> Result<String> {
     guarded(env, || {
         let session = session_name(env, session)?;
         let full_up_to = count_arg(env, full_up_to, "full-up-to")?;
+        let style = style_arg(env, style)?;
         Ok(registry()
             .session(&session)
-            .prompt_guidance(full_up_to)
+            .prompt_guidance_for(full_up_to, style)
             .to_string())
     })
 }
 
-/// One edit by the user.  OP is status, edit, add, move or clear-finished;
-/// ARG is the status, the new content or the offset.  Returns the note the
+/// One edit by the user.  OP is status, edit, add, move, clear-finished,
+/// block or unblock; ARG is the status, the new content, the offset or the
+/// blocker's id.  Returns the note the
 /// model will read ("" when nothing changed).
-#[defun]
 fn user_edit<'e>(
     env: &'e Env,
     session: Value<'e>,
@@ -167,11 +271,13 @@ fn user_edit<'e>(
     arg: Value<'e>,
     max_items: Value<'e>,
     max_content: Value<'e>,
+    max_blockers: Option<Value<'e>>,
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let op = text_arg(env, op, "op")?;
         let session = session_name(env, session)?;
-        let limits = limits(env, max_items, max_content)?;
+        let mut limits = limits(env, max_items, max_content)?;
+        graph_limits(env, &mut limits, None, max_blockers)?;
         let arg = to_input(env, arg, 0)?;
         let id = match to_input(env, id, 0)? {
             Input::Null => Err(InvalidInput::new("id", "is required")),
@@ -205,6 +311,14 @@ fn user_edit<'e>(
                 )),
             }),
             "clear-finished" => Ok(UserEdit::ClearFinished),
+            "block" | "unblock" => id().and_then(|id| {
+                let blocker = validate::id_value(&arg, || "blocker".to_string())?;
+                Ok(if op == "block" {
+                    UserEdit::Block { id, blocker }
+                } else {
+                    UserEdit::Unblock { id, blocker }
+                })
+            }),
             other => Err(InvalidInput::new(
                 "op",
                 format!("unknown edit {}", validate::quote(other)),
@@ -403,4 +517,54 @@ fn clear<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
         registry().session(&session).clear();
         Ok(())
     })
+}
+
+/// Argument N of the call, None when the caller left it out: the defuns
+/// below take trailing optional arguments, which `#[defun]` cannot declare.
+fn optional<'e>(env: &'e CallEnv, n: usize) -> Option<Value<'e>> {
+    (n < env.raw_args().len()).then(|| env.get_arg(n))
+}
+
+pub(super) fn write_call(env: &CallEnv) -> Result<Value<'_>> {
+    let a = |n| env.get_arg(n);
+    write(
+        env,
+        a(0),
+        a(1),
+        a(2),
+        a(3),
+        a(4),
+        a(5),
+        a(6),
+        optional(env, 7),
+        optional(env, 8),
+    )
+}
+
+pub(super) fn task_tool_call(env: &CallEnv) -> Result<Value<'_>> {
+    let o = |n| optional(env, n);
+    task_tool(
+        env,
+        env.get_arg(0),
+        env.get_arg(1),
+        env.get_arg(2),
+        o(3),
+        o(4),
+        o(5),
+        o(6),
+        o(7),
+    )
+}
+
+pub(super) fn tool_schemas_call(env: &CallEnv) -> Result<Value<'_>> {
+    tool_schemas(env, optional(env, 0))
+}
+
+pub(super) fn prompt_guidance_call(env: &CallEnv) -> Result<String> {
+    prompt_guidance(env, env.get_arg(0), env.get_arg(1), optional(env, 2))
+}
+
+pub(super) fn user_edit_call(env: &CallEnv) -> Result<Value<'_>> {
+    let a = |n| env.get_arg(n);
+    user_edit(env, a(0), a(1), a(2), a(3), a(4), a(5), optional(env, 6))
 }

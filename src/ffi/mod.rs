@@ -53,6 +53,39 @@ fn init(env: &Env) -> Result<()> {
         .call("make-symbol", ("efrit-todo-absent",))?
         .make_global_ref();
     let _ = ABSENT.set(absent);
+    register_optional(env)?;
+    Ok(())
+}
+
+/// The defuns with trailing optional arguments, which `#[defun]` cannot
+/// declare: registered by hand with their range of arities.
+fn register_optional(env: &Env) -> Result<()> {
+    use emacs::func::Manage;
+    let functions = [
+        (
+            "write",
+            emacs::lambda!(env, list::write_call, 7..9, "The todo_write tool for SESSION.\n\n(fn SESSION INPUT MAX-ITEMS MAX-CONTENT FULL-UP-TO AUTO-COMPLETE KNOWN-TOOLS &optional MAX-DESCRIPTION MAX-BLOCKERS)")?,
+        ),
+        (
+            "task-tool",
+            emacs::lambda!(env, list::task_tool_call, 3..8, "The Task tool TOOL for SESSION with INPUT.\n\n(fn SESSION TOOL INPUT &optional MAX-ITEMS MAX-CONTENT FULL-UP-TO MAX-DESCRIPTION MAX-BLOCKERS)")?,
+        ),
+        (
+            "tool-schemas",
+            emacs::lambda!(env, list::tool_schemas_call, 0..1, "The tool schemas of STYLE.\n\n(fn &optional STYLE)")?,
+        ),
+        (
+            "prompt-guidance",
+            emacs::lambda!(env, list::prompt_guidance_call, 2..3, "The system prompt's part for SESSION.\n\n(fn SESSION FULL-UP-TO &optional STYLE)")?,
+        ),
+        (
+            "user-edit",
+            emacs::lambda!(env, list::user_edit_call, 6..7, "One edit by the user.\n\n(fn SESSION OP ID ARG MAX-ITEMS MAX-CONTENT &optional MAX-BLOCKERS)")?,
+        ),
+    ];
+    for (name, function) in functions {
+        env.fset(&format!("efrit-todo--module-{name}"), function)?;
+    }
     Ok(())
 }
 

@@ -15,6 +15,7 @@ pub(super) fn limits(env: &Env, max_items: Value, max_content_chars: Value) -> R
     Ok(Limits {
         max_items: count_arg(env, max_items, "max-items")?,
         max_content_chars: count_arg(env, max_content_chars, "max-content")?,
+        ..Limits::default()
     })
 }
 

@@ -1,6 +1,7 @@
 //! Making Lisp values: items, plists, keywords and text handed back to Lisp.
 
 use super::symbols::*;
+use crate::graph;
 use crate::model::{Item, Status};
 use crate::session::Stop;
 use emacs::{Env, IntoLisp, Result, Value};
@@ -34,6 +35,36 @@ pub(super) fn status_symbol(env: &Env, status: Status) -> Value<'_> {
 /// Efrit's struct has a slot for it (see efrit_struct.rs), and nothing
 /// in efrit-todo reads or sets it.
 pub(super) fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
+    let open: Vec<&str> = Vec::new();
+    item_plist_with(
+        env,
+        item,
+        &open,
+        item.status == Status::Pending && item.blocked_by.is_empty(),
+    )
+}
+
+/// ITEMS[N] as an `efrit-todo-list' plist, its open blockers and whether
+/// it is ready read from the whole list.
+pub(super) fn item_plist_in<'e>(env: &'e Env, items: &[Item], n: usize) -> Result<Value<'e>> {
+    let index = graph::index_of(items);
+    let open: Vec<&str> = graph::open_blockers(items, &index, n)
+        .into_iter()
+        .map(|b| b.id.as_str())
+        .collect();
+    item_plist_with(env, &items[n], &open, graph::ready(items)[n])
+}
+
+fn item_plist_with<'e>(
+    env: &'e Env,
+    item: &Item,
+    open_blockers: &[&str],
+    ready: bool,
+) -> Result<Value<'e>> {
+    let blocked_by = open_blockers
+        .iter()
+        .map(|id| id.into_lisp(env))
+        .collect::<Result<Vec<_>>>()?;
     env.list(&[
         kw_id.bind(env),
         item.id.as_str().into_lisp(env)?,
@@ -51,13 +82,36 @@ pub(super) fn item_plist<'e>(env: &'e Env, item: &Item) -> Result<Value<'e>> {
         time_value(env, item.started)?,
         kw_completed.bind(env),
         time_value(env, item.completed)?,
+        kw_description.bind(env),
+        item.description.as_deref().into_lisp(env)?,
+        kw_blocked_by.bind(env),
+        env.list(&blocked_by)?,
+        kw_owner.bind(env),
+        item.owner.as_deref().into_lisp(env)?,
+        kw_ready.bind(env),
+        ready.into_lisp(env)?,
     ])
 }
 
+/// ITEMS as plists.  Open blockers and readiness come from one pass over
+/// the edges (see `graph`), not one per item.
 pub(super) fn items_list<'e>(env: &'e Env, items: &[Item]) -> Result<Value<'e>> {
+    let index = graph::index_of(items);
+    let ready = graph::ready(items);
     let plists = items
         .iter()
-        .map(|item| item_plist(env, item))
+        .enumerate()
+        .map(|(n, item)| {
+            let open: Vec<&str> = if item.blocked_by.is_empty() {
+                Vec::new()
+            } else {
+                graph::open_blockers(items, &index, n)
+                    .into_iter()
+                    .map(|b| b.id.as_str())
+                    .collect()
+            };
+            item_plist_with(env, item, &open, ready[n])
+        })
         .collect::<Result<Vec<_>>>()?;
     env.list(&plists)
 }

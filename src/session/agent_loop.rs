@@ -9,7 +9,7 @@ use crate::ledger::{has_output, report, Completion, CompletionGuard, Entry, Ledg
 use crate::model::{now, Status, MAX_NAMED};
 use crate::render;
 use crate::tree;
-use crate::validate::{checked_text, non_blank, Input, InvalidInput};
+use crate::validate::{checked_text, non_blank, Input, InvalidInput, ToolStyle};
 
 use super::{in_progress, LoopOptions, Session, Stop, MAX_STOP_REASON_CHARS};
 
@@ -96,7 +96,9 @@ impl Session {
         let error_text = error.then(|| entry.result.clone());
         let mut notices = Vec::new();
         let (mut progress, mut changed_nothing) = (false, false);
-        if tool == "todo_write" {
+        // One breaker whichever tool writes the list: TaskCreate and
+        // TaskUpdate report their effect as todo_write does.
+        if matches!(tool, "todo_write" | "TaskCreate" | "TaskUpdate") {
             if let Some(effect) = self.last_write.take() {
                 progress = effect.completed_any;
                 changed_nothing = effect.changed_nothing;
@@ -191,12 +193,23 @@ impl Session {
     /// as it stood at the first call, the same text on every later call.
     /// After a resume it first says why the previous command stopped.
     pub fn prompt_guidance(&mut self, full_up_to: usize) -> &str {
+        self.prompt_guidance_for(full_up_to, ToolStyle::Todo)
+    }
+
+    /// `prompt_guidance` for the tools of STYLE.  The text is fixed at the
+    /// first call: a style changed mid-session takes effect in the next one,
+    /// so the prompt stays byte-identical and cached.
+    pub fn prompt_guidance_for(&mut self, full_up_to: usize, style: ToolStyle) -> &str {
         let (items, resumed) = (&self.items, &self.resumed_from);
         self.prompt.get_or_insert_with(|| match resumed {
-            Some(stop) => {
-                render::resume_guidance(items, &stop.reason, stop.running.as_deref(), full_up_to)
-            }
-            None => render::prompt_guidance(items, full_up_to),
+            Some(stop) => render::resume_guidance_for(
+                items,
+                &stop.reason,
+                stop.running.as_deref(),
+                full_up_to,
+                style,
+            ),
+            None => render::prompt_guidance_for(items, full_up_to, style),
         })
     }
 

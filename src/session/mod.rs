@@ -9,6 +9,7 @@
 //! both use stays here, with the registry.
 
 mod agent_loop;
+mod tasks;
 mod write;
 
 use std::sync::{Mutex, MutexGuard};
@@ -17,6 +18,7 @@ use once_cell::sync::Lazy;
 use rustc_hash::FxHashMap;
 
 use crate::breaker::{Breaker, BreakerLimits};
+use crate::graph;
 use crate::guide::{Guide, GuideOptions};
 use crate::history::{Actor, Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{CompletionGuard, Ledger};
@@ -136,6 +138,16 @@ pub enum UserEdit {
     },
     /// Removes completed and cancelled items (their ids stay retired).
     ClearFinished,
+    /// Makes ID wait for BLOCKER.
+    Block {
+        id: String,
+        blocker: String,
+    },
+    /// ID no longer waits for BLOCKER.
+    Unblock {
+        id: String,
+        blocker: String,
+    },
 }
 
 pub struct WriteOutcome {
@@ -204,10 +216,77 @@ impl Session {
         }
     }
 
+    /// The problem `graph::check` found, as an error naming the field.
+    fn graph_error(
+        problem: graph::Problem,
+        nodes: &[graph::Node],
+        paths: &Paths,
+        change_of: &[Option<usize>],
+    ) -> InvalidInput {
+        let change = |node: usize| change_of.get(node).copied().flatten().unwrap_or(0);
+        let id = |node: usize| nodes[node].id.unwrap_or("the new item").to_string();
+        match problem {
+            graph::Problem::Unknown { node, blocker } => InvalidInput::new(
+                (paths.edge)(change(node), &blocker),
+                format!("unknown id {blocker}"),
+            ),
+            graph::Problem::OnItself { node, blocker } => InvalidInput::new(
+                (paths.edge)(change(node), &blocker),
+                format!("{} cannot wait for itself", id(node)),
+            ),
+            graph::Problem::TooMany { node, count } => InvalidInput::new(
+                (paths.field)(change(node), "blocked_by"),
+                format!(
+                    "would make {} wait for {count} items; the limit is {} blockers per item",
+                    id(node),
+                    paths.max_blockers
+                ),
+            ),
+            graph::Problem::Cycle { node, blocker, ids } => InvalidInput::new(
+                (paths.edge)(change(node), &blocker),
+                format!(
+                    "{blocker} would close a cycle {}",
+                    graph::cycle_text(ids.iter().map(String::as_str))
+                ),
+            ),
+            graph::Problem::Blocked { node, blockers } => {
+                let named: Vec<String> = blockers
+                    .iter()
+                    .map(|(id, status)| format!("{id} ({})", status.wire_name()))
+                    .collect();
+                let ids: Vec<&str> = blockers.iter().map(|(id, _)| id.as_str()).collect();
+                let mut list = String::new();
+                crate::model::push_ids(&mut list, ids.iter().copied());
+                let mut shown = String::new();
+                crate::model::push_ids(&mut shown, named.iter().map(String::as_str));
+                InvalidInput::new(
+                    (paths.field)(change(node), "status"),
+                    format!(
+                        "{} is blocked by {shown}; finish {list} first, or remove the dependency with {}",
+                        id(node),
+                        paths.unblock_hint
+                    ),
+                )
+            }
+        }
+    }
+
     /// Reserves a fresh id without adding an item.
     pub fn allocate_id(&mut self) -> String {
         self.ids.issue()
     }
+}
+
+/// How a write names the fields of its changes in errors: todo_write
+/// says `todos[2].blocked_by[0]`, TaskUpdate `addBlockedBy[1]`.
+pub(crate) struct Paths<'a> {
+    /// The field of change N that names blocker ID.
+    pub edge: &'a dyn Fn(usize, &str) -> String,
+    /// Field NAME (as todo_write spells it) of change N.
+    pub field: &'a dyn Fn(usize, &str) -> String,
+    /// How the model removes a dependency with the tool it called.
+    pub unblock_hint: &'static str,
+    pub max_blockers: usize,
 }
 
 #[derive(Debug, Default)]
@@ -442,6 +521,7 @@ mod tests {
             limits: Limits {
                 max_items: 1,
                 max_content_chars: 10,
+                ..Limits::default()
             },
             ..Options::default()
         };
@@ -657,6 +737,7 @@ mod tests {
             limits: Limits {
                 max_items: 3,
                 max_content_chars: 100,
+                ..Limits::default()
             },
             ..Options::default()
         };

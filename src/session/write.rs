@@ -5,6 +5,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::graph;
 use crate::history::{Actor, Change, ChangeKind, ChangedIds};
 use crate::model::{now, Item, Status};
 use crate::reconcile::{apply, match_items, update, Diff, Matching};
@@ -15,7 +16,7 @@ use crate::validate::{
     ProposedItem, WriteRequest,
 };
 
-use super::{ExternalItem, Options, Session, UserEdit, WriteEffect, WriteOutcome};
+use super::{ExternalItem, Options, Paths, Session, UserEdit, WriteEffect, WriteOutcome};
 
 impl Session {
     /// Takes back the newest change of the list that was not taken back yet,
@@ -33,6 +34,7 @@ impl Session {
         let before = self.items.clone();
         undo.apply(&mut self.items, &mut self.retired);
         tree::repair(&mut self.items, &[]);
+        graph::repair(&mut self.items);
         let ids = ChangedIds::between(&before, &self.items);
         let note = format!(
             "the user undid change {seq} ({} by the {}: {summary}); the list is as it was before it",
@@ -59,7 +61,24 @@ impl Session {
     ) -> Result<WriteOutcome, InvalidInput> {
         let (diff, show_list) = match parse_request(input, &options.limits)? {
             WriteRequest::Replace(proposed) => self.replace(&proposed)?,
-            WriteRequest::Merge(changes) => (self.merge(&changes, &options.limits)?, false),
+            WriteRequest::Merge(changes) => {
+                let edge = |i: usize, blocker: &str| {
+                    let k = changes[i]
+                        .blocked_by
+                        .as_ref()
+                        .and_then(|ids| ids.iter().position(|id| id == blocker))
+                        .unwrap_or(0);
+                    format!("todos[{i}].blocked_by[{k}]")
+                };
+                let field = |i: usize, name: &str| format!("todos[{i}].{name}");
+                let paths = Paths {
+                    edge: &edge,
+                    field: &field,
+                    unblock_hint: "blocked_by",
+                    max_blockers: options.limits.max_blockers,
+                };
+                (self.merge(&changes, &options.limits, &paths)?, false)
+            }
         };
         self.known_tools = known_tools;
         let auto_tools = if auto_complete {
@@ -135,7 +154,12 @@ impl Session {
     /// A merged write: items named by id change only the fields they carry,
     /// items without an id are added at the end, the rest stay as they are.
     /// An item this write sets in_progress wins over one already running.
-    fn merge(&mut self, changes: &[MergeItem], limits: &Limits) -> Result<Diff, InvalidInput> {
+    pub(super) fn merge(
+        &mut self,
+        changes: &[MergeItem],
+        limits: &Limits,
+        paths: &Paths,
+    ) -> Result<Diff, InvalidInput> {
         enum Target {
             Listed(usize),
             Retired,
@@ -190,6 +214,7 @@ impl Session {
             .filter_map(|(change, _)| change.id)
             .collect();
         self.check_merge_tree(changes, &listed, &restoring)?;
+        self.check_merge_graph(changes, &listed, paths)?;
         // Checked: from here on the write commits.
         let before = self.items.clone();
         let will_be_listed =
@@ -230,6 +255,9 @@ impl Session {
                         running = Some(item.id.clone());
                     }
                     item.parent = change.parent.flatten().map(str::to_string);
+                    item.description = change.description.flatten().map(str::to_string);
+                    item.owner = change.owner.flatten().map(str::to_string);
+                    item.blocked_by = change.blocked_by.clone().unwrap_or_default();
                     if item.parent.is_some() {
                         // Placed under its parent once every change is made.
                         subtasks.push(item);
@@ -257,12 +285,35 @@ impl Session {
                     kept_parent.as_deref()
                 }
             };
+            let kept_description;
+            let description = match change.description {
+                Some(description) => description,
+                None => {
+                    kept_description = item.description.clone();
+                    kept_description.as_deref()
+                }
+            };
+            let kept_owner;
+            let owner = match change.owner {
+                Some(owner) => owner,
+                None => {
+                    kept_owner = item.owner.clone();
+                    kept_owner.as_deref()
+                }
+            };
+            let blocked_by = match &change.blocked_by {
+                Some(ids) => ids.clone(),
+                None => item.blocked_by.clone(),
+            };
             let wanted = ProposedItem {
                 id: change.id,
                 content,
                 active_form: change.active_form,
                 status,
                 parent,
+                description,
+                blocked_by,
+                owner,
             };
             update(item, &wanted, status, at, &mut diff, false);
             if status == Status::InProgress && running.is_none() {
@@ -290,6 +341,10 @@ impl Session {
                 diff.demoted.push(item.id.clone());
             }
         }
+        diff.now_ready = graph::newly_ready(&before, &self.items)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         if !diff.is_empty() {
             let ids = diff.changed_ids();
             self.record(
@@ -302,6 +357,81 @@ impl Session {
             );
         }
         Ok(diff)
+    }
+
+    /// The dependency checks of a merged write (see `graph::check`), on
+    /// the list as it would be: LISTED gives for each change the index of
+    /// the listed item it changes.  A write that gives no blockers and
+    /// starts or completes no item that has some needs none.
+    fn check_merge_graph(
+        &self,
+        changes: &[MergeItem],
+        listed: &[Option<usize>],
+        paths: &Paths,
+    ) -> Result<(), InvalidInput> {
+        let needs = changes.iter().zip(listed).any(|(change, at)| {
+            change
+                .blocked_by
+                .as_ref()
+                .is_some_and(|ids| !ids.is_empty())
+                || (matches!(change.status, Some(Status::InProgress | Status::Completed))
+                    && at.is_some_and(|at| !self.items[at].blocked_by.is_empty()))
+                || (at.is_none()
+                    && change
+                        .id
+                        .and_then(|id| self.retired.get(id))
+                        .is_some_and(|item| !item.blocked_by.is_empty()))
+        });
+        if !needs {
+            return Ok(());
+        }
+        let mut named: Vec<Option<usize>> = vec![None; self.items.len()];
+        for (i, at) in listed.iter().enumerate() {
+            if let Some(at) = at {
+                named[*at] = Some(i);
+            }
+        }
+        let mut nodes: Vec<graph::Node> = self
+            .items
+            .iter()
+            .zip(&named)
+            .map(|(item, at)| {
+                let change = at.map(|i| &changes[i]);
+                let given = change.and_then(|c| c.blocked_by.as_deref());
+                graph::Node {
+                    id: Some(&item.id),
+                    status: change.and_then(|c| c.status).unwrap_or(item.status),
+                    was: Some(item.status),
+                    blocked_by: given.unwrap_or(&item.blocked_by),
+                    edges_given: given.is_some(),
+                }
+            })
+            .collect();
+        let mut change_of = named;
+        for (i, (change, at)) in changes.iter().zip(listed).enumerate() {
+            if at.is_some() {
+                continue;
+            }
+            let retired = change.id.and_then(|id| self.retired.get(id));
+            let given = change.blocked_by.as_deref();
+            nodes.push(graph::Node {
+                id: change.id,
+                status: change
+                    .status
+                    .or(retired.map(|item| item.status))
+                    .unwrap_or(Status::Pending),
+                was: retired.map(|item| item.status),
+                blocked_by: given
+                    .or(retired.map(|item| item.blocked_by.as_slice()))
+                    .unwrap_or_default(),
+                // A retired item's own edges are checked again: what they
+                // named may have gone since.
+                edges_given: true,
+            });
+            change_of.push(Some(i));
+        }
+        graph::check(&nodes, paths.max_blockers)
+            .map_err(|problem| Session::graph_error(problem, &nodes, paths, &change_of))
     }
 
     /// Whether ID names an item of the list or a retired one.
@@ -484,11 +614,12 @@ impl Session {
             }
         }
         let at = now();
-        // Efrit's API has no parents: an item it hands back keeps its own.
-        let parents: FxHashMap<&str, &str> = self
+        // Efrit's API has no parents, blockers, descriptions or owners: an
+        // item it hands back keeps its own.
+        let kept: FxHashMap<&str, &Item> = self
             .items
             .iter()
-            .filter_map(|item| item.parent.as_deref().map(|p| (item.id.as_str(), p)))
+            .map(|item| (item.id.as_str(), item))
             .collect();
         let mut items: Vec<Item> = external
             .into_iter()
@@ -500,11 +631,17 @@ impl Session {
                     item.completed = e.completed.or(Some(at));
                 }
                 item.priority = e.priority;
-                item.parent = parents.get(item.id.as_str()).map(|p| p.to_string());
+                if let Some(was) = kept.get(item.id.as_str()) {
+                    item.parent = was.parent.clone();
+                    item.description = was.description.clone();
+                    item.blocked_by = was.blocked_by.clone();
+                    item.owner = was.owner.clone();
+                }
                 item
             })
             .collect();
         tree::repair(&mut items, &[]);
+        graph::repair(&mut items);
         self.ids = ids;
         let before = std::mem::replace(&mut self.items, items);
         self.record(
@@ -533,6 +670,7 @@ impl Session {
             UserEdit::Add { .. } => ChangeKind::Add,
             UserEdit::Move { .. } => ChangeKind::Move,
             UserEdit::ClearFinished => ChangeKind::ClearFinished,
+            UserEdit::Block { .. } | UserEdit::Unblock { .. } => ChangeKind::Edit,
         };
         let note = match edit {
             UserEdit::SetStatus { id, status } => {
@@ -590,6 +728,9 @@ impl Session {
                 // Subtasks of a removed item move up to its place.
                 let moved_up = tree::repair(&mut self.items, &finished);
                 for item in finished {
+                    // A finished item blocks nothing; its id leaves the
+                    // blocker lists with it, so none names a gone item.
+                    graph::strip(&mut self.items, &item.id);
                     self.retired.insert(item.id.clone(), item);
                 }
                 if ids.is_empty() {
@@ -606,6 +747,51 @@ impl Session {
                     ));
                 }
                 note
+            }
+            UserEdit::Block { id, blocker } => {
+                let index = position(&self.items, &id)?;
+                let blocker = crate::validate::normalise_id(&blocker);
+                position(&self.items, &blocker)
+                    .map_err(|e| InvalidInput::new("blocker", e.message))?;
+                let mut blocked_by = self.items[index].blocked_by.clone();
+                if !blocked_by.contains(&blocker) {
+                    blocked_by.push(blocker.clone());
+                }
+                let edge = |_: usize, _: &str| "blocker".to_string();
+                let field = |_: usize, name: &str| name.to_string();
+                let paths = Paths {
+                    edge: &edge,
+                    field: &field,
+                    unblock_hint: "the unblock command",
+                    max_blockers: limits.max_blockers,
+                };
+                let nodes: Vec<graph::Node> = self
+                    .items
+                    .iter()
+                    .enumerate()
+                    .map(|(n, item)| graph::Node {
+                        id: Some(&item.id),
+                        status: item.status,
+                        was: Some(item.status),
+                        blocked_by: if n == index {
+                            &blocked_by
+                        } else {
+                            &item.blocked_by
+                        },
+                        edges_given: n == index,
+                    })
+                    .collect();
+                let change_of = vec![Some(0); nodes.len()];
+                graph::check(&nodes, limits.max_blockers)
+                    .map_err(|problem| Session::graph_error(problem, &nodes, &paths, &change_of))?;
+                self.items[index].blocked_by = blocked_by;
+                format!("the user made {id} wait for {blocker}")
+            }
+            UserEdit::Unblock { id, blocker } => {
+                let index = position(&self.items, &id)?;
+                let blocker = crate::validate::normalise_id(&blocker);
+                self.items[index].blocked_by.retain(|b| *b != blocker);
+                format!("the user removed the dependency of {id} on {blocker}")
             }
         };
         if self.items == before {

@@ -23,6 +23,12 @@ struct ItemOut<'a> {
     priority: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(rename = "blockedBy", skip_serializing_if = "<[String]>::is_empty")]
+    blocked_by: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
     created: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     started: Option<Timestamp>,
@@ -39,6 +45,9 @@ impl<'a> ItemOut<'a> {
             status: item.status.wire_name(),
             priority: item.priority.as_deref(),
             parent: item.parent.as_deref(),
+            description: item.description.as_deref(),
+            blocked_by: &item.blocked_by,
+            owner: item.owner.as_deref(),
             created: item.created,
             started: item.started,
             completed: item.completed,

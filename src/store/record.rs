@@ -53,6 +53,12 @@ struct StoredItem {
     #[serde(default)]
     parent: Option<String>,
     #[serde(default)]
+    description: Option<String>,
+    #[serde(rename = "blockedBy", default)]
+    blocked_by: Vec<String>,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
     created: Timestamp,
     #[serde(default)]
     started: Option<Timestamp>,
@@ -74,6 +80,9 @@ impl StoredItem {
             status,
             priority: self.priority,
             parent: self.parent,
+            description: self.description,
+            blocked_by: self.blocked_by,
+            owner: self.owner,
             created: self.created,
             started: self.started,
             completed: self.completed,
@@ -296,6 +305,7 @@ fn check_item(item: &Item, path: &str, limits: &Limits) -> Result<(), String> {
         ("activeForm", Some(&item.active_form)),
         ("parent", item.parent.as_ref()),
         ("priority", item.priority.as_ref()),
+        ("owner", item.owner.as_ref()),
     ];
     for (field, text) in texts {
         let Some(text) = text else { continue };
@@ -612,6 +622,15 @@ impl StoredState<'_> {
         // A parent the list does not hold, a cycle or a fourth level (a
         // damaged or hand-edited file) is dropped; the items stay.
         crate::tree::repair(&mut session.items, &[]);
+        // Blockers that name no item, the item itself or close a cycle are
+        // bad input from disk like a bad parent: the edge goes, with a
+        // warning, the item stays.
+        for dropped in crate::graph::repair(&mut session.items) {
+            records.warnings.push(format!(
+                "items: dropped the dependency of {} on {}: {}",
+                dropped.item, dropped.blocker, dropped.why
+            ));
+        }
         session.retired = retired
             .into_iter()
             .map(|item| (item.id.clone(), item))
@@ -890,6 +909,7 @@ mod tests {
         let limits = Limits {
             max_items: 5,
             max_content_chars: 20,
+            ..Limits::default()
         };
         let item = |n: usize| json!({"id": format!("t{n}"), "content": format!("Item {n}"), "status": "pending", "created": 1.0});
         let file = |items: Vec<Json>| json!({"schema_version": 2, "session": "big", "id_counter": 9, "items": items});

@@ -237,6 +237,7 @@ mod tests {
         let limits = Limits {
             max_items: 5,
             max_content_chars: 20,
+            ..Limits::default()
         };
         let dir = temp_dir("huge");
         ensure_dir(&dir).unwrap();

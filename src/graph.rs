@@ -1,0 +1,542 @@
+//! The task graph: which items wait for which.  Edges are stored on the
+//! waiting item only (`Item::blocked_by`); what an item blocks is derived
+//! here, so the two directions can never disagree.  Everything is computed
+//! from the edges in one pass, O(items + edges): a list of 1000 items must
+//! not be rescanned once per item.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::model::{Item, Status};
+
+/// Where each id stands in ITEMS.
+pub fn index_of(items: &[Item]) -> FxHashMap<&str, usize> {
+    let mut index = FxHashMap::default();
+    index.reserve(items.len());
+    for (n, item) in items.iter().enumerate() {
+        index.entry(item.id.as_str()).or_insert(n);
+    }
+    index
+}
+
+/// Whether any item of ITEMS waits for another: most lists have no edges,
+/// and everything here can then be skipped.
+pub fn any_edges(items: &[Item]) -> bool {
+    items.iter().any(|item| !item.blocked_by.is_empty())
+}
+
+/// The blockers of ITEMS[N] that are still open (pending or in progress),
+/// in the order the item names them.  A finished or deleted blocker stops
+/// blocking at once, so it is not among them.
+pub fn open_blockers<'a>(
+    items: &'a [Item],
+    index: &FxHashMap<&str, usize>,
+    n: usize,
+) -> Vec<&'a Item> {
+    items[n]
+        .blocked_by
+        .iter()
+        .filter_map(|id| index.get(id.as_str()).map(|&j| &items[j]))
+        .filter(|blocker| blocker.status.is_open())
+        .collect()
+}
+
+/// For each item, whether it is blocked: it has an open blocker, or an
+/// ancestor (parent chain) has one.
+fn blocked(items: &[Item], index: &FxHashMap<&str, usize>) -> Vec<bool> {
+    let own: Vec<bool> = items
+        .iter()
+        .map(|item| {
+            item.blocked_by.iter().any(|id| {
+                index
+                    .get(id.as_str())
+                    .is_some_and(|&j| items[j].status.is_open())
+            })
+        })
+        .collect();
+    let parent: Vec<Option<usize>> = items
+        .iter()
+        .map(|item| item.parent.as_deref().and_then(|p| index.get(p).copied()))
+        .collect();
+    // Each item's answer is memoised, so a chain is walked once; a chain
+    // longer than the list is a cycle of parents (never stored, but a
+    // file could hold one) and stops there.
+    let mut known: Vec<Option<bool>> = vec![None; items.len()];
+    let mut chain = Vec::new();
+    for start in 0..items.len() {
+        let mut n = start;
+        let answer = loop {
+            if let Some(known) = known[n] {
+                break known;
+            }
+            if own[n] {
+                break true;
+            }
+            chain.push(n);
+            match parent[n] {
+                Some(up) if chain.len() <= items.len() => n = up,
+                _ => break false,
+            }
+        };
+        for n in chain.drain(..) {
+            known[n] = Some(answer);
+        }
+        if known[start].is_none() {
+            known[start] = Some(answer);
+        }
+    }
+    known.into_iter().map(|b| b.unwrap_or(false)).collect()
+}
+
+/// The one definition of ready every view uses: pending, no open blocker,
+/// and no ancestor with an open blocker.  One flag per item.
+pub fn ready(items: &[Item]) -> Vec<bool> {
+    if !any_edges(items) {
+        return items
+            .iter()
+            .map(|item| item.status == Status::Pending)
+            .collect();
+    }
+    let index = index_of(items);
+    blocked(items, &index)
+        .into_iter()
+        .zip(items)
+        .map(|(blocked, item)| item.status == Status::Pending && !blocked)
+        .collect()
+}
+
+/// For each item, the indexes of the items that name it as a blocker
+/// (what it blocks), open or not, in list order.
+pub fn dependents(items: &[Item], index: &FxHashMap<&str, usize>) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new(); items.len()];
+    for (n, item) in items.iter().enumerate() {
+        for id in &item.blocked_by {
+            if let Some(&j) = index.get(id.as_str()) {
+                if !out[j].contains(&n) {
+                    out[j].push(n);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The ids of the items whose ready flag went from false to true between
+/// BEFORE and AFTER, among the items AFTER holds that BEFORE held pending.
+/// Only those are news: a new item or one just reopened is announced as such.
+pub fn newly_ready<'a>(before: &[Item], after: &'a [Item]) -> Vec<&'a str> {
+    if !any_edges(before) && !any_edges(after) {
+        return Vec::new();
+    }
+    let was_ready = ready(before);
+    let waiting: FxHashSet<&str> = before
+        .iter()
+        .zip(&was_ready)
+        .filter(|(item, ready)| item.status == Status::Pending && !**ready)
+        .map(|(item, _)| item.id.as_str())
+        .collect();
+    if waiting.is_empty() {
+        return Vec::new();
+    }
+    after
+        .iter()
+        .zip(ready(after))
+        .filter(|(item, ready)| *ready && waiting.contains(item.id.as_str()))
+        .map(|(item, _)| item.id.as_str())
+        .collect()
+}
+
+/// A path of waits-for edges from FROM to TO (both included), over the
+/// graph EDGES gives (the indexes each node waits for); None when TO cannot
+/// be reached.  Breadth first, so the path named is a shortest one.
+pub fn path(edges: &[Vec<usize>], from: usize, to: usize) -> Option<Vec<usize>> {
+    let mut came_from: Vec<Option<usize>> = vec![None; edges.len()];
+    let mut seen = vec![false; edges.len()];
+    let mut queue = std::collections::VecDeque::new();
+    seen[from] = true;
+    queue.push_back(from);
+    while let Some(n) = queue.pop_front() {
+        if n == to {
+            let mut path = vec![to];
+            let mut at = to;
+            while let Some(prev) = came_from[at] {
+                path.push(prev);
+                at = prev;
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for &next in &edges[n] {
+            if !seen[next] {
+                seen[next] = true;
+                came_from[next] = Some(n);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
+}
+
+/// Some cycle of the graph EDGES gives, as the nodes along it, the first
+/// repeated at the end; None when there is none.  Depth first without
+/// recursion, O(nodes + edges).
+pub fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; edges.len()];
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for start in 0..edges.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        mark[start] = Mark::OnPath;
+        stack.push((start, 0));
+        while let Some(&mut (n, ref mut next)) = stack.last_mut() {
+            match edges[n].get(*next) {
+                Some(&m) => {
+                    *next += 1;
+                    match mark[m] {
+                        Mark::New => {
+                            mark[m] = Mark::OnPath;
+                            stack.push((m, 0));
+                        }
+                        Mark::OnPath => {
+                            let from = stack.iter().position(|(k, _)| *k == m).unwrap_or(0);
+                            let mut cycle: Vec<usize> =
+                                stack[from..].iter().map(|(k, _)| *k).collect();
+                            cycle.push(m);
+                            return Some(cycle);
+                        }
+                        Mark::Done => {}
+                    }
+                }
+                None => {
+                    mark[n] = Mark::Done;
+                    stack.pop();
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The waits-for graph of ITEMS by index: edges naming an id not in the
+/// list are left out.
+pub fn edges_of(items: &[Item], index: &FxHashMap<&str, usize>) -> Vec<Vec<usize>> {
+    items
+        .iter()
+        .map(|item| {
+            item.blocked_by
+                .iter()
+                .filter_map(|id| index.get(id.as_str()).copied())
+                .collect()
+        })
+        .collect()
+}
+
+/// "t2 -> t5 -> t2": a cycle of IDS in the direction work must flow
+/// (each blocks the next).
+pub fn cycle_text<'a>(ids: impl IntoIterator<Item = &'a str>) -> String {
+    ids.into_iter().collect::<Vec<_>>().join(" -> ")
+}
+
+/// Removes ID from every `blocked_by` in ITEMS; returns the ids of the
+/// items it was removed from (for the history and undo).
+pub fn strip(items: &mut [Item], id: &str) -> Vec<String> {
+    let mut from = Vec::new();
+    for item in items.iter_mut() {
+        let before = item.blocked_by.len();
+        item.blocked_by.retain(|b| b != id);
+        if item.blocked_by.len() != before {
+            from.push(item.id.clone());
+        }
+    }
+    from
+}
+
+/// An edge that `repair` dropped: ITEM no longer waits for BLOCKER, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DroppedEdge {
+    pub item: String,
+    pub blocker: String,
+    pub why: &'static str,
+}
+
+/// Makes ITEMS a sound graph whatever it held (a file edited by hand, a
+/// list Efrit's API set): edges to ids not in the list, to the item
+/// itself, repeated, or closing a cycle are dropped, the items kept.
+pub fn repair(items: &mut [Item]) -> Vec<DroppedEdge> {
+    let mut dropped = Vec::new();
+    if !any_edges(items) {
+        return dropped;
+    }
+    let ids: FxHashSet<String> = items.iter().map(|item| item.id.clone()).collect();
+    for item in items.iter_mut() {
+        let own = item.id.clone();
+        let mut seen: FxHashSet<String> = FxHashSet::default();
+        item.blocked_by.retain(|b| {
+            let why = if *b == own {
+                "an item cannot wait for itself"
+            } else if !ids.contains(b) {
+                "no item has that id"
+            } else if !seen.insert(b.clone()) {
+                "named twice"
+            } else {
+                return true;
+            };
+            dropped.push(DroppedEdge {
+                item: own.clone(),
+                blocker: b.clone(),
+                why,
+            });
+            false
+        });
+    }
+    loop {
+        let index = index_of(items);
+        let edges = edges_of(items, &index);
+        let Some(cycle) = find_cycle(&edges) else {
+            break;
+        };
+        // The cycle runs waits-for: cycle[0] waits for cycle[1].  Its last
+        // edge is dropped, which breaks it.
+        let (n, m) = (cycle[cycle.len() - 2], cycle[cycle.len() - 1]);
+        let blocker = items[m].id.clone();
+        items[n].blocked_by.retain(|b| *b != blocker);
+        dropped.push(DroppedEdge {
+            item: items[n].id.clone(),
+            blocker,
+            why: "it closed a cycle",
+        });
+    }
+    dropped
+}
+
+/// One item as a write would leave it, for `check`: the list's items with
+/// the write's changes laid over them, and the items it adds.
+#[derive(Debug, Clone)]
+pub struct Node<'a> {
+    /// None for an item the write adds: nothing can name it yet.
+    pub id: Option<&'a str>,
+    pub status: Status,
+    /// The status before the write; None for an added item.
+    pub was: Option<Status>,
+    pub blocked_by: &'a [String],
+    /// Whether the write gave this item's blockers (then they are checked).
+    pub edges_given: bool,
+}
+
+/// What `check` found wrong, by node index and blocker id.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// The blocker names no item of the list.
+    Unknown {
+        node: usize,
+        blocker: String,
+    },
+    OnItself {
+        node: usize,
+        blocker: String,
+    },
+    TooMany {
+        node: usize,
+        count: usize,
+    },
+    /// The edge closes a cycle; `ids` runs in the direction work flows,
+    /// from the blocker back to it.
+    Cycle {
+        node: usize,
+        blocker: String,
+        ids: Vec<String>,
+    },
+    /// The write starts or completes the item while blockers are open.
+    Blocked {
+        node: usize,
+        blockers: Vec<(String, Status)>,
+    },
+}
+
+/// Checks the graph NODES make: every given edge names another item of
+/// the list, no item waits for more than MAX_BLOCKERS, no cycle, and no
+/// item is started or completed while a blocker is open.  O(nodes + edges).
+pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
+    let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+    index.reserve(nodes.len());
+    for (n, node) in nodes.iter().enumerate() {
+        if let Some(id) = node.id {
+            index.entry(id).or_insert(n);
+        }
+    }
+    for (n, node) in nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| node.edges_given)
+    {
+        for blocker in node.blocked_by {
+            if node.id == Some(blocker.as_str()) {
+                return Err(Problem::OnItself {
+                    node: n,
+                    blocker: blocker.clone(),
+                });
+            }
+            if !index.contains_key(blocker.as_str()) {
+                return Err(Problem::Unknown {
+                    node: n,
+                    blocker: blocker.clone(),
+                });
+            }
+        }
+        if node.blocked_by.len() > max_blockers {
+            return Err(Problem::TooMany {
+                node: n,
+                count: node.blocked_by.len(),
+            });
+        }
+    }
+    if nodes
+        .iter()
+        .any(|node| node.edges_given && !node.blocked_by.is_empty())
+    {
+        let edges: Vec<Vec<usize>> = nodes
+            .iter()
+            .map(|node| {
+                node.blocked_by
+                    .iter()
+                    .filter_map(|id| index.get(id.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        if let Some(cycle) = find_cycle(&edges) {
+            // The cycle runs waits-for (cycle[k] waits for cycle[k + 1]);
+            // it is named at an edge this write gave, the newest of it.
+            let k = (0..cycle.len() - 1)
+                .find(|&k| nodes[cycle[k]].edges_given)
+                .unwrap_or(0);
+            let (n, m) = (cycle[k], cycle[k + 1]);
+            // From the blocker M along waits-for back to N, reversed: the
+            // order work must flow, M first.
+            let mut ids: Vec<String> = vec![nodes[m].id.unwrap_or_default().to_string()];
+            let back = path(&edges, m, n).unwrap_or_else(|| vec![m, n]);
+            ids.extend(
+                back.iter()
+                    .rev()
+                    .map(|&j| nodes[j].id.unwrap_or_default().to_string()),
+            );
+            return Err(Problem::Cycle {
+                node: n,
+                blocker: nodes[m].id.unwrap_or_default().to_string(),
+                ids,
+            });
+        }
+    }
+    for (n, node) in nodes.iter().enumerate() {
+        let starts = matches!(node.status, Status::InProgress | Status::Completed)
+            && node.was != Some(node.status);
+        if !starts || node.blocked_by.is_empty() {
+            continue;
+        }
+        let open: Vec<(String, Status)> = node
+            .blocked_by
+            .iter()
+            .filter_map(|id| index.get(id.as_str()).map(|&j| (id, nodes[j].status)))
+            .filter(|(_, status)| status.is_open())
+            .map(|(id, status)| (id.clone(), status))
+            .collect();
+        if !open.is_empty() {
+            return Err(Problem::Blocked {
+                node: n,
+                blockers: open,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::sample_items;
+
+    fn with_edges(statuses: &[Status], edges: &[(usize, usize)]) -> Vec<Item> {
+        let mut items = sample_items(statuses);
+        for &(n, m) in edges {
+            let id = items[m].id.clone();
+            items[n].blocked_by.push(id);
+        }
+        items
+    }
+
+    #[test]
+    fn ready_means_pending_with_no_open_blocker_and_no_blocked_ancestor() {
+        use Status::*;
+        // t2 waits for t1 (open); t3 waits for t4 (completed); t5 is a
+        // subtask of t2; t6 is in progress.
+        let mut items = with_edges(
+            &[Pending, Pending, Pending, Completed, Pending, InProgress],
+            &[(1, 0), (2, 3)],
+        );
+        items[4].parent = Some("t2".into());
+        assert_eq!(ready(&items), [true, false, true, false, false, false]);
+        items[0].status = Cancelled;
+        assert_eq!(ready(&items), [false, true, true, false, true, false]);
+    }
+
+    #[test]
+    fn newly_ready_names_only_items_that_waited() {
+        use Status::*;
+        let before = with_edges(&[InProgress, Pending, Pending], &[(1, 0)]);
+        let mut after = before.clone();
+        after[0].status = Completed;
+        assert_eq!(newly_ready(&before, &after), ["t2"]);
+        assert!(newly_ready(&after, &after).is_empty());
+    }
+
+    #[test]
+    fn cycles_are_found_and_named_along_their_path() {
+        let edges = vec![vec![1], vec![2], vec![0], vec![]];
+        let cycle = find_cycle(&edges).unwrap();
+        assert_eq!(cycle.first(), cycle.last());
+        assert_eq!(cycle.len(), 4);
+        assert_eq!(find_cycle(&[vec![1], vec![2], vec![]]), None);
+        assert_eq!(path(&edges, 1, 0), Some(vec![1, 2, 0]));
+        assert_eq!(path(&[vec![1], vec![]], 1, 0), None);
+        assert_eq!(cycle_text(["t2", "t5", "t2"]), "t2 -> t5 -> t2");
+    }
+
+    #[test]
+    fn strip_removes_an_id_everywhere_and_says_where() {
+        let mut items = with_edges(&[Status::Pending; 4], &[(1, 0), (2, 0), (2, 1)]);
+        assert_eq!(strip(&mut items, "t1"), ["t2", "t3"]);
+        assert!(items
+            .iter()
+            .all(|i| !i.blocked_by.contains(&"t1".to_string())));
+        assert_eq!(items[2].blocked_by, ["t2"]);
+    }
+
+    #[test]
+    fn repair_drops_bad_edges_and_keeps_the_items() {
+        let mut items = with_edges(
+            &[Status::Pending; 3],
+            &[(0, 1), (1, 0), (2, 2), (2, 1), (2, 1)],
+        );
+        items[2].blocked_by.push("t9".into());
+        let dropped = repair(&mut items);
+        let whys: Vec<&str> = dropped.iter().map(|d| d.why).collect();
+        assert_eq!(
+            whys,
+            [
+                "an item cannot wait for itself",
+                "named twice",
+                "no item has that id",
+                "it closed a cycle"
+            ]
+        );
+        assert_eq!(items.len(), 3);
+        let index = index_of(&items);
+        assert_eq!(find_cycle(&edges_of(&items, &index)), None);
+        assert_eq!(items[2].blocked_by, ["t2"]);
+    }
+}

@@ -819,4 +819,119 @@ mod tests {
             "completing is progress"
         );
     }
+
+    /// Ready as the issue words it, computed the slow way: pending, no
+    /// blocker that is open, and no ancestor that has an open blocker.
+    fn naive_ready(items: &[Item]) -> Vec<bool> {
+        let find = |id: &str| items.iter().find(|i| i.id == id);
+        let has_open_blocker = |item: &Item| {
+            item.blocked_by.iter().any(|b| {
+                find(b)
+                    .is_some_and(|b| b.status == Status::Pending || b.status == Status::InProgress)
+            })
+        };
+        items
+            .iter()
+            .map(|item| {
+                if item.status != Status::Pending || has_open_blocker(item) {
+                    return false;
+                }
+                let mut up = item.parent.as_deref().and_then(find);
+                let mut steps = 0;
+                while let Some(parent) = up {
+                    if has_open_blocker(parent) || steps > items.len() {
+                        return false;
+                    }
+                    steps += 1;
+                    up = parent.parent.as_deref().and_then(find);
+                }
+                true
+            })
+            .collect()
+    }
+
+    /// Whether the waits-for edges of ITEMS hold a cycle, by trying every
+    /// path from every item (fine for a dozen items).
+    fn naive_cycle(items: &[Item]) -> bool {
+        fn reaches(items: &[Item], from: &str, to: &str, depth: usize) -> bool {
+            depth <= items.len()
+                && items.iter().find(|i| i.id == from).is_some_and(|item| {
+                    item.blocked_by
+                        .iter()
+                        .any(|b| b == to || reaches(items, b, to, depth + 1))
+                })
+        }
+        items
+            .iter()
+            .any(|item| reaches(items, &item.id, &item.id, 0))
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Create(Vec<u8>, Option<u8>),
+        Status(u8, u8),
+        Add(u8, Vec<u8>),
+        Remove(u8, Vec<u8>),
+        AddBlocks(u8, u8),
+        Delete(u8),
+        Merge(u8, Vec<u8>),
+        Undo,
+    }
+
+    fn arb_op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let ids = || prop::collection::vec(0u8..12, 0..3);
+        prop_oneof![
+            (ids(), prop::option::weighted(0.2, 0u8..12)).prop_map(|(b, p)| Op::Create(b, p)),
+            (0u8..12, 0u8..5).prop_map(|(n, s)| Op::Status(n, s)),
+            (0u8..12, ids()).prop_map(|(n, b)| Op::Add(n, b)),
+            (0u8..12, ids()).prop_map(|(n, b)| Op::Remove(n, b)),
+            (0u8..12, 0u8..12).prop_map(|(n, m)| Op::AddBlocks(n, m)),
+            (0u8..12).prop_map(Op::Delete),
+            (0u8..12, ids()).prop_map(|(n, b)| Op::Merge(n, b)),
+            Just(Op::Undo),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_edits_keep_the_graph_sound_and_ready_as_defined(ops in proptest::collection::vec(arb_op(), 1..40)) {
+            let mut s = Session::started_now();
+            let id = |n: &u8| format!("t{}", n + 1);
+            let ids = |v: &[u8]| v.iter().map(id).collect::<Vec<_>>();
+            for op in &ops {
+                let before = (s.items.clone(), s.retired.clone());
+                let result = match op {
+                    Op::Create(b, p) => {
+                        let mut input = json!({"subject": "x", "blockedBy": ids(b)});
+                        if let Some(p) = p {
+                            input["parent"] = json!(id(p));
+                        }
+                        task(&mut s, "TaskCreate", input)
+                    }
+                    Op::Status(n, st) => {
+                        let status = ["pending", "in_progress", "completed", "cancelled", "deleted"][*st as usize];
+                        task(&mut s, "TaskUpdate", json!({"taskId": id(n), "status": status}))
+                    }
+                    Op::Add(n, b) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "addBlockedBy": ids(b)})),
+                    Op::Remove(n, b) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "removeBlockedBy": ids(b)})),
+                    Op::AddBlocks(n, m) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "addBlocks": [id(m)]})),
+                    Op::Delete(n) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "status": "deleted"})),
+                    Op::Merge(n, b) => write(&mut s, json!({"merge": true, "todos": [{"id": id(n), "blocked_by": ids(b)}]})),
+                    Op::Undo => Ok(s.undo().unwrap_or_default()),
+                };
+                if result.is_err() {
+                    proptest::prop_assert_eq!(&(s.items.clone(), s.retired.clone()), &before, "a failed call changes nothing");
+                }
+                proptest::prop_assert!(!naive_cycle(&s.items), "no cycle is stored: {:?}", s.items);
+                for item in &s.items {
+                    for b in &item.blocked_by {
+                        proptest::prop_assert!(s.items.iter().any(|i| i.id == *b), "{} waits for {b}, which is not in the list", item.id);
+                        proptest::prop_assert!(*b != item.id);
+                    }
+                }
+                proptest::prop_assert_eq!(graph::ready(&s.items), naive_ready(&s.items));
+            }
+        }
+    }
 }

@@ -270,10 +270,9 @@ impl Session {
                 unblock_hint: "TaskUpdate removeBlocks",
                 max_blockers: options.limits.max_blockers,
             };
-            let before = self.items.clone();
             let diff = self.merge(&changes, &options.limits, &paths)?;
             self.note_write(&diff);
-            return Ok(render::task_updated(&before, &self.items, task_id, &diff));
+            return Ok(render::task_updated(&self.items, task_id, &diff));
         }
         let add_blocked_by = &update.add_blocked_by;
         let edge = |i: usize, blocker: &str| {
@@ -299,12 +298,11 @@ impl Session {
             unblock_hint: "TaskUpdate removeBlockedBy",
             max_blockers: options.limits.max_blockers,
         };
-        let before = self.items.clone();
         let diff = self
             .merge(&changes, &options.limits, &paths)
             .map_err(|e| task_path(e, &other_paths))?;
         self.note_write(&diff);
-        Ok(render::task_updated(&before, &self.items, task_id, &diff))
+        Ok(render::task_updated(&self.items, task_id, &diff))
     }
 
     /// Removes the item ID: its id leaves every blocker list and stays

@@ -356,10 +356,18 @@ impl Session {
                 diff.demoted.push(item.id.clone());
             }
         }
-        diff.now_ready = graph::newly_ready(&before, &self.items)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        // An item becomes ready only when a blocker finishes, an edge or
+        // an item goes, or an item moves away from a blocked parent.
+        if !(diff.completed.is_empty()
+            && diff.cancelled.is_empty()
+            && diff.edited.is_empty()
+            && diff.reparented.is_empty())
+        {
+            diff.now_ready = graph::newly_ready(&before, &self.items)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+        }
         if !diff.is_empty() {
             let ids = diff.changed_ids();
             self.record(

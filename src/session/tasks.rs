@@ -630,6 +630,53 @@ mod tests {
     }
 
     #[test]
+    fn schemas_and_guidance_follow_the_style() {
+        use crate::validate::{style_schemas, ToolStyle};
+        let names = |style| -> Vec<String> {
+            style_schemas(style)
+                .iter()
+                .map(|s| s["name"].as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        assert_eq!(names(ToolStyle::Todo), ["todo_write", "todo_pause"]);
+        assert_eq!(
+            names(ToolStyle::Tasks),
+            [
+                "TaskCreate",
+                "TaskUpdate",
+                "TaskGet",
+                "TaskList",
+                "todo_pause"
+            ]
+        );
+        assert_eq!(names(ToolStyle::Both).len(), 6);
+        let update = &style_schemas(ToolStyle::Tasks)[1]["input_schema"];
+        assert_eq!(update["required"], json!(["taskId"]));
+        assert_eq!(update["properties"]["addBlockedBy"]["type"], "array");
+        assert!(update["properties"]["status"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deleted")));
+        let mut s = chain();
+        let first = s.prompt_guidance_for(30, ToolStyle::Tasks).to_string();
+        assert!(
+            first.contains("TaskCreate") && first.contains("blockedBy"),
+            "{first}"
+        );
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        )
+        .unwrap();
+        assert_eq!(
+            s.prompt_guidance_for(30, ToolStyle::Tasks),
+            first,
+            "byte-identical within a session"
+        );
+    }
+
+    #[test]
     fn a_long_task_list_is_bounded() {
         let mut s = Session::started_now();
         for n in 0..80 {

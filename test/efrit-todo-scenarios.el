@@ -1180,9 +1180,13 @@ It would take over an Efrit command's list stopped the same way."
          (outcome (efrit-todo-scenarios-run "Write a parser for the config, then test it"
                                             efrit-todo-scenarios--task-plan)))
     (efrit-todo-scenarios--check-task-plan outcome)
-    ;; The guidance explains the Task tools.
-    (should (string-match-p "TaskCreate" (efrit-todo-scenarios--system-text
-                                          (car (plist-get outcome :requests)))))
+    ;; The guidance explains the Task tools, and says they stand for the
+    ;; todo_write of Efrit's own instructions; the same on every request.
+    (let ((system (efrit-todo-scenarios--system-text (car (plist-get outcome :requests)))))
+      (should (string-match-p "TaskCreate" system))
+      (should (string-match-p "todo_write is not offered" system))
+      (dolist (request (plist-get outcome :requests))
+        (should (equal (efrit-todo-scenarios--system-text request) system))))
     (efrit-todo-scenarios--user-sees outcome "parser written and tested")))
 
 (ert-deftest efrit-todo-scenarios-task-tools-in-the-repl ()

@@ -84,6 +84,7 @@
 ;;; Code:
 
 (require 'cl-lib)
+(require 'json)
 (require 'subr-x)
 (require 'efrit-todo-bench-inputs)
 
@@ -417,6 +418,71 @@ collection falls in one slice or two).  LABEL names the rows."
    (when (require 'efrit-todo-ui-bench nil t) (efrit-todo-ui-bench-rows))
    (when (require 'efrit-todo-store-bench nil t) (efrit-todo-store-bench-rows))))
 
+;;;; The task graph
+
+(defun efrit-todo-bench--graph-session (session edges)
+  "Fill SESSION with 1000 pending items; with EDGES, 1000 dependencies.
+Each item from t2 on waits for the one before it, and t1000 for t1 too."
+  (efrit-todo--module-write
+   session
+   (json-encode
+    `((todos . ,(vconcat (cl-loop for i from 1 to 1000
+                                  collect `((content . ,(format "Step %d of the plan" i))
+                                            (status . "pending")))))))
+   1000 2000 30 nil nil)
+  (when edges
+    (efrit-todo--module-write
+     session
+     (json-encode
+      `((merge . t)
+        (todos . ,(vconcat (cl-loop for i from 2 to 1000
+                                    collect `((id . ,(format "t%d" i))
+                                              (blocked_by . ,(vconcat (list (format "t%d" (1- i)))
+                                                                      (and (= i 1000) (list "t1"))))))))))
+     1000 2000 30 nil nil 4000 50)))
+
+(defun efrit-todo-bench--graph-rows ()
+  "Rows timing TaskUpdate and merged writes on 1000 items with 1000 edges.
+The first row is the same status change on 1000 items without edges:
+the other rows must stay within twice its time."
+  (let* ((table (lambda (json) (json-parse-string json)))
+         (status (lambda (id status)
+                   (funcall table (format "{\"merge\":true,\"todos\":[{\"id\":\"%s\",\"status\":\"%s\"}]}" id status))))
+         (flip (lambda (function inputs)
+                 (let ((n 0))
+                   (lambda () (funcall function (aref inputs (setq n (% (1+ n) (length inputs)))))))))
+         (row (lambda (label function)
+                (let ((result (efrit-todo-bench-inputs-measure-one function)))
+                  (list label (plist-get result :us) (plist-get result :gc))))))
+    (efrit-todo-bench--graph-session "bench-flat" nil)
+    (efrit-todo-bench--graph-session "bench-graph" t)
+    (list
+     (funcall row "status write, 1000 items, no edges"
+              (funcall flip (lambda (input)
+                              (efrit-todo--module-write "bench-flat" input 1000 2000 30 nil nil))
+                       (vector (funcall status "t1" "completed") (funcall status "t1" "pending"))))
+     (funcall row "status write, 1000 items, 1000 edges"
+              (funcall flip (lambda (input)
+                              (efrit-todo--module-write "bench-graph" input 1000 2000 30 nil nil 4000 50))
+                       (vector (funcall status "t1" "completed") (funcall status "t1" "pending"))))
+     (funcall row "TaskUpdate status, 1000 items, 1000 edges"
+              (funcall flip (lambda (input)
+                              (efrit-todo--module-task-tool "bench-graph" "TaskUpdate" input))
+                       (vector (funcall table "{\"taskId\":\"t1\",\"status\":\"completed\"}")
+                               (funcall table "{\"taskId\":\"t1\",\"status\":\"pending\"}"))))
+     (funcall row "TaskUpdate addBlockedBy, 1000 edges"
+              (funcall flip (lambda (input)
+                              (efrit-todo--module-task-tool "bench-graph" "TaskUpdate" input))
+                       (vector (funcall table "{\"taskId\":\"t500\",\"addBlockedBy\":[\"t2\"]}")
+                               (funcall table "{\"taskId\":\"t500\",\"removeBlockedBy\":[\"t2\"]}"))))
+     (funcall row "merge blocked_by write, 1000 edges"
+              (funcall flip (lambda (input)
+                              (efrit-todo--module-write "bench-graph" input 1000 2000 30 nil nil 4000 50))
+                       (vector (funcall table "{\"merge\":true,\"todos\":[{\"id\":\"t500\",\"blocked_by\":[\"t499\",\"t3\"]}]}")
+                               (funcall table "{\"merge\":true,\"todos\":[{\"id\":\"t500\",\"blocked_by\":[\"t499\"]}]}"))))
+     (funcall row "TaskList, 1000 items, 1000 edges"
+              (lambda () (efrit-todo--module-task-tool "bench-graph" "TaskList" nil))))))
+
 ;;;; Printing
 
 (defconst efrit-todo-bench--row-format "%-42s %11s %4s %11s %4s %7s %s\n"
@@ -533,6 +599,7 @@ Return the allocation rows: (LABEL OURS EFRIT), the lists that
             (let ((allocations (efrit-todo-bench--time-compared (efrit-todo-bench--compared))))
               (efrit-todo-bench--with-open-breaker
                 (dolist (row (append (list (efrit-todo-bench--report-row))
+                                     (efrit-todo-bench--graph-rows)
                                      (efrit-todo-bench--growth-rows)
                                      (efrit-todo-bench--other-rows)))
                   (if (eq (nth 2 row) 'ratio)

@@ -674,7 +674,7 @@ pub fn task_created(items: &[Item], id: &str) -> String {
 
 /// TaskUpdate's result: what changed for TASK_ID and the items it touched,
 /// and which became ready.
-pub fn task_updated(before: &[Item], items: &[Item], task_id: &str, diff: &Diff) -> String {
+pub fn task_updated(items: &[Item], task_id: &str, diff: &Diff) -> String {
     let mut out = String::from("[Task list updated: ");
     write_progress(&mut out, &Counts::of(items));
     out.push_str("]\n");
@@ -708,12 +708,6 @@ pub fn task_updated(before: &[Item], items: &[Item], task_id: &str, diff: &Diff)
             },
         );
         if diff.edited.contains(&item.id) {
-            let was = before.iter().find(|b| b.id == item.id);
-            if was.is_some_and(|was| was.blocked_by != item.blocked_by) {
-                if graph::open_blockers(items, &index, n).is_empty() {
-                    out.push_str(" [no open blockers]");
-                }
-            }
             if let Some(owner) = &item.owner {
                 out.push_str(" (");
                 push_cut(&mut out, owner);

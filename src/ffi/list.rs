@@ -263,6 +263,7 @@ fn prompt_guidance<'e>(
 /// block or unblock; ARG is the status, the new content, the offset or the
 /// blocker's id.  Returns the note the
 /// model will read ("" when nothing changed).
+#[allow(clippy::too_many_arguments)]
 fn user_edit<'e>(
     env: &'e Env,
     session: Value<'e>,

@@ -270,10 +270,9 @@ impl Session {
                 unblock_hint: "TaskUpdate removeBlocks",
                 max_blockers: options.limits.max_blockers,
             };
-            let before = self.items.clone();
             let diff = self.merge(&changes, &options.limits, &paths)?;
             self.note_write(&diff);
-            return Ok(render::task_updated(&before, &self.items, task_id, &diff));
+            return Ok(render::task_updated(&self.items, task_id, &diff));
         }
         let add_blocked_by = &update.add_blocked_by;
         let edge = |i: usize, blocker: &str| {
@@ -299,12 +298,11 @@ impl Session {
             unblock_hint: "TaskUpdate removeBlockedBy",
             max_blockers: options.limits.max_blockers,
         };
-        let before = self.items.clone();
         let diff = self
             .merge(&changes, &options.limits, &paths)
             .map_err(|e| task_path(e, &other_paths))?;
         self.note_write(&diff);
-        Ok(render::task_updated(&before, &self.items, task_id, &diff))
+        Ok(render::task_updated(&self.items, task_id, &diff))
     }
 
     /// Removes the item ID: its id leaves every blocker list and stays
@@ -363,5 +361,575 @@ impl Session {
     /// Whether ITEMS[N] is ready (see `graph::ready`).
     pub fn is_ready(&self, n: usize) -> bool {
         self.items[n].status == Status::Pending && graph::ready(&self.items)[n]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::ChangeKind;
+    use crate::session::{LoopOptions, UserEdit};
+    use serde_json::{json, Value as Json};
+
+    fn task(s: &mut Session, tool: &str, v: Json) -> Result<String, InvalidInput> {
+        s.task_tool(tool, &Input::from_json(&v), &Options::default())
+    }
+
+    fn error(s: &mut Session, tool: &str, v: Json) -> String {
+        let before = (
+            s.items.clone(),
+            s.retired.clone(),
+            s.ids.clone(),
+            s.history.len(),
+        );
+        let e = task(s, tool, v).expect_err("an error").to_string();
+        let after = (
+            s.items.clone(),
+            s.retired.clone(),
+            s.ids.clone(),
+            s.history.len(),
+        );
+        assert_eq!(before, after, "a failed call changes nothing: {e}");
+        e
+    }
+
+    fn write(s: &mut Session, v: Json) -> Result<String, InvalidInput> {
+        s.write(&Input::from_json(&v), &Options::default(), false, vec![])
+            .map(|o| o.text)
+    }
+
+    /// t1 Build, t2 Test (blocked by t1), t3 Ship (blocked by t2).
+    fn chain() -> Session {
+        let mut s = Session::started_now();
+        task(&mut s, "TaskCreate", json!({"subject": "Build"})).unwrap();
+        let out = task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Test", "blockedBy": ["t1"]}),
+        )
+        .unwrap();
+        assert!(out.contains("Created t2: Test [blocked by t1]"), "{out}");
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Ship", "blockedBy": ["#2"]}),
+        )
+        .unwrap();
+        s
+    }
+
+    fn blockers(s: &Session, id: &str) -> Vec<String> {
+        s.find(id).unwrap().blocked_by.clone()
+    }
+
+    #[test]
+    fn a_blocked_task_cannot_start_or_complete_and_finishing_its_blocker_makes_it_ready() {
+        let mut s = chain();
+        let e = error(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t2", "status": "in_progress"}),
+        );
+        assert_eq!(
+            e,
+            "status: t2 is blocked by t1 (pending); finish t1 first, or remove the dependency with TaskUpdate removeBlockedBy"
+        );
+        let e = error(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": 3, "status": "completed"}),
+        );
+        assert!(
+            e.starts_with("status: t3 is blocked by t2 (pending)"),
+            "{e}"
+        );
+        // Cancelling is allowed.
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "in_progress"}),
+        )
+        .unwrap();
+        let out = task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        )
+        .unwrap();
+        assert!(out.contains("t2 is ready now."), "{out}");
+        assert!(!out.contains("t3 is ready"), "{out}");
+        assert!(out.contains("Next: set t2 in_progress"), "{out}");
+        // The finished blocker stays stored (reopening it blocks again).
+        assert_eq!(blockers(&s, "t2"), ["t1"]);
+        let out = task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t2", "status": "cancelled"}),
+        )
+        .unwrap();
+        assert!(out.contains("t3 is ready now."), "{out}");
+    }
+
+    #[test]
+    fn dependency_mistakes_name_the_field() {
+        let mut s = chain();
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "addBlockedBy": ["t3"]})
+            ),
+            "addBlockedBy[0]: t3 would close a cycle t3 -> t1 -> t2 -> t3"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "addBlockedBy": ["t2", "t9"]})
+            ),
+            "addBlockedBy[1]: unknown id t9"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t9", "status": "completed"})
+            ),
+            "taskId: unknown id t9"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "addBlockedBy": ["1"]})
+            ),
+            "addBlockedBy[0]: t1 cannot wait for itself"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t3", "addBlocks": ["t1"]})
+            ),
+            "addBlocks[0]: t3 would close a cycle t3 -> t1 -> t2 -> t3"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskCreate",
+                json!({"subject": "x", "blockedBy": ["t1", "t7"]})
+            ),
+            "blockedBy[1]: unknown id t7"
+        );
+        assert_eq!(
+            error(&mut s, "TaskCreate", json!({"blockedBy": []})),
+            "subject: is required"
+        );
+        assert_eq!(error(&mut s, "TaskGet", json!({})), "taskId: is required");
+        let e = error(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "done"}),
+        );
+        assert!(
+            e.starts_with("status: expected pending, in_progress, completed, cancelled or deleted"),
+            "{e}"
+        );
+        let long = "x".repeat(4001);
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "description": long})
+            ),
+            "description: is 4001 characters long; the limit is 4000"
+        );
+        let many: Vec<String> = (0..51).map(|n| format!("t{n}")).collect();
+        assert!(error(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "x", "blockedBy": many})
+        )
+        .starts_with("blockedBy: names 51 items; the limit is 50"));
+    }
+
+    #[test]
+    fn dependencies_are_removed_both_ways() {
+        let mut s = chain();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t3", "removeBlockedBy": ["t2"], "addBlockedBy": ["t1"]}),
+        )
+        .unwrap();
+        assert_eq!(blockers(&s, "t3"), ["t1"]);
+        let out = task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "removeBlocks": ["t2", "t3"]}),
+        )
+        .unwrap();
+        assert!(out.contains("Ready now: t2, t3."), "{out}");
+        assert!(blockers(&s, "t2").is_empty() && blockers(&s, "t3").is_empty());
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "addBlocks": ["t2"], "owner": "scout"}),
+        )
+        .unwrap();
+        assert_eq!(blockers(&s, "t2"), ["t1"]);
+        assert_eq!(s.find("t1").unwrap().owner.as_deref(), Some("scout"));
+    }
+
+    #[test]
+    fn get_and_list_show_open_blockers_only() {
+        let mut s = chain();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "description": "cargo build --release", "owner": "builder"}),
+        )
+        .unwrap();
+        let get = task(&mut s, "TaskGet", json!({"taskId": "t2"})).unwrap();
+        assert_eq!(
+            get,
+            "t2 [pending] Test\nblocked by: t1 (pending)\nblocks: t3"
+        );
+        let get = task(&mut s, "TaskGet", json!({"taskId": "#1"})).unwrap();
+        assert!(
+            get.contains("description: cargo build --release\nowner: builder"),
+            "{get}"
+        );
+        assert!(get.contains("blocks: t2\nready: yes"), "{get}");
+        let list = task(&mut s, "TaskList", json!({})).unwrap();
+        assert!(list.contains("t1 [pending] Build (builder)\nt2 [pending] Test [blocked by t1]\nt3 [pending] Ship [blocked by t2]\n"), "{list}");
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        )
+        .unwrap();
+        let list = task(&mut s, "TaskList", Json::Null).unwrap();
+        assert!(list.contains("t2 [pending] Test\n"), "{list}");
+        let get = task(&mut s, "TaskGet", json!({"taskId": "t2"})).unwrap();
+        assert!(!get.contains("blocked by"), "{get}");
+    }
+
+    #[test]
+    fn a_long_task_list_is_bounded() {
+        let mut s = Session::started_now();
+        for n in 0..80 {
+            task(
+                &mut s,
+                "TaskCreate",
+                json!({"subject": format!("Step {n}")}),
+            )
+            .unwrap();
+        }
+        let list = task(&mut s, "TaskList", json!({})).unwrap();
+        assert_eq!(
+            list.lines().filter(|l| l.starts_with('t')).count(),
+            render::MAX_TASK_LINES
+        );
+        assert!(list.contains("... and 30 more"), "{list}");
+        assert!(
+            list.contains("Ready: t1, t2, t3, t4, t5, t6, t7, t8, t9, t10 and 70 more"),
+            "{list}"
+        );
+    }
+
+    #[test]
+    fn deletion_strips_the_id_retires_it_and_undo_brings_it_back_with_its_edges() {
+        let mut s = chain();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t3", "addBlockedBy": ["t1"]}),
+        )
+        .unwrap();
+        let before = s.items.clone();
+        let out = task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t2", "status": "deleted"}),
+        )
+        .unwrap();
+        assert!(out.contains("deleted t2 (it no longer blocks t3)"), "{out}");
+        assert!(s.find("t2").is_none());
+        assert_eq!(blockers(&s, "t3"), ["t1"]);
+        assert_eq!(s.history.changes().last().unwrap().kind, ChangeKind::Delete);
+        let out = task(&mut s, "TaskCreate", json!({"subject": "New"})).unwrap();
+        assert!(out.contains("Created t4"), "ids are not reused: {out}");
+        s.undo().unwrap();
+        s.undo().unwrap();
+        assert_eq!(s.items, before);
+        // A task with subtasks is not deleted.
+        write(
+            &mut s,
+            json!({"merge": true, "todos": [{"content": "Sub", "parent": "t1"}]}),
+        )
+        .unwrap();
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "status": "deleted"})
+            ),
+            "status: t1 has subtasks t5: delete or move its subtasks first"
+        );
+    }
+
+    #[test]
+    fn todo_write_takes_blockers_and_a_merge_replaces_them() {
+        let mut s = Session::started_now();
+        write(
+            &mut s,
+            json!({"todos": [
+            {"content": "Build", "status": "in_progress"},
+            {"id": "t9", "content": "Test", "status": "pending"}]}),
+        )
+        .expect_err("t9 is unknown");
+        write(
+            &mut s,
+            json!({"todos": [
+            {"content": "Build", "status": "in_progress"},
+            {"content": "Test", "status": "pending"}]}),
+        )
+        .unwrap();
+        let e = write(
+            &mut s,
+            json!({"todos": [
+            {"id": "t1", "content": "Build", "status": "in_progress", "blocked_by": ["t2"]},
+            {"id": "t2", "content": "Test", "status": "pending", "blocked_by": ["2"]}]}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "todos[1].blocked_by[0]: t2 cannot wait for itself"
+        );
+        let e = write(
+            &mut s,
+            json!({"todos": [
+            {"id": "t1", "content": "Build", "status": "in_progress", "blocked_by": ["t2"]},
+            {"id": "t2", "content": "Test", "status": "pending", "blocked_by": ["t1"]}]}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "todos[0].blocked_by[0]: t2 would close a cycle t2 -> t1 -> t2"
+        );
+        write(&mut s, json!({"merge": true, "todos": [{"id": "t2", "blocked_by": ["t1"], "description": "all of them"}]})).unwrap();
+        assert_eq!(blockers(&s, "t2"), ["t1"]);
+        let e = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t2", "status": "in_progress"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "todos[0].status: t2 is blocked by t1 (in_progress); finish t1 first, or remove the dependency with blocked_by");
+        let out = write(&mut s, json!({"merge": true, "todos": [{"id": "t1", "status": "completed"}, {"id": "t2", "status": "in_progress"}]})).unwrap();
+        assert!(out.contains("t2 in_progress"), "{out}");
+        write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t2", "blocked_by": []}]}),
+        )
+        .unwrap();
+        assert!(blockers(&s, "t2").is_empty());
+        assert_eq!(
+            s.find("t2").unwrap().description.as_deref(),
+            Some("all of them")
+        );
+    }
+
+    #[test]
+    fn the_user_adds_and_removes_dependencies_and_the_model_hears_of_it() {
+        let mut s = chain();
+        let options = Options::default();
+        let edit = |id: &str, blocker: &str| UserEdit::Block {
+            id: id.into(),
+            blocker: blocker.into(),
+        };
+        let e = s.user_edit(edit("t1", "t3"), &options).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "blocker: t3 would close a cycle t3 -> t1 -> t2 -> t3"
+        );
+        assert_eq!(
+            s.user_edit(edit("t3", "t1"), &options).unwrap(),
+            "the user made t3 wait for t1"
+        );
+        let note = s
+            .user_edit(
+                UserEdit::Unblock {
+                    id: "t3".into(),
+                    blocker: "t2".into(),
+                },
+                &options,
+            )
+            .unwrap();
+        assert_eq!(note, "the user removed the dependency of t3 on t2");
+        assert_eq!(blockers(&s, "t3"), ["t1"]);
+        assert!(s.take_user_notes().contains("the user made t3 wait for t1"));
+    }
+
+    #[test]
+    fn task_update_completing_is_progress_and_a_task_list_loop_is_not() {
+        let mut s = chain();
+        let options = LoopOptions::default();
+        let run = |s: &mut Session, tool: &str, v: Json| {
+            let result = if tool.starts_with("Task") {
+                task(s, tool, v.clone()).unwrap()
+            } else {
+                "ok".to_string()
+            };
+            s.after_tool(
+                tool,
+                Input::from_json(&v),
+                Some(result),
+                false,
+                None,
+                &options,
+            );
+        };
+        run(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "in_progress"}),
+        );
+        for n in 0..5 {
+            run(&mut s, "Bash", json!({"n": n}));
+        }
+        let since = s.breaker.state().since_progress;
+        run(&mut s, "TaskList", json!({}));
+        run(&mut s, "TaskGet", json!({"taskId": "t1"}));
+        assert_eq!(
+            s.breaker.state().since_progress,
+            since + 2,
+            "reading is no progress"
+        );
+        run(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        );
+        assert_eq!(
+            s.breaker.state().since_progress,
+            0,
+            "completing is progress"
+        );
+    }
+
+    /// Ready as the issue words it, computed the slow way: pending, no
+    /// blocker that is open, and no ancestor that has an open blocker.
+    fn naive_ready(items: &[Item]) -> Vec<bool> {
+        let find = |id: &str| items.iter().find(|i| i.id == id);
+        let has_open_blocker = |item: &Item| {
+            item.blocked_by.iter().any(|b| {
+                find(b)
+                    .is_some_and(|b| b.status == Status::Pending || b.status == Status::InProgress)
+            })
+        };
+        items
+            .iter()
+            .map(|item| {
+                if item.status != Status::Pending || has_open_blocker(item) {
+                    return false;
+                }
+                let mut up = item.parent.as_deref().and_then(find);
+                let mut steps = 0;
+                while let Some(parent) = up {
+                    if has_open_blocker(parent) || steps > items.len() {
+                        return false;
+                    }
+                    steps += 1;
+                    up = parent.parent.as_deref().and_then(find);
+                }
+                true
+            })
+            .collect()
+    }
+
+    /// Whether the waits-for edges of ITEMS hold a cycle, by trying every
+    /// path from every item (fine for a dozen items).
+    fn naive_cycle(items: &[Item]) -> bool {
+        fn reaches(items: &[Item], from: &str, to: &str, depth: usize) -> bool {
+            depth <= items.len()
+                && items.iter().find(|i| i.id == from).is_some_and(|item| {
+                    item.blocked_by
+                        .iter()
+                        .any(|b| b == to || reaches(items, b, to, depth + 1))
+                })
+        }
+        items
+            .iter()
+            .any(|item| reaches(items, &item.id, &item.id, 0))
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Create(Vec<u8>, Option<u8>),
+        Status(u8, u8),
+        Add(u8, Vec<u8>),
+        Remove(u8, Vec<u8>),
+        AddBlocks(u8, u8),
+        Delete(u8),
+        Merge(u8, Vec<u8>),
+        Undo,
+    }
+
+    fn arb_op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let ids = || prop::collection::vec(0u8..12, 0..3);
+        prop_oneof![
+            (ids(), prop::option::weighted(0.2, 0u8..12)).prop_map(|(b, p)| Op::Create(b, p)),
+            (0u8..12, 0u8..5).prop_map(|(n, s)| Op::Status(n, s)),
+            (0u8..12, ids()).prop_map(|(n, b)| Op::Add(n, b)),
+            (0u8..12, ids()).prop_map(|(n, b)| Op::Remove(n, b)),
+            (0u8..12, 0u8..12).prop_map(|(n, m)| Op::AddBlocks(n, m)),
+            (0u8..12).prop_map(Op::Delete),
+            (0u8..12, ids()).prop_map(|(n, b)| Op::Merge(n, b)),
+            Just(Op::Undo),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_edits_keep_the_graph_sound_and_ready_as_defined(ops in proptest::collection::vec(arb_op(), 1..40)) {
+            let mut s = Session::started_now();
+            let id = |n: &u8| format!("t{}", n + 1);
+            let ids = |v: &[u8]| v.iter().map(id).collect::<Vec<_>>();
+            for op in &ops {
+                let before = (s.items.clone(), s.retired.clone());
+                let result = match op {
+                    Op::Create(b, p) => {
+                        let mut input = json!({"subject": "x", "blockedBy": ids(b)});
+                        if let Some(p) = p {
+                            input["parent"] = json!(id(p));
+                        }
+                        task(&mut s, "TaskCreate", input)
+                    }
+                    Op::Status(n, st) => {
+                        let status = ["pending", "in_progress", "completed", "cancelled", "deleted"][*st as usize];
+                        task(&mut s, "TaskUpdate", json!({"taskId": id(n), "status": status}))
+                    }
+                    Op::Add(n, b) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "addBlockedBy": ids(b)})),
+                    Op::Remove(n, b) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "removeBlockedBy": ids(b)})),
+                    Op::AddBlocks(n, m) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "addBlocks": [id(m)]})),
+                    Op::Delete(n) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "status": "deleted"})),
+                    Op::Merge(n, b) => write(&mut s, json!({"merge": true, "todos": [{"id": id(n), "blocked_by": ids(b)}]})),
+                    Op::Undo => Ok(s.undo().unwrap_or_default()),
+                };
+                if result.is_err() {
+                    proptest::prop_assert_eq!(&(s.items.clone(), s.retired.clone()), &before, "a failed call changes nothing");
+                }
+                proptest::prop_assert!(!naive_cycle(&s.items), "no cycle is stored: {:?}", s.items);
+                for item in &s.items {
+                    for b in &item.blocked_by {
+                        proptest::prop_assert!(s.items.iter().any(|i| i.id == *b), "{} waits for {b}, which is not in the list", item.id);
+                        proptest::prop_assert!(*b != item.id);
+                    }
+                }
+                proptest::prop_assert_eq!(graph::ready(&s.items), naive_ready(&s.items));
+            }
+        }
     }
 }

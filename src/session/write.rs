@@ -60,7 +60,7 @@ impl Session {
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
         let (diff, show_list) = match parse_request(input, &options.limits)? {
-            WriteRequest::Replace(proposed) => self.replace(&proposed)?,
+            WriteRequest::Replace(proposed) => self.replace(&proposed, options)?,
             WriteRequest::Merge(changes) => {
                 let edge = |i: usize, blocker: &str| {
                     let k = changes[i]
@@ -109,7 +109,11 @@ impl Session {
     /// A write of the whole list.  Returns what changed, and whether the
     /// result should show the list: when items came or went or moved, the
     /// model's picture of the list may differ from this one.
-    fn replace(&mut self, proposed: &[ProposedItem]) -> Result<(Diff, bool), InvalidInput> {
+    fn replace(
+        &mut self,
+        proposed: &[ProposedItem],
+        options: &Options,
+    ) -> Result<(Diff, bool), InvalidInput> {
         // Retired items an id brings back, as they were, for undo.
         let retired_before: Vec<Item> = if self.retired.is_empty() {
             Vec::new()
@@ -124,6 +128,8 @@ impl Session {
         // commits, and the previous list is taken over rather than copied.
         let matching = match_items(&self.items, &self.retired, proposed)?;
         self.check_replace_tree(proposed, &matching)?;
+        self.check_replace_graph(proposed, &matching, &options.limits)?;
+        let before_ready = graph::any_edges(&self.items).then(|| self.items.clone());
         let previous = std::mem::take(&mut self.items);
         let reconciled = apply(
             matching,
@@ -134,7 +140,13 @@ impl Session {
             now(),
         );
         self.items = reconciled.items;
-        let diff = reconciled.diff;
+        let mut diff = reconciled.diff;
+        if let Some(before) = before_ready {
+            diff.now_ready = graph::newly_ready(&before, &self.items)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+        }
         if let Some(mut undo) = reconciled.undo {
             undo.retired_before = retired_before;
             let ids = diff.changed_ids();
@@ -236,6 +248,9 @@ impl Session {
                     diff.restored.push(item.id.clone());
                     if !item.parent.as_deref().is_some_and(will_be_listed) {
                         item.parent = None;
+                    }
+                    if change.blocked_by.is_none() {
+                        item.blocked_by.retain(|id| will_be_listed(id));
                     }
                     self.items.push(item);
                     self.items.len() - 1
@@ -341,10 +356,18 @@ impl Session {
                 diff.demoted.push(item.id.clone());
             }
         }
-        diff.now_ready = graph::newly_ready(&before, &self.items)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        // An item becomes ready only when a blocker finishes, an edge or
+        // an item goes, or an item moves away from a blocked parent.
+        if !(diff.completed.is_empty()
+            && diff.cancelled.is_empty()
+            && diff.edited.is_empty()
+            && diff.reparented.is_empty())
+        {
+            diff.now_ready = graph::newly_ready(&before, &self.items)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+        }
         if !diff.is_empty() {
             let ids = diff.changed_ids();
             self.record(
@@ -424,9 +447,9 @@ impl Session {
                 blocked_by: given
                     .or(retired.map(|item| item.blocked_by.as_slice()))
                     .unwrap_or_default(),
-                // A retired item's own edges are checked again: what they
-                // named may have gone since.
-                edges_given: true,
+                // A retired item's own edges that name a gone item are
+                // dropped as it comes back; the others are sound.
+                edges_given: given.is_some(),
             });
             change_of.push(Some(i));
         }
@@ -465,6 +488,67 @@ impl Session {
             })
             .collect();
         tree::check(&nodes, &self.items, |id| self.knows(id))
+    }
+
+    /// The dependency checks of a whole-list write (see `graph::check`) on
+    /// the list MATCHING says it makes.  Each item's blockers are the ones
+    /// it carries (none when it carries none); an item the write adds has
+    /// no id yet, so nothing can wait for it.
+    fn check_replace_graph(
+        &self,
+        proposed: &[ProposedItem],
+        matching: &Matching,
+        limits: &Limits,
+    ) -> Result<(), InvalidInput> {
+        let starting_blocked = |i: usize, wanted: &ProposedItem| {
+            matches!(wanted.status, Status::InProgress | Status::Completed)
+                && matching
+                    .continued(i)
+                    .and_then(|j| self.items.get(j))
+                    .is_some_and(|item| !item.blocked_by.is_empty())
+        };
+        if proposed
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.blocked_by.is_empty() && !starting_blocked(i, p))
+        {
+            return Ok(());
+        }
+        let nodes: Vec<graph::Node> = proposed
+            .iter()
+            .enumerate()
+            .map(|(i, wanted)| {
+                let was = matching
+                    .continued(i)
+                    .and_then(|j| self.items.get(j))
+                    .or_else(|| wanted.id.and_then(|id| self.retired.get(id)));
+                graph::Node {
+                    id: was.map(|item| item.id.as_str()).or(wanted.id),
+                    status: wanted.status,
+                    was: was.map(|item| item.status),
+                    blocked_by: &wanted.blocked_by,
+                    edges_given: true,
+                }
+            })
+            .collect();
+        let edge = |i: usize, blocker: &str| {
+            let k = proposed[i]
+                .blocked_by
+                .iter()
+                .position(|id| id == blocker)
+                .unwrap_or(0);
+            format!("todos[{i}].blocked_by[{k}]")
+        };
+        let field = |i: usize, name: &str| format!("todos[{i}].{name}");
+        let paths = Paths {
+            edge: &edge,
+            field: &field,
+            unblock_hint: "blocked_by",
+            max_blockers: limits.max_blockers,
+        };
+        let change_of: Vec<Option<usize>> = (0..nodes.len()).map(Some).collect();
+        graph::check(&nodes, limits.max_blockers)
+            .map_err(|problem| Session::graph_error(problem, &nodes, &paths, &change_of))
     }
 
     /// The subtask checks of a merged write: LISTED gives for each change

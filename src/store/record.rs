@@ -322,6 +322,24 @@ fn check_item(item: &Item, path: &str, limits: &Limits) -> Result<(), String> {
             }
         }
     }
+    if let Some(description) = &item.description {
+        if description.contains('\0') {
+            return Err(format!("{path}.description: contains a NUL character"));
+        }
+        let max = limits.max_description_chars;
+        if description.len() > max && description.chars().count() > max {
+            return Err(format!(
+                "{path}.description: is longer than {max} characters (efrit-todo-max-description-length)"
+            ));
+        }
+    }
+    if item.blocked_by.len() > limits.max_blockers {
+        return Err(format!(
+            "{path}.blockedBy: names {} items; the limit is {}",
+            item.blocked_by.len(),
+            limits.max_blockers
+        ));
+    }
     match id_number(&item.id) {
         Some(n) if n > MAX_ID_NUMBER => Err(format!(
             "{path}.id: {} is beyond the largest id, t{MAX_ID_NUMBER}",
@@ -1140,5 +1158,102 @@ mod parent_tests {
             decode(old.to_string().as_bytes()).unwrap().1.items[0].parent,
             None
         );
+    }
+}
+
+#[cfg(test)]
+mod graph_tests {
+    use super::*;
+    use crate::store::encode::encode;
+    use serde_json::{json, Value as Json};
+
+    #[test]
+    fn blockers_owners_and_descriptions_are_saved_and_read_back() {
+        let mut s = Session::default();
+        let options = crate::session::Options::default();
+        let task = |s: &mut Session, tool: &str, v: Json| {
+            s.task_tool(tool, &Input::from_json(&v), &options).unwrap();
+        };
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Build", "description": "release build"}),
+        );
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Test", "blockedBy": ["t1"]}),
+        );
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t2", "owner": "tester"}),
+        );
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        );
+        let bytes = encode("graph", &s);
+        let json: Json = serde_json::from_slice(&bytes).unwrap();
+        // The full edge list is saved, finished blocker included.
+        assert_eq!(json["items"][1]["blockedBy"], json!(["t1"]));
+        assert_eq!(json["items"][0].get("blockedBy"), None);
+        let (_, back) = decode(&bytes).unwrap();
+        assert_eq!(back.items, s.items);
+        assert_eq!(back.items[0].description.as_deref(), Some("release build"));
+        assert_eq!(back.items[1].owner.as_deref(), Some("tester"));
+    }
+
+    #[test]
+    fn a_file_written_before_the_graph_loads_unchanged() {
+        // The layout of a save made before items had blockers: no
+        // description, blockedBy or owner keys.
+        let old = r#"{"schema_version": 2, "session": "old", "id_counter": 2, "items": [
+            {"id": "t1", "content": "Build", "activeForm": "Building", "status": "completed", "created": 1.0, "completed": 2.0},
+            {"id": "t2", "content": "Test", "activeForm": "Testing", "status": "pending", "created": 1.0}]}"#;
+        let decoded = decode_within(old.as_bytes(), &Limits::default()).unwrap();
+        assert!(decoded.warnings.is_empty(), "{:?}", decoded.warnings);
+        let items = &decoded.session.items;
+        assert_eq!(items.len(), 2);
+        assert!(items
+            .iter()
+            .all(|i| i.blocked_by.is_empty() && i.owner.is_none() && i.description.is_none()));
+        assert_eq!(
+            (items[1].content.as_str(), items[1].active_form.as_str()),
+            ("Test", "Testing")
+        );
+    }
+
+    #[test]
+    fn bad_blockers_in_a_file_are_dropped_with_a_warning_and_the_items_kept() {
+        let item = |id: &str, blocked_by: &[&str]| json!({"id": id, "content": format!("Item {id}"), "status": "pending", "created": 1.0, "blockedBy": blocked_by});
+        let file = json!({"schema_version": 2, "session": "bad", "id_counter": 4, "items": [
+            item("t1", &["t9"]), item("t2", &["t3"]), item("t3", &["t2", "t3"]), item("t4", &["t1"])]});
+        let decoded = decode_within(file.to_string().as_bytes(), &Limits::default()).unwrap();
+        let edges: Vec<(&str, Vec<String>)> = decoded
+            .session
+            .items
+            .iter()
+            .map(|i| (i.id.as_str(), i.blocked_by.clone()))
+            .collect();
+        assert_eq!(edges.len(), 4);
+        assert!(edges[0].1.is_empty(), "t9 is no item");
+        assert_eq!(edges[3].1, ["t1"]);
+        assert_eq!(
+            edges[1].1.len() + edges[2].1.len(),
+            1,
+            "the cycle is cut once: {edges:?}"
+        );
+        let warnings = decoded.warnings.join("\n");
+        assert!(
+            warnings.contains("dependency of t1 on t9: no item has that id"),
+            "{warnings}"
+        );
+        assert!(
+            warnings.contains("t3 on t3: an item cannot wait for itself"),
+            "{warnings}"
+        );
+        assert!(warnings.contains("it closed a cycle"), "{warnings}");
     }
 }

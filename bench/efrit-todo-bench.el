@@ -420,6 +420,13 @@ collection falls in one slice or two).  LABEL names the rows."
 
 ;;;; The task graph
 
+(declare-function efrit-todo--module-write "efrit-todo-module"
+                  (session input max-items max-content full-up-to auto-complete
+                           known-tools &optional max-description max-blockers))
+(declare-function efrit-todo--module-task-tool "efrit-todo-module"
+                  (session tool input &optional max-items max-content full-up-to
+                           max-description max-blockers))
+
 (defun efrit-todo-bench--graph-session (session edges)
   "Fill SESSION with 1000 pending items; with EDGES, 1000 dependencies.
 Each item from t2 on waits for the one before it, and t1000 for t1 too."

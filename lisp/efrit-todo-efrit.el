@@ -451,6 +451,23 @@ SESSION is the efrit-todo session it works on."
                        (max 3 (or (plist-get analysis :steps) 0)))
              (plist-get analysis :suggestion))))))
 
+(defconst efrit-todo-efrit--tasks-note
+  "In this session the planning tools are TaskCreate, TaskUpdate, TaskGet and TaskList; todo_write is not offered. Where the instructions or tool descriptions above say todo_write, use TaskCreate to plan and TaskUpdate to record progress."
+  "What the prompt says in the style `tasks'.
+Efrit's own prompt and tool descriptions ask for todo_write.")
+
+(defvar efrit-todo-efrit--prompt-notes (make-hash-table :test 'equal)
+  "The tool-style note of each Efrit session's prompt, or `none', by id.
+Decided at the session's first request and kept, as the suggestion is.")
+
+(defun efrit-todo-efrit--stable-note (id)
+  "Return the tool-style note of Efrit session ID's prompt, always the same."
+  (let ((known (gethash id efrit-todo-efrit--prompt-notes)))
+    (unless known
+      (setq known (if (eq efrit-todo-tool-style 'tasks) efrit-todo-efrit--tasks-note 'none))
+      (puthash id known efrit-todo-efrit--prompt-notes))
+    (and (stringp known) known)))
+
 (defun efrit-todo-efrit--system-prompt (build &rest args)
   "Call BUILD with ARGS and add the todo guidance to its prompt.
 The fourth of ARGS is Efrit's session id.  What is added is the same
@@ -465,11 +482,12 @@ conversation again."
          (guidance (condition-case nil
                        (efrit-todo-prompt-guidance session)
                      (error nil)))
-         (suggestion (efrit-todo-efrit--stable-suggestion id session)))
+         (suggestion (efrit-todo-efrit--stable-suggestion id session))
+         (note (efrit-todo-efrit--stable-note id)))
     ;; A session that took over a list works on it from its first request.
     (unless (equal id session)
       (setq efrit-todo-current-session session))
-    (mapconcat #'identity (delq nil (list prompt guidance suggestion)) "\n\n")))
+    (mapconcat #'identity (delq nil (list prompt guidance note suggestion)) "\n\n")))
 
 ;;;; Ending a session
 

@@ -163,7 +163,7 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-item-count "efrit-todo-module" (session))
 (declare-function efrit-todo--module-begin-turn "efrit-todo-module" (session))
 (declare-function efrit-todo--module-user-edit "efrit-todo-module"
-                  (session op id arg max-items max-content))
+                  (session op id arg max-items max-content &optional max-blockers))
 
 (defun efrit-todo--load-module ()
   "Load the module, or start building it, and check its version."
@@ -440,7 +440,8 @@ The live list reaches the model through tool results."
   (let* ((session (efrit-todo--session session))
          (note (efrit-todo--module-user-edit session op id arg
                                              efrit-todo-max-items
-                                             efrit-todo-max-content-length)))
+                                             efrit-todo-max-content-length
+                                             efrit-todo-max-blockers)))
     (unless (string-empty-p note)
       (efrit-todo--changed session))
     note))

@@ -426,7 +426,11 @@ With merge, blocked_by replaces the item's list."
      (efrit-todo-test-item "Write the parser" "in_progress" "description" "By hand."
                            "owner" "main")
      (efrit-todo-test-item "Write the lexer" "pending")
-     (efrit-todo-test-item "Test both" "pending" "blocked_by" ["t1" "t2"]))
+     (efrit-todo-test-item "Test both" "pending"))
+    (efrit-todo-write (efrit-todo-test-object
+                       "merge" t
+                       "todos" (vector (efrit-todo-test-item "Test both" "pending"
+                                                             "id" "t3" "blocked_by" ["t1" "t2"]))))
     (should (equal (efrit-todo-graph-test--prop "t1" :description) "By hand."))
     (should (equal (efrit-todo-graph-test--prop "t1" :owner) "main"))
     (should (equal (efrit-todo-graph-test--prop "t3" :blocked-by) '("t1" "t2")))
@@ -448,6 +452,16 @@ With merge, blocked_by replaces the item's list."
                        "todos" (vector (efrit-todo-test-item "Test both, twice" "pending"
                                                              "id" "t3" "blocked_by" []))))
     (should (null (efrit-todo-graph-test--prop "t3" :blocked-by)))))
+
+(ert-deftest efrit-todo-graph-test-a-first-write-may-name-its-own-items ()
+  "A whole-list write may make an item wait for another item of the same write.
+Ids are given in list order, so a first plan can say how its steps depend."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write
+     (efrit-todo-test-item "Write the parser" "in_progress")
+     (efrit-todo-test-item "Write the lexer" "pending")
+     (efrit-todo-test-item "Test both" "pending" "blocked_by" ["t1" "t2"]))
+    (should (equal (efrit-todo-graph-test--prop "t3" :blocked-by) '("t1" "t2")))))
 
 ;;;; TaskList and TaskGet
 
@@ -543,7 +557,12 @@ With merge, blocked_by replaces the item's list."
     (efrit-todo-graph-test--unchanged (efrit-todo-user-add-blocker "t1" "t1"))
     (efrit-todo-graph-test--unchanged (efrit-todo-user-add-blocker "t1" "t9"))
     (efrit-todo-user-remove-blocker "t2" "t1")
-    (should (null (efrit-todo-graph-test--prop "t2" :blocked-by)))))
+    (should (null (efrit-todo-graph-test--prop "t2" :blocked-by)))
+    ;; The blocker limit holds for the user too.
+    (efrit-todo-graph-test--create "Three")
+    (efrit-todo-user-add-blocker "t3" "t1")
+    (let ((efrit-todo-max-blockers 1))
+      (efrit-todo-graph-test--unchanged (efrit-todo-user-add-blocker "t3" "t2")))))
 
 ;;;; Tool styles
 

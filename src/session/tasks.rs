@@ -804,18 +804,18 @@ mod tests {
     #[test]
     fn the_user_adds_and_removes_dependencies_and_the_model_hears_of_it() {
         let mut s = chain();
-        let options = Options::default();
+        let limits = crate::validate::Limits::default();
         let edit = |id: &str, blocker: &str| UserEdit::Block {
             id: id.into(),
             blocker: blocker.into(),
         };
-        let e = s.user_edit(edit("t1", "t3"), &options).unwrap_err();
+        let e = s.user_edit(edit("t1", "t3"), &limits).unwrap_err();
         assert_eq!(
             e.to_string(),
             "blocker: t3 would close a cycle t3 -> t1 -> t2 -> t3"
         );
         assert_eq!(
-            s.user_edit(edit("t3", "t1"), &options).unwrap(),
+            s.user_edit(edit("t3", "t1"), &limits).unwrap(),
             "the user made t3 wait for t1"
         );
         let note = s
@@ -824,7 +824,7 @@ mod tests {
                     id: "t3".into(),
                     blocker: "t2".into(),
                 },
-                &options,
+                &limits,
             )
             .unwrap();
         assert_eq!(note, "the user removed the dependency of t3 on t2");

@@ -395,8 +395,12 @@ definitions that validate the input."
   "The names of the Task tools, offered by the styles `tasks' and `both'.")
 
 (defun efrit-todo-tool-names ()
-  "Return the names of the tools `efrit-todo-tool-schemas' gives."
-  (mapcar (lambda (schema) (cdr (assoc "name" schema))) (efrit-todo-tool-schemas)))
+  "Return the names of the tools `efrit-todo-tool-schemas' gives.
+They follow `efrit-todo-tool-style' and need no module, so that an
+adapter can name them while the module is still being built."
+  (append (unless (eq efrit-todo-tool-style 'tasks) '("todo_write"))
+          (unless (eq efrit-todo-tool-style 'todo) efrit-todo-task-tool-names)
+          '("todo_pause")))
 
 (defun efrit-todo--run-tool (name input &optional session)
   "Run efrit-todo's tool NAME with INPUT in SESSION; return its result.

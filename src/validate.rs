@@ -720,7 +720,7 @@ pub fn id_list(
         return Err(InvalidInput::new(
             path(),
             format!(
-                "names {} items; the limit is {} blockers per item",
+                "names {} items; at most {} may block one item",
                 values.len(),
                 limits.max_blockers
             ),

@@ -566,6 +566,16 @@ Ids are given in list order, so a first plan can say how its steps depend."
 
 ;;;; Tool styles
 
+(ert-deftest efrit-todo-graph-test-tool-names-are-the-schemas-names ()
+  "`efrit-todo-tool-names' names, in order, the tools the schemas give.
+The names are known without the module, while it builds; the schemas
+come from it: the two must not drift apart."
+  (dolist (style '(todo tasks both))
+    (let ((efrit-todo-tool-style style))
+      (should (equal (efrit-todo-tool-names)
+                     (mapcar (lambda (schema) (cdr (assoc "name" schema)))
+                             (efrit-todo-tool-schemas)))))))
+
 (ert-deftest efrit-todo-graph-test-style-switches-schemas ()
   "The schemas offered follow `efrit-todo-tool-style'."
   (let ((efrit-todo-tool-style 'todo))

@@ -237,7 +237,7 @@ impl Session {
             graph::Problem::TooMany { node, count } => InvalidInput::new(
                 (paths.field)(change(node), "blocked_by"),
                 format!(
-                    "would make {} wait for {count} items; the limit is {} blockers per item",
+                    "would make {} wait for {count} items; at most {} may block one item",
                     id(node),
                     paths.max_blockers
                 ),

@@ -285,12 +285,11 @@ impl Session {
                 other_paths.get(i - 1).cloned().unwrap_or_default()
             }
         };
-        let field = |i: usize, name: &str| {
-            if i == 0 {
-                task_field(name).to_string()
-            } else {
-                other_paths.get(i - 1).cloned().unwrap_or_default()
-            }
+        // TaskUpdate has no blockedBy: the blockers it adds come in addBlockedBy.
+        let field = |i: usize, name: &str| match (i, name) {
+            (0, "blocked_by") => "addBlockedBy".to_string(),
+            (0, name) => task_field(name).to_string(),
+            _ => other_paths.get(i - 1).cloned().unwrap_or_default(),
         };
         let paths = Paths {
             edge: &edge,
@@ -550,7 +549,7 @@ mod tests {
             "TaskCreate",
             json!({"subject": "x", "blockedBy": many})
         )
-        .starts_with("blockedBy: names 51 items; the limit is 50"));
+        .starts_with("blockedBy: names 51 items; at most 50 may block one item"));
     }
 
     #[test]

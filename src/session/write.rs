@@ -492,8 +492,9 @@ impl Session {
 
     /// The dependency checks of a whole-list write (see `graph::check`) on
     /// the list MATCHING says it makes.  Each item's blockers are the ones
-    /// it carries (none when it carries none); an item the write adds has
-    /// no id yet, so nothing can wait for it.
+    /// it carries (none when it carries none).  An item the write adds is
+    /// checked under the id it will be given, the next ones in list order,
+    /// so that a first plan can say which of its own steps wait for which.
     fn check_replace_graph(
         &self,
         proposed: &[ProposedItem],
@@ -514,16 +515,33 @@ impl Session {
         {
             return Ok(());
         }
+        let was_of = |i: usize, wanted: &ProposedItem| {
+            matching
+                .continued(i)
+                .and_then(|j| self.items.get(j))
+                .or_else(|| wanted.id.and_then(|id| self.retired.get(id)))
+        };
+        let mut next = self.ids.issued();
+        let new_ids: Vec<Option<String>> = proposed
+            .iter()
+            .enumerate()
+            .map(|(i, wanted)| {
+                (was_of(i, wanted).is_none() && wanted.id.is_none()).then(|| {
+                    next = next.saturating_add(1);
+                    format!("t{next}")
+                })
+            })
+            .collect();
         let nodes: Vec<graph::Node> = proposed
             .iter()
             .enumerate()
             .map(|(i, wanted)| {
-                let was = matching
-                    .continued(i)
-                    .and_then(|j| self.items.get(j))
-                    .or_else(|| wanted.id.and_then(|id| self.retired.get(id)));
+                let was = was_of(i, wanted);
                 graph::Node {
-                    id: was.map(|item| item.id.as_str()).or(wanted.id),
+                    id: was
+                        .map(|item| item.id.as_str())
+                        .or(wanted.id)
+                        .or(new_ids[i].as_deref()),
                     status: wanted.status,
                     was: was.map(|item| item.status),
                     blocked_by: &wanted.blocked_by,

@@ -127,13 +127,26 @@ pub fn newly_ready<'a>(before: &[Item], after: &'a [Item]) -> Vec<&'a str> {
     if !any_edges(before) && !any_edges(after) {
         return Vec::new();
     }
-    let was_ready = ready(before);
-    let waiting: FxHashSet<&str> = before
+    became_ready(&waiting(before), after)
+}
+
+/// The ids of the pending items of ITEMS that are not ready.  Kept
+/// before a change in place of a copy of the list: `became_ready` needs
+/// nothing else of it.
+pub fn waiting(items: &[Item]) -> FxHashSet<String> {
+    if !any_edges(items) {
+        return FxHashSet::default();
+    }
+    items
         .iter()
-        .zip(&was_ready)
-        .filter(|(item, ready)| item.status == Status::Pending && !**ready)
-        .map(|(item, _)| item.id.as_str())
-        .collect();
+        .zip(ready(items))
+        .filter(|(item, ready)| item.status == Status::Pending && !*ready)
+        .map(|(item, _)| item.id.clone())
+        .collect()
+}
+
+/// The items of AFTER that are ready and were WAITING.
+pub fn became_ready<'a>(waiting: &FxHashSet<String>, after: &'a [Item]) -> Vec<&'a str> {
     if waiting.is_empty() {
         return Vec::new();
     }

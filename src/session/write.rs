@@ -129,7 +129,7 @@ impl Session {
         let matching = match_items(&self.items, &self.retired, proposed)?;
         self.check_replace_tree(proposed, &matching)?;
         self.check_replace_graph(proposed, &matching, &options.limits)?;
-        let before_ready = graph::any_edges(&self.items).then(|| self.items.clone());
+        let waiting = graph::waiting(&self.items);
         let previous = std::mem::take(&mut self.items);
         let reconciled = apply(
             matching,
@@ -141,12 +141,10 @@ impl Session {
         );
         self.items = reconciled.items;
         let mut diff = reconciled.diff;
-        if let Some(before) = before_ready {
-            diff.now_ready = graph::newly_ready(&before, &self.items)
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-        }
+        diff.now_ready = graph::became_ready(&waiting, &self.items)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         if let Some(mut undo) = reconciled.undo {
             undo.retired_before = retired_before;
             let ids = diff.changed_ids();

@@ -282,42 +282,14 @@ impl Session {
             };
             let item = &mut self.items[index];
             let status = change.status.unwrap_or(item.status);
-            let kept_content;
-            let content = match change.content {
-                Some(content) => content,
-                None => {
-                    kept_content = item.content.clone();
-                    &kept_content
-                }
-            };
-            let kept_parent;
-            let parent = match change.parent {
-                Some(parent) => parent,
-                None => {
-                    kept_parent = item.parent.clone();
-                    kept_parent.as_deref()
-                }
-            };
-            let kept_description;
-            let description = match change.description {
-                Some(description) => description,
-                None => {
-                    kept_description = item.description.clone();
-                    kept_description.as_deref()
-                }
-            };
-            let kept_owner;
-            let owner = match change.owner {
-                Some(owner) => owner,
-                None => {
-                    kept_owner = item.owner.clone();
-                    kept_owner.as_deref()
-                }
-            };
-            let blocked_by = match &change.blocked_by {
-                Some(ids) => ids.clone(),
-                None => item.blocked_by.clone(),
-            };
+            // What the change leaves out keeps its value: the wanted item
+            // borrows from a copy, since `update` changes the item itself.
+            let kept = item.clone();
+            let blocked_by = change.blocked_by.clone().unwrap_or(kept.blocked_by);
+            let content = change.content.unwrap_or(&kept.content);
+            let parent = change.parent.unwrap_or(kept.parent.as_deref());
+            let description = change.description.unwrap_or(kept.description.as_deref());
+            let owner = change.owner.unwrap_or(kept.owner.as_deref());
             let wanted = ProposedItem {
                 id: change.id,
                 content,

@@ -1,9 +1,12 @@
 # efrit-todo: `make help' lists the targets.
 
 EMACS ?= emacs
-# Emacs 30.1 beside the system's: .ci/install-emacs30 unpacks Debian's
-# bookworm-backports build into .ci/emacs30/ and writes this wrapper.
-EMACS30 ?= .ci/emacs30/emacs
+# Emacs 30 beside the system's: EMACS30 when set, else an emacs-30.x
+# already on PATH (emacs-30.1, as distributions name it), else the
+# wrapper that .ci/install-emacs30 writes after unpacking Debian's
+# bookworm-backports build into .ci/emacs30/ (on first use).
+EMACS30_ON_PATH := $(firstword $(filter-out %.pdmp,$(foreach dir,$(subst :, ,$(PATH)),$(wildcard $(dir)/emacs-30.*))))
+EMACS30 ?= $(or $(EMACS30_ON_PATH),.ci/emacs30/emacs)
 CARGO ?= cargo
 MODULE := lisp/efrit-todo-module.so
 # Where cargo puts the library: CARGO_TARGET_DIR, a build.target-dir in
@@ -35,7 +38,7 @@ test: cargo-test lint-rust emacs-test build-tmux-test ## Everything CI runs on o
 
 emacs-test: ert loop fuzz lint-lisp tmux-test ## What CI runs on each Emacs: ERT suites, loop scenarios, fuzzer, Lisp lint, tmux
 
-test-emacs30: $(EMACS30) ## emacs-test on Emacs 30.1 (EMACS30; installed on first use)
+test-emacs30: $(EMACS30) ## emacs-test on Emacs 30 (EMACS30, else emacs-30.x on PATH, else 30.1 installed on first use)
 	$(MAKE) emacs-test EMACS=$(abspath $(EMACS30))
 
 .ci/emacs30/emacs:

@@ -134,6 +134,15 @@ The count shown when cargo prints no progress bar (an old cargo).")
 (defvar efrit-todo-build--failure nil
   "Why the last build failed, as a sentence, or nil.")
 
+(defvar efrit-todo-build--asked nil
+  "Non-nil once this Emacs has asked whether to build the module.
+It asks at most once: an answer of no stands until the user runs
+\\[efrit-todo-build-module].")
+
+(defvar efrit-todo-build--warned nil
+  "Non-nil once the warning that the module is missing has been shown.
+A build started clears it: its failure is worth a warning of its own.")
+
 (defvar efrit-todo-build--timer nil
   "The timer that shows the running build's progress.")
 
@@ -629,15 +638,6 @@ not loaded."
           (t (efrit-todo-build--signal "%s" (efrit-todo-build--status-text))))))
 
 ;;;; At load time
-
-(defvar efrit-todo-build--asked nil
-  "Non-nil once this Emacs has asked whether to build the module.
-It asks at most once: an answer of no stands until the user runs
-\\[efrit-todo-build-module].")
-
-(defvar efrit-todo-build--warned nil
-  "Non-nil once the warning that the module is missing has been shown.
-A build started clears it: its failure is worth a warning of its own.")
 
 (defun efrit-todo-build--batch-advice ()
   "Return how a batch script gets the module, or \"\" in an interactive Emacs."

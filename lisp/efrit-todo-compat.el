@@ -168,7 +168,7 @@ every change and copies a value set from outside into the module.")
             efrit-todo--current-todos))
 
 (defun efrit-todo-compat--plain-line (item)
-  "Return ITEM as Efrit shows it: mark, priority, content and id."
+  "Return ITEM as a line of Efrit's own: mark, priority, content and id."
   (format "%s [%s] %s (%s)"
           (pcase (efrit-todo-item-status item)
             ('todo "\u2610")
@@ -180,7 +180,7 @@ every change and copies a value set from outside into the module.")
           (efrit-todo-item-id item)))
 
 (defun efrit-todo-compat--plain-sort (todos sort-by)
-  "Return TODOS sorted as Efrit sorts them by SORT-BY (status, priority, nil)."
+  "Return TODOS in Efrit's order for SORT-BY (status, priority, nil)."
   (let ((order (pcase sort-by
                  ('status (cons '(in-progress todo completed) #'efrit-todo-item-status))
                  ('priority (cons '(high medium low) #'efrit-todo-item-priority)))))

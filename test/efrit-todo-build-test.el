@@ -374,7 +374,7 @@ The module is taken from where cargo's JSON message says it built it."
                                                          efrit-todo-build-test--root)))))
 
 (defun efrit-todo-build-test--init-form (dir answer &rest before)
-  "Return a form that loads an init file in DIR as a user's Emacs does.
+  "Return a form to load an init file in DIR as a user's Emacs would.
 The init file holds BEFORE (forms), the README's Efrit lines with the
 copy's lisp/, Efrit's lines after them, and a last line that notes
 that the init file ran to its end.  The build question is answered
@@ -556,7 +556,7 @@ The build is offered later, when a mode is turned on."
      (require 'efrit-todo-fake-efrit)
      (require 'efrit-todo-scenarios)
      (defun efrit-todo-build-test-child--run (name mode)
-       "Run scenario NAME with the mode on or `off' (MODE); what Claude and the user saw."
+       "Run scenario NAME with the mode on, or off (MODE `off'); return what was seen."
        (let* ((outcome (apply #'efrit-todo-scenarios-run
                               (append (get name 'efrit-todo-build-test-script) (list mode)))))
          (list :requests (plist-get outcome :requests) :runs (plist-get outcome :runs)
@@ -574,7 +574,7 @@ The build is offered later, when a mode is turned on."
   "Helpers for a child that runs Efrit scenarios without the module.")
 
 (ert-deftest efrit-todo-build-test-efrit-is-plain-until-the-module-loads ()
-  "While the module builds, and after a cancelled build, Efrit runs as without efrit-todo.
+  "Efrit runs as without efrit-todo while the module builds.
 With `efrit-todo-efrit-mode' on, every request, tool run and result is
 what it is with the mode off.  Once the module loads, efrit-todo
 takes over from the next command: a session that was running when

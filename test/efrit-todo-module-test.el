@@ -75,7 +75,7 @@ A call that needs the module says the same."
       (delete-directory dir t))))
 
 (defun efrit-todo-module-test--cargo-runs-p ()
-  "Return non-nil if cargo runs here.
+  "Return non-nil if cargo can be run here.
 With HOME a fresh directory, rustup's cargo finds no toolchain."
   (and (executable-find "cargo")
        (eql 0 (ignore-errors (call-process "cargo" nil nil nil "--version")))))

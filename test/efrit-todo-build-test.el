@@ -665,6 +665,51 @@ the build ended stays plain to its end."
       (should (eq (plist-get value :state) 'cancelled))
       (should (equal (plist-get value :cancelled) '(nil nil nil))))))
 
+(ert-deftest efrit-todo-build-test-gptel-is-plain-until-the-module-loads ()
+  "While the module builds, gptel runs as without efrit-todo, with the mode on.
+A chat whose own todo_write tool (the user's) is offered gets the same
+requests and results with `efrit-todo-gptel-mode' on as with it off."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let ((value
+           (car (efrit-todo-build-test--run
+                 dir
+                 `(progn
+                    (add-to-list 'load-path ,(expand-file-name "test" efrit-todo-build-test--root) t)
+                    (add-to-list 'load-path ,(expand-file-name "test/fake-gptel" efrit-todo-build-test--root) t)
+                    (require 'efrit-todo-gptel-test)
+                    (defvar efrit-todo-build-test-child--todo-calls nil)
+                    (gptel-make-tool :name "todo_write"
+                                     :function (lambda (todos)
+                                                 (push todos efrit-todo-build-test-child--todo-calls)
+                                                 "stored by the user's own tool")
+                                     :description "The user's own todo list."
+                                     :args '((:name "todos" :type array :items (:type object)
+                                                    :description "The items."))
+                                     :category "user" :include t)
+                    (efrit-todo-build-module)
+                    (let* ((script (list (efrit-todo-gptel-test--todos '("Plan" "in_progress"))
+                                         (efrit-todo-gptel-test--tool "echo" '((text . "hi")))
+                                         (efrit-todo-gptel-test--text "Done.")))
+                           (run (lambda (on)
+                                  (efrit-todo-gptel-mode (if on 1 -1))
+                                  (let ((requests (efrit-todo-gptel-test-send
+                                                   (efrit-todo-gptel-test--chat '("todo_write" "echo"))
+                                                   "Plan it" script)))
+                                    (mapcar (lambda (request)
+                                              (prin1-to-string (efrit-todo-gptel-test--messages request)))
+                                            requests))))
+                           (on (funcall run t))
+                           (off (funcall run nil)))
+                      (list :running (efrit-todo-build-running-p)
+                            :same (or (equal on off) (list on off))
+                            :requests (length on)
+                            :calls (length efrit-todo-build-test-child--todo-calls))))
+                 (concat "FAKE_CARGO_GATE=" (expand-file-name "never" dir))))))
+      (should (eq (plist-get value :running) t))
+      (should (eq (plist-get value :same) t))
+      (should (equal (plist-get value :requests) 3))
+      (should (equal (plist-get value :calls) 2)))))
+
 (defconst efrit-todo-build-test--no-offer-form
   '(let* ((asked nil)
           (result (cl-letf (((symbol-function 'y-or-n-p)

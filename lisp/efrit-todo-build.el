@@ -482,11 +482,15 @@ that file would crash Emacs, replacing it does not."
                          "efrit-todo is ready"
                        "(require 'efrit-todo) loads efrit-todo now"))))
     (unless was-loaded
-      (condition-case err
-          (run-hooks 'efrit-todo-build-loaded-hook)
-        (error (display-warning 'efrit-todo
-                                (format "after loading the module: %s"
-                                        (error-message-string err))))))))
+      (efrit-todo-build--run-loaded-hook))))
+
+(defun efrit-todo-build--run-loaded-hook ()
+  "Run `efrit-todo-build-loaded-hook', reporting an error as a warning."
+  (condition-case err
+      (run-hooks 'efrit-todo-build-loaded-hook)
+    (error (display-warning 'efrit-todo
+                            (format "after loading the module: %s"
+                                    (error-message-string err))))))
 
 (defun efrit-todo-build--sentinel (process _event)
   "End the build when PROCESS, cargo, has ended."
@@ -713,7 +717,8 @@ there is someone to ask."
   "Build the missing module if the user wants it; else warn how to get it.
 Nothing happens while the module is loaded or being built, nor while
 a file is byte-compiled (a package install): the adapters' modes
-offer it when they are turned on.  The question is asked at most
+offer it when they are turned on.  A module put beside the Lisp files
+since efrit-todo was loaded is loaded.  The question is asked at most
 once per Emacs (see `efrit-todo-module-auto-build'), never in batch
 Emacs or in a daemon without a client frame; the warning is shown
 once.  Never signals: an init file goes on.  Return non-nil when the
@@ -721,6 +726,17 @@ module is loaded or being built."
   (cond
    ((or (efrit-todo-build-module-loaded-p) (efrit-todo-build-running-p)) t)
    ((efrit-todo-build--compiling-p) nil)
+   ;; Put there since efrit-todo was loaded, as the README's package
+   ;; install does: load it now, without a restart.
+   ((and module-file-suffix (file-exists-p (efrit-todo-build-module-file)))
+    (condition-case err
+        (progn (module-load (efrit-todo-build-module-file))
+               (efrit-todo-build--remove-stand-ins)
+               (efrit-todo-build--check-version efrit-todo-build--version)
+               (efrit-todo-build--run-loaded-hook)
+               t)
+      (error (efrit-todo-build--warn (error-message-string err))
+             (efrit-todo-build-module-loaded-p))))
    (t
     (let ((problem (efrit-todo-build--problem)))
       (cond

@@ -710,6 +710,31 @@ requests and results with `efrit-todo-gptel-mode' on as with it off."
       (should (equal (plist-get value :requests) 3))
       (should (equal (plist-get value :calls) 2)))))
 
+(ert-deftest efrit-todo-build-test-module-copied-in-later-loads-with-the-mode ()
+  "A module put beside the Lisp files after efrit-todo loaded is loaded by the mode.
+So the README's package install (install, then copy the module in)
+works without a restart."
+  (skip-unless (file-exists-p efrit-todo-build-test--module))
+  (efrit-todo-build-test--with-tree (dir nil)
+    (let ((value (car (efrit-todo-build-test--run
+                       dir
+                       `(progn
+                          (require 'efrit-todo)
+                          (let ((before (efrit-todo-build-module-loaded-p)))
+                            (copy-file ,efrit-todo-build-test--module
+                                       ,(expand-file-name "lisp/efrit-todo-module.so" dir))
+                            (efrit-todo-efrit-mode 1)
+                            (list :before before
+                                  :after (efrit-todo-build-module-loaded-p)
+                                  :stand-ins (efrit-todo-build-test-child--stand-ins)
+                                  :write (efrit-todo-build-test-child--try
+                                          (lambda () (efrit-todo-write
+                                                      '(:todos [(:content "A" :status "pending")])))))))))))
+      (should (eq (plist-get value :before) nil))
+      (should (eq (plist-get value :after) t))
+      (should (null (plist-get value :stand-ins)))
+      (should (string-match-p "\\`\\[TODO list updated" (cadr (plist-get value :write)))))))
+
 (defconst efrit-todo-build-test--no-offer-form
   '(let* ((asked nil)
           (result (cl-letf (((symbol-function 'y-or-n-p)

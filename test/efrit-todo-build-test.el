@@ -711,7 +711,7 @@ requests and results with `efrit-todo-gptel-mode' on as with it off."
       (should (equal (plist-get value :calls) 2)))))
 
 (ert-deftest efrit-todo-build-test-module-copied-in-later-loads-with-the-mode ()
-  "A module put beside the Lisp files after efrit-todo loaded is loaded by the mode.
+  "A module copied beside the Lisp files later is loaded by the mode.
 So the README's package install (install, then copy the module in)
 works without a restart."
   (skip-unless (file-exists-p efrit-todo-build-test--module))

@@ -30,7 +30,10 @@
 ;; directory above.  efrit-todo.el calls `efrit-todo-build--ensure' when
 ;; it loads: a module that is there is loaded; a missing one is built,
 ;; after asking (`efrit-todo-module-auto-build'), and only where the
-;; source is.
+;; source is.  Loading never fails for want of the module: the question
+;; comes once at most, never in batch Emacs, a starting daemon or while
+;; a file is byte-compiled (the adapters' modes ask when turned on),
+;; and a module not built leaves one warning that says how to get it.
 ;;
 ;; cargo runs as an asynchronous process writing to *efrit-todo-build*,
 ;; so Emacs stays usable for the minute or more a first build takes.

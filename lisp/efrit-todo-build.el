@@ -215,7 +215,13 @@ CRATE/target."
   "Return how far the running build is, e.g. \"23/56 crates, 41 s\"."
   (let ((seconds (format "%d s" (round (- (float-time) (or efrit-todo-build--started
                                                              (float-time)))))))
-    (cond (efrit-todo-build--progress
+    (cond ((and efrit-todo-build--progress
+                (> (cdr efrit-todo-build--progress) 1)
+                (= (car efrit-todo-build--progress) (1- (cdr efrit-todo-build--progress))))
+           ;; efrit-todo's own crate comes last and takes half the
+           ;; build: a count that stands still would look stuck.
+           (format "last crate, compiling and linking the module, %s" seconds))
+          (efrit-todo-build--progress
            (format "%d/%d crates, %s" (car efrit-todo-build--progress)
                    (cdr efrit-todo-build--progress) seconds))
           ((> efrit-todo-build--compiled 0)

@@ -418,5 +418,17 @@ The module is taken from where cargo's JSON message says it built it."
       (should (equal (car (nth 1 (car value)))
                      '(efrit-todo-invalid-input efrit-todo-error error))))))
 
+;; Alone, not in a child: the count is text, whatever cargo does.
+(ert-deftest efrit-todo-build-test-last-crate-says-linking ()
+  "While cargo compiles and links the last crate, the progress says so."
+  (require 'efrit-todo-build)
+  (let ((efrit-todo-build--started (- (float-time) 41))
+        (efrit-todo-build--progress '(23 . 56)))
+    (should (string-match-p "\\`23/56 crates, 4[12] s\\'" (efrit-todo-build--progress-text)))
+    (setq efrit-todo-build--progress '(55 . 56))
+    (let ((text (efrit-todo-build--progress-text)))
+      (should (string-match-p "linking" text))
+      (should-not (string-match-p "55/56" text)))))
+
 (provide 'efrit-todo-build-test)
 ;;; efrit-todo-build-test.el ends here

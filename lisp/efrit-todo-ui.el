@@ -215,6 +215,9 @@ other change redraws through `efrit-todo-change-functions'."
 (defconst efrit-todo-buffer-name "*efrit-todos*"
   "Name of the buffer that shows the todo lists.")
 
+;; The Efrit adapter's mode, in efrit-todo-efrit.el, which may not be loaded.
+(defvar efrit-todo-efrit-mode)
+
 (defvar efrit-todo-ui--list-buffer nil
   "The buffer named `efrit-todo-buffer-name' that was last put in its mode.
 Kept so that the change hook, run on every tool call, need not look
@@ -328,9 +331,12 @@ A session with items does, and so does one whose items were all
 removed: its history tells what became of them, and `efrit-todo-undo-change'
 brings them back.  A session that never had an item does not: an
 agent command that failed before planning, or an undo with nothing
-to undo, would otherwise leave an empty section behind."
-  (or (> (efrit-todo--item-count session) 0)
-      (efrit-todo-history session)))
+to undo, would otherwise leave an empty section behind.  Efrit's own
+list, kept while `efrit-todo-efrit-mode' is off, does not: no agent
+of efrit-todo reads it, and Efrit shows it itself."
+  (and (not (efrit-todo-compat--efrit-list-p session))
+       (or (> (efrit-todo--item-count session) 0)
+           (efrit-todo-history session))))
 
 (defun efrit-todo-ui--shown-sessions ()
   "Return the sessions that get a section, oldest first."
@@ -770,6 +776,15 @@ nil stands for the buffer's own point."
               "A list appears here when an agent calls todo_write;\n"
               (substitute-command-keys
                "\\<efrit-todo-list-mode-map>\\[efrit-todo-add-item] adds an item yourself, \\[efrit-todo-help] lists the keys.\n")))
+    (when (and (not (bound-and-true-p efrit-todo-efrit-mode))
+               (seq-some (lambda (session)
+                      (and (efrit-todo-compat--efrit-list-p session)
+                           (> (efrit-todo--item-count session) 0)))
+                    (efrit-todo-sessions)))
+      (insert (propertize
+               (substitute-command-keys
+                "efrit-todo-efrit-mode is off: Efrit keeps its list itself, not shown here\n(\\[efrit-todo-efrit-mode] turns the mode on for the next command).\n")
+               'face 'efrit-todo-time)))
     (efrit-todo-ui--restore-places places)
     (unless places (goto-char (point-min)))))
 
@@ -1501,7 +1516,8 @@ session hides its items."
   "Show the buffer if SESSION has its first list.
 The caller checks that the user wants that: `efrit-todo-auto-show'."
   (when (and (not (gethash session efrit-todo-ui--auto-shown))
-             (> (efrit-todo--item-count session) 0))
+             (> (efrit-todo--item-count session) 0)
+             (efrit-todo-ui--shown-p session))
     (puthash session t efrit-todo-ui--auto-shown)
     (let ((buffer (efrit-todo-ui--buffer)))
       (unless (efrit-todo-ui--visible-p buffer)
@@ -1648,8 +1664,10 @@ one.  Runs inside redisplay, so it never signals."
         construct))))
 
 (defun efrit-todo-ui--has-list-p (session)
-  "Return non-nil when SESSION has at least one item."
-  (> (plist-get (efrit-todo-counts session) :total) 0))
+  "Return non-nil when SESSION has at least one item efrit-todo shows.
+Efrit's own list, kept while `efrit-todo-efrit-mode' is off, is not one."
+  (and (not (efrit-todo-compat--efrit-list-p session))
+       (> (plist-get (efrit-todo-counts session) :total) 0)))
 
 (defun efrit-todo-ui--mode-line-follow (session)
   "Make the indicator follow SESSION, which changed."

@@ -940,6 +940,7 @@ WIDTH defaults to the width of the window whose header line is drawn."
     ("M-<down>" efrit-todo-move-item-down "move the item down")
     ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
     ("d" efrit-todo-clear-finished "remove the session's completed and cancelled items")
+    ("D" efrit-todo-clear-list "clear the session's whole list (asks first; u brings it back)")
     ("u" efrit-todo-undo-change "undo the session's newest change, by the agent or by you")
     ("x" efrit-todo-drop-stopped "let a stopped session's list go: the next command starts afresh")
     ("?" efrit-todo-help "this help")
@@ -1410,6 +1411,21 @@ blockers, the first one by default."
   "Remove the completed and cancelled items of the session at point."
   (interactive)
   (efrit-todo-ui--apply-edit #'efrit-todo-user-clear-finished (efrit-todo-ui--session-at-point)))
+
+;;;###autoload
+(defun efrit-todo-clear-list ()
+  "Clear the whole list of the session at point, after asking.
+\\<efrit-todo-list-mode-map>\\[efrit-todo-undo-change] brings it back; the agent reads about it with its
+next tool result."
+  (interactive)
+  (let* ((session (efrit-todo-ui--session-at-point))
+         (count (efrit-todo--item-count session)))
+    (cond ((zerop count)
+           (message "Efrit-todo: the list of %s is empty already" session))
+          ((y-or-n-p (format "Clear the whole list of %s (%d item%s)? "
+                             session count (if (= count 1) "" "s")))
+           (efrit-todo-ui--apply-edit #'efrit-todo-user-clear session))
+          (t (message "Efrit-todo: nothing cleared")))))
 
 ;;;###autoload
 (defun efrit-todo-drop-stopped ()

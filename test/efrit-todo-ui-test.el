@@ -1342,6 +1342,41 @@ Wider, the running item comes back."
                                                 :type 'user-error))))
     (should (equal (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by) '("t1")))))
 
+(ert-deftest efrit-todo-ui-test-key-D-clears-the-list-after-asking ()
+  "D asks, then clears the session's list; u brings it back; no leaves it."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session "t2")
+    (let ((asked nil))
+      (cl-letf (((symbol-function 'y-or-n-p) (lambda (prompt) (setq asked prompt) nil)))
+        (efrit-todo-ui-test--press "D"))
+      (should (string-match-p (regexp-quote session) asked))
+      (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t3" "t4")))
+      (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) t)))
+        (efrit-todo-ui-test--press "D")))
+    (should (null (efrit-todo-list session)))
+    (should (string-match-p "no items" (efrit-todo-ui-test--section session)))
+    (should (string-match-p "the user cleared the list, removing t1, t2, t3, t4"
+                            (efrit-todo-ui-test--model-reads session)))
+    (efrit-todo-ui-test--goto-item-line session 'heading)
+    (efrit-todo-ui-test--press "u")
+    (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t3" "t4")))
+    (should (eq (lookup-key efrit-todo-list-mode-map "D") 'efrit-todo-clear-list))))
+
+(ert-deftest efrit-todo-ui-test-reset-is-a-command ()
+  "M-x efrit-todo-reset clears a session's list, asking first; it is autoloaded."
+  (should (commandp 'efrit-todo-reset))
+  (with-temp-buffer
+    (insert-file-contents (locate-library "efrit-todo.el"))
+    (should (re-search-forward "^;;;###autoload\n(defun efrit-todo-reset " nil t)))
+  (let ((efrit-todo-current-session (format "reset-%s" (cl-gensym))))
+    (efrit-todo-ui-test--sample efrit-todo-current-session)
+    (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) nil)))
+      (call-interactively #'efrit-todo-reset))
+    (should (= (length (efrit-todo-list)) 4))
+    (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) t)))
+      (call-interactively #'efrit-todo-reset))
+    (should (null (efrit-todo-list)))))
+
 (ert-deftest efrit-todo-ui-test-graph-redraw-matches-full ()
   "Blocking, unblocking and finishing redraw only what changed, as a full redraw would."
   (efrit-todo-ui-test-with-buffer session

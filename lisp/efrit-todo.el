@@ -1182,6 +1182,9 @@ Not in batch Emacs, which runs scripts rather than resuming work."
   (autoload 'efrit-todo-ui--on-change "efrit-todo-ui")
   (add-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change))
 
+(when (locate-file "efrit-todo-demo" (list efrit-todo--directory) (get-load-suffixes))
+  (autoload 'efrit-todo-demo (expand-file-name "efrit-todo-demo" efrit-todo--directory) nil t))
+
 ;;;; The adapters
 ;;
 ;; `(require 'efrit-todo)' offers the modes of the Efrit and gptel

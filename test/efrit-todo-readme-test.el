@@ -405,6 +405,34 @@ build on first load would."
   (efrit-todo-readme-test--package
    'package-vc `((,efrit-todo-readme-test--url . ,efrit-todo-readme-test--root)) t))
 
+;;;; The demo
+
+(ert-deftest efrit-todo-readme-test-demo-is-a-command ()
+  "M-x efrit-todo-demo needs lisp/ alone: it plays the session, q puts the windows back."
+  (efrit-todo-readme-test--with-home home
+    (efrit-todo-readme-test--child
+     home
+     `(("efrit-todo from lisp/ alone"
+        (progn (add-to-list 'load-path ,efrit-todo-readme-test--lisp)
+               (require 'efrit-todo)))
+       ("the demo, played fast, as if interactively"
+        (progn (setq efrit-todo-demo-speed 100)
+               (let ((noninteractive nil))
+                 (call-interactively #'efrit-todo-demo))
+               (let ((end (+ (float-time) 20)))
+                 (while (and efrit-todo-demo--timer (< (float-time) end))
+                   (accept-process-output nil 0.05))))))
+     '(("efrit-todo-demo was autoloaded by efrit-todo.el" (featurep 'efrit-todo-demo))
+       ("the demo is a command" (commandp 'efrit-todo-demo))
+       ("no file of test/ was loaded"
+        (not (seq-some (lambda (entry) (string-match-p "/test/" (car entry))) load-history)))
+       ("the session was played to its end"
+        (equal (efrit-todo-counts "demo")
+               '(:total 7 :pending 0 :in-progress 0 :completed 6 :cancelled 1)))
+       ("q in the narration ends it"
+        (progn (with-current-buffer "*efrit-todo-demo*" (efrit-todo-demo-stop))
+               (and (not (get-buffer "*efrit-todo-demo*")) (null efrit-todo-demo--timer))))))))
+
 ;;;; The options table
 
 (defun efrit-todo-readme-test--defcustoms ()

@@ -60,6 +60,22 @@
 (define-error 'efrit-todo-internal-error "efrit-todo internal error (please report it)"
   'efrit-todo-error)
 
+(defun efrit-todo-build--command-error (show data context caller)
+  "Have SHOW, a `command-error-function', show an efrit-todo error as a sentence.
+An error of efrit-todo that reaches the command loop would be shown
+with the name of the internal function that signalled it before it,
+and its message in quotes with backslashes; it is shown as its
+condition's message and the text, as an `error' is.  DATA, CONTEXT
+and CALLER are as SHOW takes them."
+  (if (and (consp data)
+           (memq 'efrit-todo-error (get (car data) 'error-conditions))
+           (stringp (cadr data)))
+      (funcall show (list 'error (format "%s: %s" (get (car data) 'error-message) (cadr data)))
+               context nil)
+    (funcall show data context caller)))
+
+(add-function :around command-error-function #'efrit-todo-build--command-error)
+
 ;;;; Options
 
 (defgroup efrit-todo-build nil
@@ -677,6 +693,7 @@ for it: a batch script goes on to call efrit-todo.  Signal
     (set-process-sentinel efrit-todo-build--process #'ignore)
     (delete-process efrit-todo-build--process))
   (efrit-todo-build--remove-stand-ins)
+  (remove-function command-error-function #'efrit-todo-build--command-error)
   nil)
 
 (provide 'efrit-todo-build)

@@ -430,5 +430,20 @@ The module is taken from where cargo's JSON message says it built it."
       (should (string-match-p "linking" text))
       (should-not (string-match-p "55/56" text)))))
 
+;; The command loop's display itself needs an interactive Emacs: the
+;; function it calls is checked here, the terminal test sees *Messages*.
+(ert-deftest efrit-todo-build-test-errors-reach-the-user-as-sentences ()
+  "An efrit-todo error in a command shows its text plainly, with no function name."
+  (require 'efrit-todo-build)
+  (should (advice-function-member-p #'efrit-todo-build--command-error command-error-function))
+  (let ((shown (efrit-todo-build--command-error
+                #'list '(efrit-todo-error "the module \"x\" is not loaded") ""
+                'efrit-todo--module-sessions)))
+    (should (null (nth 2 shown)))
+    (should (equal (error-message-string (car shown))
+                   "efrit-todo error: the module \"x\" is not loaded")))
+  (let ((shown (efrit-todo-build--command-error #'list '(void-function foo) "" 'bar)))
+    (should (equal shown '((void-function foo) "" bar)))))
+
 (provide 'efrit-todo-build-test)
 ;;; efrit-todo-build-test.el ends here

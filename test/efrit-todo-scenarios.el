@@ -947,6 +947,12 @@ not follow it; the lists efrit-todo kept stay."
       (when (get-buffer "*efrit-todos*")
         (kill-buffer "*efrit-todos*")))))
 
+(ert-deftest efrit-todo-scenarios-a-failed-command-without-a-list-says-so-briefly ()
+  "A command that fails before any tool call or list gets Efrit's one line, no report."
+  (let ((outcome (efrit-todo-scenarios-run "Do something" (list 'api-error))))
+    (should (equal (plist-get outcome :stop) "api-error"))
+    (should (equal (plist-get outcome :last-result) "Session ended: api-error"))))
+
 (ert-deftest efrit-todo-scenarios-unfinished-list-carries-over ()
   "However a command stops with items open, the next one goes on with them.
 Its first request names the open items with their ids, its writes by

@@ -167,8 +167,8 @@ Efrit's, which no agent of efrit-todo reads, and the buffer and
 indicator leave it alone.")
 
 (defun efrit-todo-compat--note-writer (session)
-  "Note who keeps SESSION's list, which Efrit's code is changing.
-Efrit alone, unless `efrit-todo-efrit-mode' is on."
+  "Record the keeper of SESSION's list, which Efrit's code is changing.
+That is Efrit alone, unless `efrit-todo-efrit-mode' is on."
   (if (bound-and-true-p efrit-todo-efrit-mode)
       (remhash session efrit-todo-compat--efrit-lists)
     (puthash session t efrit-todo-compat--efrit-lists)))

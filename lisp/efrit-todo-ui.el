@@ -1680,7 +1680,7 @@ one.  Runs inside redisplay, so it never signals."
         construct))))
 
 (defun efrit-todo-ui--has-list-p (session)
-  "Return non-nil when SESSION has at least one item efrit-todo shows.
+  "Return non-nil when SESSION has an item for efrit-todo to show.
 Efrit's own list, kept while `efrit-todo-efrit-mode' is off, is not one."
   (and (not (efrit-todo-compat--efrit-list-p session))
        (> (plist-get (efrit-todo-counts session) :total) 0)))

@@ -418,6 +418,11 @@ The module is taken from where cargo's JSON message says it built it."
       (should (equal (car (nth 1 (car value)))
                      '(efrit-todo-invalid-input efrit-todo-error error))))))
 
+(defvar efrit-todo-build--started)
+(defvar efrit-todo-build--progress)
+(declare-function efrit-todo-build--progress-text "efrit-todo-build" ())
+(declare-function efrit-todo-build--command-error "efrit-todo-build" (show data context caller))
+
 ;; Alone, not in a child: the count is text, whatever cargo does.
 (ert-deftest efrit-todo-build-test-last-crate-says-linking ()
   "While cargo compiles and links the last crate, the progress says so."
@@ -437,11 +442,11 @@ The module is taken from where cargo's JSON message says it built it."
   (require 'efrit-todo-build)
   (should (advice-function-member-p #'efrit-todo-build--command-error command-error-function))
   (let ((shown (efrit-todo-build--command-error
-                #'list '(efrit-todo-error "the module \"x\" is not loaded") ""
+                #'list '(efrit-todo-error "The module \"x\" is not loaded") ""
                 'efrit-todo--module-sessions)))
     (should (null (nth 2 shown)))
     (should (equal (error-message-string (car shown))
-                   "efrit-todo error: the module \"x\" is not loaded")))
+                   "efrit-todo error: The module \"x\" is not loaded")))
   (let ((shown (efrit-todo-build--command-error #'list '(void-function foo) "" 'bar)))
     (should (equal shown '((void-function foo) "" bar)))))
 

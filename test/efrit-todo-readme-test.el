@@ -408,7 +408,7 @@ build on first load would."
 ;;;; The demo
 
 (ert-deftest efrit-todo-readme-test-demo-is-a-command ()
-  "M-x efrit-todo-demo needs lisp/ alone: it plays the session, q puts the windows back."
+  "The command `efrit-todo-demo' needs lisp/ alone: it plays the session, q puts the windows back."
   (efrit-todo-readme-test--with-home home
     (efrit-todo-readme-test--child
      home

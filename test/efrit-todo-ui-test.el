@@ -1363,7 +1363,7 @@ Wider, the running item comes back."
     (should (eq (lookup-key efrit-todo-list-mode-map "D") 'efrit-todo-clear-list))))
 
 (ert-deftest efrit-todo-ui-test-reset-is-a-command ()
-  "M-x efrit-todo-reset clears a session's list, asking first; it is autoloaded."
+  "The command `efrit-todo-reset' clears a session's list, asking first; it is autoloaded."
   (should (commandp 'efrit-todo-reset))
   (with-temp-buffer
     (insert-file-contents (locate-library "efrit-todo.el"))

@@ -147,7 +147,7 @@ to the crate) and loaded into the same Emacs."
       (dolist (during (list (plist-get value :write) (plist-get value :compat)))
         (should (eq (nth 0 during) :error))
         (should (eq (nth 1 during) 'efrit-todo-error))
-        (should (string-match-p "still being built (2/3 crates, [0-9]+ s so far)" (nth 2 during)))
+        (should (string-match-p "still being built (last crate, compiling and linking the module, [0-9]+ s so far)" (nth 2 during)))
         (should (string-match-p "\\*efrit-todo-build\\*" (nth 2 during)))
         (should (string-match-p "(efrit-todo-build-wait)" (nth 2 during))))
       (should (equal (plist-get value :wait) '(:value t)))

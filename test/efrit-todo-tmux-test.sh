@@ -204,11 +204,11 @@ wait_for "graph keys: a cycle is refused" 5 'Efrit-todo: .*cycle' "$graph_t1"
 keys ?
 wait_for "graph keys: ? opens the help" 5 '^Keys of \*efrit-todos\*'
 # The help window is small here: the dependency keys are further down.
-# It stands between *demo* and the list, two windows on from the list.
-keys C-x o
-keys C-x o
+# ? selected it, so C-s searches it and q closes it, not the list.
 keys C-s 'add a blocker' Enter
 wait_for "graph keys: the help names b and B" 5 '^b +add a blocker' '^B +remove one of the item.s blockers'
+keys q
+wait_for "graph keys: q closes the help, the list stays" 5 'no:Keys of \*efrit-todos\*' "$graph_t1"
 stop
 
 # A terminal shrunk from 160 to 80 columns: the list keeps its share of

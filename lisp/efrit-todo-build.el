@@ -235,17 +235,9 @@ CRATE/target."
   "Return non-nil while a module build is running."
   (and (memq efrit-todo-build--state '(running cancelling)) t))
 
-(defvar efrit-todo-build--raise
-  (lambda (condition text) (signal condition (list text)))
-  "Function that signals CONDITION with TEXT, and has no name.
-Emacs writes the name of the function that called `signal' before an
-error's message in *Messages*: an internal name there means nothing
-to the user, an anonymous function shows the message alone.")
-
 (defun efrit-todo-build--signal (format-string &rest args)
   "Signal `efrit-todo-error' with a message from FORMAT-STRING and ARGS."
-  (funcall efrit-todo-build--raise 'efrit-todo-error
-           (apply #'format-message format-string args)))
+  (signal 'efrit-todo-error (list (apply #'format-message format-string args))))
 
 (defun efrit-todo-build--progress-text ()
   "Return how far the running build is, e.g. \"23/56 crates, 41 s\"."
@@ -285,7 +277,7 @@ to the user, an anonymous function shows the message alone.")
 
 (defun efrit-todo-build--not-loaded (&rest _)
   "Stand in for a module function: signal that the module is not loaded yet."
-  (funcall efrit-todo-build--raise 'efrit-todo-error (efrit-todo-build--status-text)))
+  (signal 'efrit-todo-error (list (efrit-todo-build--status-text))))
 
 (defun efrit-todo-build--install-stand-ins (&rest _)
   "Make every module function not yet defined signal why it is missing.

@@ -1128,7 +1128,7 @@ session's section."
   ;; The buffer is drawn from the module: during the first build, say so
   ;; rather than leave an empty window or a raw error.
   (unless (efrit-todo-build-module-loaded-p)
-    (user-error "Efrit-todo: %s" (efrit-todo-build--status-text)))
+    (efrit-todo-ui--user-error "Efrit-todo: %s" (efrit-todo-build--status-text)))
   (let ((buffer (efrit-todo-ui--buffer)))
     (pop-to-buffer buffer efrit-todo-display-buffer-action)
     (efrit-todo-ui--catch-up)

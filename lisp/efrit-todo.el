@@ -169,10 +169,16 @@ An error in one function is reported and does not stop the others.")
   "Load the module, or start building it, and check its version."
   (efrit-todo-build--ensure efrit-todo-version))
 
+(declare-function efrit-todo-compat--adopt-plain "efrit-todo-compat" ())
+
 (defun efrit-todo--after-build ()
-  "Restore the saved lists, now that a build has loaded the module.
-Nothing when the build ended while this file was still loading (a
-batch script waiting for it), before the restoring code was defined."
+  "Take over, now that a build has loaded the module.
+The list Efrit kept meanwhile goes into the module, and the saved
+lists are restored.  Nothing when the build ended while this file was
+still loading (a batch script waiting for it), before that code was
+defined."
+  (when (fboundp 'efrit-todo-compat--adopt-plain)
+    (efrit-todo-compat--adopt-plain))
   (when (fboundp 'efrit-todo--restore-on-load)
     (efrit-todo--restore-on-load)))
 

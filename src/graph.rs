@@ -530,6 +530,28 @@ mod tests {
     }
 
     #[test]
+    fn repair_drops_waits_between_an_item_and_its_ancestors() {
+        // t2 is under t1, t3 under t2; t3 waits for t1 (its ancestor), t1
+        // for t2 (its subtask), t4 for t3 (sound).
+        let mut items = with_edges(&[Status::Pending; 4], &[(2, 0), (0, 1), (3, 2)]);
+        items[1].parent = Some("t1".into());
+        items[2].parent = Some("t2".into());
+        let dropped = repair(&mut items);
+        let found: Vec<(&str, &str, &str)> = dropped
+            .iter()
+            .map(|d| (d.item.as_str(), d.blocker.as_str(), d.why))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("t1", "t2", "a parent already waits for its subtasks"),
+                ("t3", "t1", "a subtask cannot wait for its ancestor"),
+            ]
+        );
+        assert_eq!(items[3].blocked_by, ["t3"]);
+    }
+
+    #[test]
     fn repair_drops_bad_edges_and_keeps_the_items() {
         let mut items = with_edges(
             &[Status::Pending; 3],

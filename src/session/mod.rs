@@ -124,6 +124,12 @@ pub enum UserEdit {
         id: String,
         status: Status,
     },
+    /// Sets ID to STATUS, dropping first the dependencies that hold it
+    /// back (its own open blockers and its ancestors'), as one change.
+    SetStatusUnblocked {
+        id: String,
+        status: Status,
+    },
     EditContent {
         id: String,
         content: String,

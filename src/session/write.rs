@@ -737,7 +737,9 @@ impl Session {
         let at = now();
         let before = self.items.clone();
         let kind = match &edit {
-            UserEdit::SetStatus { .. } => ChangeKind::Status,
+            UserEdit::SetStatus { .. } | UserEdit::SetStatusUnblocked { .. } => {
+                ChangeKind::Status
+            }
             UserEdit::EditContent { .. } => ChangeKind::Edit,
             UserEdit::Add { .. } => ChangeKind::Add,
             UserEdit::Move { .. } => ChangeKind::Move,
@@ -745,7 +747,7 @@ impl Session {
             UserEdit::Block { .. } | UserEdit::Unblock { .. } => ChangeKind::Edit,
         };
         let note = match edit {
-            UserEdit::SetStatus { id, status } => {
+            UserEdit::SetStatus { id, status } | UserEdit::SetStatusUnblocked { id, status } => {
                 let index = position(&self.items, &id)?;
                 self.check_user_status(index, status)?;
                 if status == Status::InProgress {

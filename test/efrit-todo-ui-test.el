@@ -1237,27 +1237,30 @@ through its parent."
 No changes nothing; yes drops it and completes the item, which the model reads."
   (efrit-todo-ui-test-with-buffer session
     (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-user-add-blocker "t3" "t1" session)
+    (efrit-todo-ui-test--model-reads session)
     (efrit-todo-show)
-    (efrit-todo-ui-test--goto-item session "t2")
+    (efrit-todo-ui-test--goto-item session "t3")
     (let ((before (efrit-todo-list session))
           (history (length (efrit-todo-history session)))
           prompts)
       (efrit-todo-ui-test--answering nil prompts
         (efrit-todo-ui-test--press "c"))
       (should (= (length prompts) 1))
-      (should (string-match-p "t2 is blocked by t1 (pending)" (car prompts)))
-      (should (string-match-p "[Dd]rop .*dependency.* t2 completed" (car prompts)))
+      (should (string-match-p "t3 is blocked by t1 (pending)" (car prompts)))
+      (should (string-match-p "[Dd]rop that dependency and mark t3 completed" (car prompts)))
       (should (equal (efrit-todo-list session) before))
       (should (= (length (efrit-todo-history session)) history))
-      (should (string-match-p "^  ⊘ t2  Write the tests  blocked by t1$"
+      (should (string-match-p "^  ⊘ t3  Document the syntax (alice)  blocked by t1"
                               (efrit-todo-ui-test--section session)))
-      (efrit-todo-ui-test--goto-item session "t2")
+      (efrit-todo-ui-test--goto-item session "t3")
       (efrit-todo-ui-test--answering t prompts
         (efrit-todo-ui-test--press "c"))
-      (should (eq (plist-get (efrit-todo-ui-test--item session "t2") :status) 'completed))
-      (should-not (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by))
-      (should (string-match-p "^  ✓ t2  Write the tests$" (efrit-todo-ui-test--section session)))
-      (should (string-match-p "user[^\n]*dependency of t2 on t1[^\n]*t2 completed"
+      (should (eq (plist-get (efrit-todo-ui-test--item session "t3") :status) 'completed))
+      (should-not (plist-get (efrit-todo-ui-test--item session "t3") :blocked-by))
+      (should (string-match-p "^  ✓ t3  Document the syntax (alice)" (efrit-todo-ui-test--section session)))
+      (should-not (string-match-p "t3[^\n]*blocked" (efrit-todo-ui-test--section session)))
+      (should (string-match-p "user[^\n]*dependency of t3 on t1[^\n]*t3 completed"
                               (efrit-todo-ui-test--model-reads session))))))
 
 (ert-deftest efrit-todo-ui-test-key-i-under-a-blocked-parent-offers-to-drop-its-wait ()

@@ -9,6 +9,7 @@
 //! both use stays here, with the registry.
 
 mod agent_loop;
+mod ancestry;
 mod tasks;
 mod write;
 

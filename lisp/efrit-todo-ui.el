@@ -936,7 +936,9 @@ ready to start until that item is completed or cancelled), \\[efrit-todo-remove-
 removes one.  A pending item that waits shows the `blocked' glyph of
 `efrit-todo-glyphs' and \"blocked by t2\", naming its open blockers
 only, or \"parent blocked\" when a parent waits; the other pending
-items are ready.  An item's owner stands after it in parentheses.
+items are ready.  Starting or completing an item that waits says why
+it cannot and offers to drop those dependencies first; no changes
+nothing.  An item's owner stands after it in parentheses.
 TAB (or RET) on an item shows or hides its description and tool calls.
 
 \\{efrit-todo-list-mode-map}"

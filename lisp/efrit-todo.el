@@ -477,7 +477,7 @@ that waits for an open blocker, its own or an ancestor's, signals
                          session))
 
 (defun efrit-todo-user-set-status-unblocked (id status &optional session)
-  "Set item ID of SESSION to STATUS, dropping first what holds it back.
+  "Set item ID of SESSION to STATUS, dropping first the waits that block it.
 When STATUS starts or completes the item, its dependencies on open
 blockers, and those of its ancestors, are removed in the same change
 \(one undo takes all of it back).  Any other rule still refuses with

@@ -1225,11 +1225,11 @@ through its parent."
                             (cadr (should-error (efrit-todo-ui-test--press "B")
                                                 :type 'user-error))))))
 
-(defmacro efrit-todo-ui-test--answering (answer prompts &rest body)
-  "Run BODY with `y-or-n-p' answering ANSWER; PROMPTS collects its prompts."
+(defmacro efrit-todo-ui-test--answering (answer asked &rest body)
+  "Run BODY with `y-or-n-p' returning ANSWER; push each question on ASKED."
   (declare (indent 2) (debug (form symbolp body)))
   `(cl-letf (((symbol-function 'y-or-n-p)
-              (lambda (prompt) (push prompt ,prompts) ,answer)))
+              (lambda (question) (push question ,asked) ,answer)))
      ,@body))
 
 (ert-deftest efrit-todo-ui-test-key-c-on-a-blocked-item-offers-to-drop-the-wait ()

@@ -286,6 +286,18 @@ impl Session {
         }
     }
 
+    /// Whether AGENT's breaker (None: the lead's) could refuse a call now.
+    pub fn breaker_armed_for(&self, agent: Option<&str>, limits: &BreakerLimits) -> bool {
+        match agent {
+            None => self.breaker.armed(limits),
+            Some(name) => self
+                .agents
+                .running
+                .iter()
+                .any(|a| a.name == name && a.breaker.armed(limits)),
+        }
+    }
+
     fn running_agent(&self, name: &str) -> Result<usize, InvalidInput> {
         self.agents
             .running

@@ -67,7 +67,7 @@ fn agents<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
                         Some(n) => item_plist_in(env, &s.items, n)?,
                         None => ().into_lisp(env)?,
                     };
-                    env.list(&[
+                    env.list([
                         kw_name.bind(env),
                         agent.name.into_lisp(env)?,
                         kw_type.bind(env),

@@ -45,8 +45,11 @@ cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
+# The gptel scenarios run a second time against the fake gptel standing
+# for gptel 0.9.9.4 (its older system-message variable, no post-tool hook).
 ert: build ## The ERT suites in batch Emacs against the built module
 	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
+	EFRIT_TODO_FAKE_GPTEL=0.9.9.4 $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit
 
 # The ert target runs this suite too; EFRIT_DIR set, with that Efrit.
 setup-test: build ## The README's set-ups in fresh emacs -Q -nw, in every order with Efrit's; package installs

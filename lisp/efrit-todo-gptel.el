@@ -52,6 +52,13 @@
 ;; `gptel-pre-response-hook', `gptel-post-response-functions', plus
 ;; advice on `gptel-abort'.  Turning the mode off removes them, and
 ;; unloading this file removes the tools and the preset as well.
+;;
+;; It needs gptel 0.9.9.4 or later.  A gptel without the tool hooks
+;; (0.9.9.4 had the pre-tool hook from its 21st commit on, the
+;; post-tool hook from its 23rd) has a managed request's tools run
+;; through copies that do the same checks around each call; the
+;; system message is `gptel-system-prompt' since 0.9.9.5's successors,
+;; `gptel--system-message' before.
 
 ;;; Code:
 
@@ -68,7 +75,7 @@
 ;; gptel's variables and functions, used only once gptel is loaded.
 (defvar gptel-tools)
 (defvar gptel-use-tools)
-(defvar gptel-system-prompt)
+(defvar gptel-version)
 (defvar gptel-backend)
 (defvar gptel-model)
 (defvar gptel-prompt-transform-functions)
@@ -82,6 +89,9 @@
 (declare-function gptel-make-tool "gptel-request" (&rest slots))
 (declare-function gptel-make-preset "gptel" (name &rest keys))
 (declare-function gptel-tool-name "gptel-request" (tool))
+(declare-function gptel-tool-function "gptel-request" (tool))
+(declare-function gptel-tool-args "gptel-request" (tool))
+(declare-function gptel-tool-async "gptel-request" (tool))
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 (declare-function gptel-send "gptel" (&optional arg))
 (declare-function gptel-abort "gptel-request" (buf))
@@ -121,6 +131,28 @@ All are registered; the preset offers those of `efrit-todo-tool-style'.")
 (defconst efrit-todo-gptel--category "efrit-todo"
   "The category of efrit-todo's tools in gptel's tool registry.")
 
+(defconst efrit-todo-gptel-minimum-gptel "0.9.9.4"
+  "The oldest gptel version `efrit-todo-gptel-mode' works with.")
+
+(defun efrit-todo-gptel--check-gptel-version ()
+  "Signal a `user-error' unless the loaded gptel is recent enough.
+See `efrit-todo-gptel-minimum-gptel'.  A gptel without
+`gptel-version' predates it."
+  (let ((version (and (boundp 'gptel-version) gptel-version)))
+    (unless (and (stringp version)
+                 (ignore-errors (version<= efrit-todo-gptel-minimum-gptel version)))
+      (user-error "Efrit-todo needs gptel %s or later; this gptel is %s"
+                  efrit-todo-gptel-minimum-gptel
+                  (if (stringp version) version "older (it has no `gptel-version')")))))
+
+(defun efrit-todo-gptel--system-variable ()
+  "Return the variable of gptel's system message.
+gptel 0.9.9.4 and 0.9.9.5 name it `gptel--system-message'; later
+versions `gptel-system-prompt', the old name an alias of it."
+  (if (boundp 'gptel--system-message)
+      (indirect-variable 'gptel--system-message)
+    'gptel-system-prompt))
+
 ;;;; Sessions: one per chat buffer
 
 (defvar-local efrit-todo-gptel--session nil
@@ -157,14 +189,19 @@ An alist of (VARIABLE . VALUE) for `efrit-todo-gptel--turn-settings',
 as that request was made with them; its continuations are sent with
 the same.")
 
-(defconst efrit-todo-gptel--turn-settings
-  '(gptel-backend gptel-model gptel-system-prompt gptel-tools gptel-use-tools)
-  "The gptel options every request of a turn is sent with, as its first was.
+(defun efrit-todo-gptel--turn-settings ()
+  "Return the gptel options every request of a turn is sent with, as its first was.
 A continuation is a request of its own, sent from the chat buffer: a
 preset applied to the first request only (@efrit-todo in the prompt)
 would not reach it, its todo_write would be an unknown tool, and a
 system text or tool list that changes within a turn breaks the
-provider's prompt cache.")
+provider's prompt cache."
+  (list 'gptel-backend 'gptel-model (efrit-todo-gptel--system-variable)
+        'gptel-tools 'gptel-use-tools))
+
+(defvar efrit-todo-gptel--missing-checks nil
+  "The checks the loaded gptel has no hook for: :pre, :post or both.
+Set when the mode is turned on.")
 
 (defvar efrit-todo-gptel--buffers (make-hash-table :test 'equal :weakness 'value)
   "The chat buffer of each session this file named, by session name.")
@@ -330,7 +367,7 @@ continuation goes on with the turn.  Return the session."
 (defun efrit-todo-gptel--settings ()
   "Return the current buffer's turn settings as (VARIABLE . VALUE).
 The settings are `efrit-todo-gptel--turn-settings', those bound."
-  (cl-loop for variable in efrit-todo-gptel--turn-settings
+  (cl-loop for variable in (efrit-todo-gptel--turn-settings)
            when (boundp variable)
            collect (cons variable (symbol-value variable))))
 
@@ -367,12 +404,19 @@ sent with those settings, already has it."
                                   (efrit-todo-prompt-guidance session)
                                 (error nil))))
                 (when (and guidance (not (string-empty-p guidance)))
-                  (setq-local gptel-system-prompt
-                              (efrit-todo-gptel--add-guidance gptel-system-prompt
-                                                              guidance)))))
+                  (let ((system (efrit-todo-gptel--system-variable)))
+                    (set (make-local-variable system)
+                         (efrit-todo-gptel--add-guidance (symbol-value system)
+                                                         guidance))))))
             (let ((settings (efrit-todo-gptel--settings)))
               (with-current-buffer buffer
-                (setq efrit-todo-gptel--turn settings))))))))))
+                (setq efrit-todo-gptel--turn settings))))
+          ;; A gptel without the tool hooks: the checks go with the tools.
+          (when (and efrit-todo-gptel--missing-checks gptel-use-tools)
+            (setq-local gptel-tools
+                        (efrit-todo-gptel--wrap-tools
+                         gptel-tools efrit-todo-gptel--missing-checks
+                         (lambda () (efrit-todo-gptel--end-if-tripped buffer fsm)))))))))))
 
 (defun efrit-todo-gptel--managed-buffer (call)
   "Return the chat buffer of tool CALL when its request is managed."
@@ -417,6 +461,9 @@ refusal is sent as the call's result, marked as an error."
                          nil))))
         (when refusal
           (push args efrit-todo-gptel--blocked)
+          ;; Without the post-tool hook, no later point sees the trip.
+          (when (memq :post efrit-todo-gptel--missing-checks)
+            (efrit-todo-gptel--end-if-tripped buffer efrit-todo-gptel--fsm))
           (list :block refusal))))))
 
 (defun efrit-todo-gptel--post-tool (call)
@@ -444,21 +491,137 @@ named as no output."
             (unless (equal text result)
               (list :result text))))))))
 
+(defun efrit-todo-gptel--note-trip (buffer)
+  "Note that the breaker of chat BUFFER's request tripped, if it did just now.
+Return the reason to stop the request with, or nil when the breaker
+has not tripped or the request was stopped already."
+  (with-current-buffer buffer
+    (let* ((session (efrit-todo-gptel-session))
+           (reason (and (not efrit-todo-gptel--ended) (efrit-todo-gptel--tripped session))))
+      (when reason
+        (setq efrit-todo-gptel--ended (concat "stopped by the circuit breaker: " reason))
+        (efrit-todo-gptel--note-stop session efrit-todo-gptel--ended)
+        (message "Efrit-todo: circuit breaker tripped in %s: %s (M-x efrit-todo-gptel-report)"
+                 (buffer-name) reason)
+        (concat "Stopped by the circuit breaker: " reason)))))
+
 (defun efrit-todo-gptel--stop-if-tripped (call)
   "Stop the request of tool CALL when the breaker has tripped.
 This runs after `efrit-todo-gptel--post-tool' has recorded every call
 of the response, so the results, refusals and notices stay in the
 chat; the request then ends without asking the model again."
-  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call)))
-    (with-current-buffer buffer
-      (let* ((session (efrit-todo-gptel-session))
-             (reason (and (not efrit-todo-gptel--ended) (efrit-todo-gptel--tripped session))))
-        (when reason
-          (setq efrit-todo-gptel--ended (concat "stopped by the circuit breaker: " reason))
-          (efrit-todo-gptel--note-stop session efrit-todo-gptel--ended)
-          (message "Efrit-todo: circuit breaker tripped in %s: %s (M-x efrit-todo-gptel-report)"
-                   (buffer-name) reason)
-          (list :stop t :stop-reason (concat "Stopped by the circuit breaker: " reason)))))))
+  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call))
+              (reason (efrit-todo-gptel--note-trip buffer)))
+    (list :stop t :stop-reason reason)))
+
+(defun efrit-todo-gptel--end-if-tripped (buffer fsm)
+  "End the request of state FSM from chat BUFFER if its breaker tripped.
+For a gptel without the post-tool hook: the request ends with the
+reason as its error once the calls of the response have run, as
+the hook's stop would end it."
+  (when (buffer-live-p buffer)
+    (when-let* ((reason (efrit-todo-gptel--note-trip buffer))
+                (info (and fsm (gptel-fsm-info fsm))))
+      (plist-put info :stop-reason reason)
+      (plist-put info :error reason))))
+
+;;;; Tools that carry the checks themselves
+
+(defvar efrit-todo-gptel--originals (make-hash-table :test 'eq :weakness 'key)
+  "The tool each of the tool copies made here stands for.")
+
+(defun efrit-todo-gptel--to-string (value)
+  "Return VALUE, a tool's result or error data, as text, as gptel does."
+  (cond ((stringp value) value)
+        ((symbolp value) (symbol-name value))
+        (t (prin1-to-string value))))
+
+(defun efrit-todo-gptel--refuse (name input session checks after)
+  "Return the breaker's refusal of the call of tool NAME with INPUT, or nil.
+SESSION is the chat's; only with :pre in CHECKS is the breaker asked.
+AFTER is called once a refusal is recorded."
+  (when (memq :pre checks)
+    (when-let* ((refusal (condition-case err
+                             (efrit-todo-before-tool name input session)
+                           (efrit-todo-invalid-input
+                            (message "Efrit-todo: %s" (cadr err))
+                            nil))))
+      (funcall after)
+      (concat "<tool_call_error>\n" refusal "\n</tool_call_error>"))))
+
+(defun efrit-todo-gptel--record (name input session checks after result error-p)
+  "Return the RESULT of tool NAME's call with INPUT, recorded if asked.
+SESSION is the chat's; with :post in CHECKS the call is recorded
+and the text the model gets has the notices after the output.
+ERROR-P non-nil when the tool failed.  AFTER is called once it is
+recorded."
+  (if (not (memq :post checks))
+      result
+    (let* ((output (cond ((null result) nil)
+                         ((stringp result) (and (not (string-empty-p result)) result))
+                         (t (efrit-todo-gptel--to-string result))))
+           (text (condition-case err
+                     (efrit-todo-after-tool name input output
+                                            (or error-p (efrit-todo-gptel--error-result-p output))
+                                            session)
+                   (efrit-todo-invalid-input
+                    (format "%s\n[efrit-todo could not record this call: %s]"
+                            (or output "") (cadr err))))))
+      (funcall after)
+      text)))
+
+(defun efrit-todo-gptel--checked-function (tool checks after)
+  "Return TOOL's function, wrapped for the breaker.
+With :pre in CHECKS the breaker is asked before each call, with
+:post the call is recorded; AFTER is called once a call is refused
+or recorded."
+  (let ((function (gptel-tool-function tool))
+        (name (gptel-tool-name tool))
+        (keys (mapcar (lambda (arg) (intern (concat ":" (plist-get arg :name))))
+                      (gptel-tool-args tool))))
+    (if (gptel-tool-async tool)
+        (lambda (callback &rest values)
+          (let* ((buffer (current-buffer))
+                 (session (efrit-todo-gptel-session))
+                 (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values)))
+                 (finish (lambda (result error-p)
+                           (funcall callback
+                                    (if (buffer-live-p buffer)
+                                        (with-current-buffer buffer
+                                          (efrit-todo-gptel--record name input session checks
+                                                                    after result error-p))
+                                      result)))))
+            (if-let* ((refusal (efrit-todo-gptel--refuse name input session checks after)))
+                (funcall callback refusal)
+              (condition-case err
+                  (apply function (lambda (result) (funcall finish result nil)) values)
+                (error (funcall finish (mapconcat #'efrit-todo-gptel--to-string err " ") t))))))
+      (lambda (&rest values)
+        (let* ((session (efrit-todo-gptel-session))
+               (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values))))
+          (or (efrit-todo-gptel--refuse name input session checks after)
+              (pcase-let ((`(,result . ,error-p)
+                           (condition-case err
+                               (cons (apply function values) nil)
+                             (error (cons (mapconcat #'efrit-todo-gptel--to-string err " ")
+                                          t)))))
+                (efrit-todo-gptel--record name input session checks after result
+                                          error-p))))))))
+
+(defun efrit-todo-gptel--wrap-tools (tools checks after)
+  "Return copies of TOOLS whose functions are checked around each call.
+CHECKS has :pre to ask the breaker before a call, :post to record it
+after; AFTER is called with no argument after each refusal or record.
+The copies keep the name, schema and everything else; a copy made
+here is copied from the tool it stands for, never wrapped twice."
+  (mapcar (lambda (tool)
+            (let* ((original (gethash tool efrit-todo-gptel--originals tool))
+                   (copy (copy-sequence original)))
+              (aset copy (cl-struct-slot-offset 'gptel-tool 'function)
+                    (efrit-todo-gptel--checked-function original checks after))
+              (puthash copy original efrit-todo-gptel--originals)
+              copy))
+          tools))
 
 (defun efrit-todo-gptel--request-sent ()
   "Note that a request left this buffer: no response yet, nothing refused."
@@ -582,14 +745,21 @@ The breaker's stop comes after every call of a response is recorded.")
   "Register the tools and add the hooks and the advice."
   (unless (require 'gptel nil t)
     (user-error "Efrit-todo: gptel is not installed"))
+  (efrit-todo-gptel--check-gptel-version)
   (efrit-todo-gptel--register)
+  ;; A hook this gptel does not have is left undefined: its check is
+  ;; made by the tools of a managed request instead.
+  (setq efrit-todo-gptel--missing-checks
+        (append (unless (boundp 'gptel-pre-tool-call-functions) '(:pre))
+                (unless (boundp 'gptel-post-tool-call-functions) '(:post))))
   ;; In a buffer where a hook has a local value without t, `add-hook'
   ;; changes that value instead of the global one, and a preset applied
   ;; to one request turns the mode on in gptel's prompt buffer, where
   ;; `gptel-prompt-transform-functions' is local.
   (with-temp-buffer
     (pcase-dolist (`(,hook ,function ,depth) efrit-todo-gptel--hooks)
-      (add-hook hook function depth)))
+      (when (boundp hook)
+        (add-hook hook function depth))))
   (advice-add 'gptel-abort :before #'efrit-todo-gptel--abort)
   ;; Before the lists are saved on exit (depth 90).
   (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50)

@@ -47,6 +47,13 @@
 ;; network is `efrit-todo-gptel-harness-transport', a function from the
 ;; request's JSON to the response's JSON (or `error', or `hang' for a
 ;; request that never answers), called from a timer.
+;;
+;; It stands for the newest gptel unless EFRIT_TODO_FAKE_GPTEL names an
+;; older one: "0.9.9.4" is gptel 0.9.9.4 as gptel-agent's last public
+;; snapshot knew it (v0.9.9.4-21): the system message is
+;; `gptel--system-message' (the newest calls it `gptel-system-prompt'),
+;; and there is `gptel-pre-tool-call-functions' but no
+;; `gptel-post-tool-call-functions' yet.
 
 ;;; Code:
 
@@ -63,8 +70,15 @@
 
 ;;;; Options and hooks, as gptel names them
 
-(defvar gptel-version "0.0-fake"
-  "The stand-in's version.")
+(defconst efrit-todo-fake-gptel--old (equal (getenv "EFRIT_TODO_FAKE_GPTEL") "0.9.9.4")
+  "Non-nil to stand for gptel 0.9.9.4, before its post-tool hook.")
+
+(defvar gptel-version (if efrit-todo-fake-gptel--old "0.9.9.4" "0.9.9.5")
+  "The version of gptel the stand-in stands for.")
+
+(defconst efrit-todo-fake-gptel--system-variable
+  (if efrit-todo-fake-gptel--old 'gptel--system-message 'gptel-system-prompt)
+  "The variable that holds the system message in the gptel stood for.")
 
 (defvar gptel-tools nil
   "The tools offered with a request, `gptel-tool' structures.")
@@ -72,8 +86,14 @@
 (defvar gptel-use-tools t
   "Non-nil to offer `gptel-tools' with requests.")
 
-(defvar gptel-system-prompt "You are a helpful assistant living in Emacs."
-  "The system message.")
+(defvar efrit-todo-fake-gptel--default-system "You are a helpful assistant living in Emacs."
+  "The system message until one is set.")
+
+(if efrit-todo-fake-gptel--old
+    (defvar gptel--system-message efrit-todo-fake-gptel--default-system
+      "The system message.")
+  (defvar gptel-system-prompt efrit-todo-fake-gptel--default-system
+    "The system message."))
 
 (defvar gptel-backend nil
   "The backend: the stand-in has one, the scripted model, so nil.")
@@ -87,8 +107,9 @@
 (defvar gptel-pre-tool-call-functions nil
   "Abnormal hook called with a plist before each tool call.")
 
-(defvar gptel-post-tool-call-functions nil
-  "Abnormal hook called with a plist after each tool call.")
+(unless efrit-todo-fake-gptel--old
+  (defvar gptel-post-tool-call-functions nil
+    "Abnormal hook called with a plist after each tool call."))
 
 (defvar gptel-post-request-hook nil
   "Hook run after sending a request.")
@@ -186,7 +207,7 @@
 (defun efrit-todo-fake-gptel--variable (key)
   "Return the variable set by preset KEY."
   (if (eq key :system)
-      'gptel-system-prompt
+      efrit-todo-fake-gptel--system-variable
     (intern (concat "gptel-" (substring (symbol-name key) 1)))))
 
 (defun efrit-todo-fake-gptel--modify (value spec)
@@ -261,7 +282,7 @@ Its :pre runs first, then its :parents are applied, in order."
 
 (defun efrit-todo-fake-gptel--hook-functions (hook)
   "Return the functions of HOOK in the current buffer, t expanded."
-  (let ((value (symbol-value hook)))
+  (let ((value (and (boundp hook) (symbol-value hook))))
     (when (functionp value) (setq value (list value)))
     (apply #'append (mapcar (lambda (function)
                               (if (eq function t)
@@ -292,9 +313,9 @@ buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
         (presets (efrit-todo-fake-gptel--presets-in text)))
     (unwind-protect
         (with-current-buffer prompt
-          (dolist (variable '(gptel-system-prompt gptel-tools gptel-use-tools
-                                                  gptel-backend gptel-model
-                                                  gptel-prompt-transform-functions))
+          (dolist (variable (list efrit-todo-fake-gptel--system-variable
+                                  'gptel-tools 'gptel-use-tools 'gptel-backend 'gptel-model
+                                  'gptel-prompt-transform-functions))
             (set (make-local-variable variable) (buffer-local-value variable buffer)))
           (setq text (cdr presets))
           (dolist (preset (car presets))
@@ -309,7 +330,8 @@ buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
               (0 (funcall function))
               (1 (funcall function fsm))
               (_ (funcall function #'ignore fsm))))
-          (list gptel-system-prompt (and gptel-use-tools gptel-tools) gptel-model text))
+          (list (symbol-value efrit-todo-fake-gptel--system-variable)
+                (and gptel-use-tools gptel-tools) gptel-model text))
       (kill-buffer prompt))))
 
 (defun gptel-send (&optional _arg)
@@ -443,9 +465,11 @@ buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
 (defun efrit-todo-fake-gptel--run-hook (hook fsm calls &optional with-result)
   "Run HOOK for each tool call in the list of FSM, applying the answers.
 The list is CALLS.
-WITH-RESULT non-nil passes each call's :result, as after the call."
+WITH-RESULT non-nil passes each call's :result, as after the call.
+Return non-nil if a function asked to stop the request."
   (let* ((info (gptel-fsm-info fsm))
-         (buffer (plist-get info :buffer)))
+         (buffer (plist-get info :buffer))
+         (stop nil))
     (with-current-buffer buffer
       (dolist (function (efrit-todo-fake-gptel--hook-functions hook))
         (dolist (call calls)
@@ -459,6 +483,7 @@ WITH-RESULT non-nil passes each call's :result, as after the call."
                                              (list :buffer (buffer-name buffer)
                                                    :backend "fake" :model 'fake))))))
               (cond ((plist-get answer :stop)
+                     (setq stop t)
                      (plist-put info :error (or (plist-get answer :stop-reason)
                                                 (format "Request stopped by %s" function))))
                     ((plist-get answer :block)
@@ -466,7 +491,8 @@ WITH-RESULT non-nil passes each call's :result, as after the call."
                                               (plist-get call :name)
                                               (plist-get answer :block))))
                     ((plist-get answer :result)
-                     (plist-put call :result (plist-get answer :result)))))))))))
+                     (plist-put call :result (plist-get answer :result))))))))
+      stop)))
 
 (defun efrit-todo-fake-gptel--run-tools (fsm calls)
   "Run the tools that FSM's response asked for between the hooks.
@@ -480,8 +506,10 @@ CALLS is the list of them."
                               (not (eq (gptel-fsm-state fsm) 'ABRT)))
                      (efrit-todo-fake-gptel--tools-done fsm calls)))))
     (setf (gptel-fsm-state fsm) 'TPRE)
-    (efrit-todo-fake-gptel--run-hook 'gptel-pre-tool-call-functions fsm calls)
-    (if (plist-get info :error)
+    ;; gptel 0.9.9.5 goes from TPRE to ERRS on any error; 0.9.9.4 only
+    ;; when a pre-tool hook stops the request.
+    (if (or (efrit-todo-fake-gptel--run-hook 'gptel-pre-tool-call-functions fsm calls)
+            (and (not efrit-todo-fake-gptel--old) (plist-get info :error)))
         (efrit-todo-fake-gptel--finish fsm (plist-get info :error))
       (setf (gptel-fsm-state fsm) 'TOOL)
       (dolist (call calls)

@@ -95,6 +95,13 @@
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 (declare-function gptel-send "gptel" (&optional arg))
 (declare-function gptel-abort "gptel-request" (buf))
+(declare-function gptel-get-tool "gptel-request" (path))
+(declare-function gptel-make-fsm "gptel-request" (&rest slots))
+
+;; The agent-teams API of efrit-todo.el.
+(defvar efrit-todo-agent)
+(declare-function efrit-todo-agent-start "efrit-todo" (type &optional session))
+(declare-function efrit-todo-agent-end "efrit-todo" (name &optional session))
 
 (defgroup efrit-todo-gptel nil
   "Efrit-todo's todo tools, breaker and continuation in gptel chats."
@@ -124,8 +131,11 @@ holds."
   "The names of the tools this file gives gptel.
 All are registered; the preset offers those of `efrit-todo-tool-style'.")
 
+(defconst efrit-todo-gptel--agent-todo-tool "TodoWrite"
+  "The name of gptel-agent's todo tool, which efrit-todo serves.")
+
 (defconst efrit-todo-gptel--planning-tools
-  (cons "todo_write" efrit-todo-task-tool-names)
+  (append (list "todo_write" efrit-todo-gptel--agent-todo-tool) efrit-todo-task-tool-names)
   "The tools whose presence makes a request one that efrit-todo manages.")
 
 (defconst efrit-todo-gptel--category "efrit-todo"
@@ -198,6 +208,12 @@ system text or tool list that changes within a turn breaks the
 provider's prompt cache."
   (list 'gptel-backend 'gptel-model (efrit-todo-gptel--system-variable)
         'gptel-tools 'gptel-use-tools))
+
+(defvar efrit-todo-gptel--sub-agent nil
+  "The name of the sub-agent whose request is being handled, or nil.
+Bound around every handler of a sub-agent's request: gptel's hooks
+run from them are not the lead's, and are left to the sub-agent's
+own checked tools.")
 
 (defvar efrit-todo-gptel--missing-checks nil
   "The checks the loaded gptel has no hook for: :pre, :post or both.
@@ -394,6 +410,10 @@ sent with those settings, already has it."
        ;; once from the preset's): it is prepared already.
        ((eq fsm (buffer-local-value 'efrit-todo-gptel--fsm buffer)))
        (t
+        ;; An agent of gptel-agent, with its TodoWrite: efrit-todo's tools too.
+        (when (member efrit-todo-gptel--agent-todo-tool
+                      (mapcar (lambda (tool) (ignore-errors (gptel-tool-name tool))) tools))
+          (setq tools (setq-local gptel-tools (efrit-todo-gptel--with-style-tools tools))))
         (let* ((continuation (and (buffer-local-value 'efrit-todo-gptel--continuing buffer)
                                   (buffer-local-value 'efrit-todo-gptel--turn buffer)))
                (session (with-current-buffer buffer
@@ -419,10 +439,12 @@ sent with those settings, already has it."
                          (lambda () (efrit-todo-gptel--end-if-tripped buffer fsm)))))))))))
 
 (defun efrit-todo-gptel--managed-buffer (call)
-  "Return the chat buffer of tool CALL when its request is managed."
+  "Return the chat buffer of tool CALL when its request is managed.
+A sub-agent's calls are not: its tools check themselves."
   (let ((buffer (or (and (plist-get call :buffer) (get-buffer (plist-get call :buffer)))
                     (current-buffer))))
-    (and (buffer-live-p buffer)
+    (and (not efrit-todo-gptel--sub-agent)
+         (buffer-live-p buffer)
          (buffer-local-value 'efrit-todo-gptel--active buffer)
          buffer)))
 
@@ -570,26 +592,29 @@ recorded."
       (funcall after)
       text)))
 
-(defun efrit-todo-gptel--checked-function (tool checks after)
+(defun efrit-todo-gptel--checked-function (tool checks after &optional agent)
   "Return TOOL's function, wrapped for the breaker.
 With :pre in CHECKS the breaker is asked before each call, with
 :post the call is recorded; AFTER is called once a call is refused
-or recorded."
+or recorded.  AGENT, a sub-agent's name, is `efrit-todo-agent' for
+all of it and for the tool itself."
   (let ((function (gptel-tool-function tool))
         (name (gptel-tool-name tool))
         (keys (mapcar (lambda (arg) (intern (concat ":" (plist-get arg :name))))
                       (gptel-tool-args tool))))
     (if (gptel-tool-async tool)
         (lambda (callback &rest values)
-          (let* ((buffer (current-buffer))
+          (let* ((efrit-todo-agent agent)
+                 (buffer (current-buffer))
                  (session (efrit-todo-gptel-session))
                  (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values)))
                  (finish (lambda (result error-p)
                            (funcall callback
                                     (if (buffer-live-p buffer)
                                         (with-current-buffer buffer
-                                          (efrit-todo-gptel--record name input session checks
-                                                                    after result error-p))
+                                          (let ((efrit-todo-agent agent))
+                                            (efrit-todo-gptel--record name input session checks
+                                                                      after result error-p)))
                                       result)))))
             (if-let* ((refusal (efrit-todo-gptel--refuse name input session checks after)))
                 (funcall callback refusal)
@@ -597,7 +622,8 @@ or recorded."
                   (apply function (lambda (result) (funcall finish result nil)) values)
                 (error (funcall finish (mapconcat #'efrit-todo-gptel--to-string err " ") t))))))
       (lambda (&rest values)
-        (let* ((session (efrit-todo-gptel-session))
+        (let* ((efrit-todo-agent agent)
+               (session (efrit-todo-gptel-session))
                (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values))))
           (or (efrit-todo-gptel--refuse name input session checks after)
               (pcase-let ((`(,result . ,error-p)
@@ -608,30 +634,31 @@ or recorded."
                 (efrit-todo-gptel--record name input session checks after result
                                           error-p))))))))
 
-(defun efrit-todo-gptel--wrap-tools (tools checks after)
+(defun efrit-todo-gptel--wrap-tools (tools checks after &optional agent)
   "Return copies of TOOLS whose functions are checked around each call.
 CHECKS has :pre to ask the breaker before a call, :post to record it
 after; AFTER is called with no argument after each refusal or record.
+AGENT is the sub-agent whose tools they are, or nil for the lead.
 The copies keep the name, schema and everything else; a copy made
 here is copied from the tool it stands for, never wrapped twice."
   (mapcar (lambda (tool)
             (let* ((original (gethash tool efrit-todo-gptel--originals tool))
                    (copy (copy-sequence original)))
               (aset copy (cl-struct-slot-offset 'gptel-tool 'function)
-                    (efrit-todo-gptel--checked-function original checks after))
+                    (efrit-todo-gptel--checked-function original checks after agent))
               (puthash copy original efrit-todo-gptel--originals)
               copy))
           tools))
 
 (defun efrit-todo-gptel--request-sent ()
   "Note that a request left this buffer: no response yet, nothing refused."
-  (when efrit-todo-gptel--active
+  (when (and efrit-todo-gptel--active (not efrit-todo-gptel--sub-agent))
     (setq efrit-todo-gptel--response-ok nil
           efrit-todo-gptel--blocked nil)))
 
 (defun efrit-todo-gptel--response-arrived ()
   "Note that the response to this buffer's latest request arrived."
-  (when efrit-todo-gptel--active
+  (when (and efrit-todo-gptel--active (not efrit-todo-gptel--sub-agent))
     (setq efrit-todo-gptel--response-ok t)))
 
 (defun efrit-todo-gptel--cancel-timer ()
@@ -667,8 +694,9 @@ through `efrit-todo-gptel--transform', whatever the buffer's own."
 (defun efrit-todo-gptel--post-response (&rest _)
   "End this buffer's managed request: go on, or note why it stopped.
 Run from `gptel-post-response-functions', which gptel runs after a
-response, an error and an abort alike."
-  (when efrit-todo-gptel--active
+response, an error and an abort alike.  A sub-agent's request ends
+with its Agent call, not here."
+  (when (and efrit-todo-gptel--active (not efrit-todo-gptel--sub-agent))
     (setq efrit-todo-gptel--active nil)
     (let ((session (efrit-todo-gptel-session)))
       (cond
@@ -712,6 +740,146 @@ Run from `kill-emacs-hook' before the lists are saved."
       (with-current-buffer buffer
         (efrit-todo-gptel--note-stop (efrit-todo-gptel-session)
                                      "Emacs was closed while the request ran")))))
+
+;;;; Sub-agents (gptel-agent)
+
+;; gptel-agent's Agent tool runs `gptel-agent--task' in the chat buffer:
+;; it applies the agent's preset and calls `gptel-request' with a state
+;; machine of its own and no prompt transforms, so neither our
+;; transform nor, before later gptel-agent versions, the tool hooks see
+;; the sub-agent's request.  Around the Agent call the sub-agent gets a
+;; name (`efrit-todo-agent-start'); the request it makes then gets
+;; tools that check themselves as that agent, and handlers that say,
+;; while they run, whose request it is; and its end, whatever ends it,
+;; is the Agent call's result, once.
+
+(defvar efrit-todo-gptel-mode)
+
+(defvar efrit-todo-gptel--agent-starting nil
+  "While a sub-agent starts: (NAME SESSION FINISH) for its request.
+FINISH ends the Agent call with a result text.")
+
+(defun efrit-todo-gptel--with-style-tools (tools)
+  "Return TOOLS with the tools of `efrit-todo-tool-style' added.
+Only when TOOLS plan (gptel-agent's TodoWrite, or efrit-todo's):
+an agent that keeps a todo list gets efrit-todo's."
+  (if (not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
+      tools
+    (let ((names (mapcar (lambda (tool) (ignore-errors (gptel-tool-name tool))) tools)))
+      (append tools
+              (delq nil (mapcar (lambda (name)
+                                  (unless (member name names)
+                                    (ignore-errors (gptel-get-tool name))))
+                                (efrit-todo-tool-names)))))))
+
+(defun efrit-todo-gptel--agents-p ()
+  "Return non-nil if efrit-todo.el knows agents (its agent-teams API)."
+  (and (fboundp 'efrit-todo-agent-start) (fboundp 'efrit-todo-agent-end)))
+
+(defun efrit-todo-gptel--run-sub-agent (task main-cb agent-type description prompt)
+  "Run gptel-agent's TASK as a sub-agent of the chat's managed request.
+Around `gptel-agent--task': MAIN-CB, AGENT-TYPE, DESCRIPTION and
+PROMPT are its arguments.  The sub-agent is named by
+`efrit-todo-agent-start'; when it ends, however it ends, MAIN-CB
+gets its result once, with what `efrit-todo-agent-end' says after
+it (the tasks it left unfinished)."
+  (if (not (and efrit-todo-gptel-mode
+                (efrit-todo-gptel--agents-p)
+                efrit-todo-gptel--active
+                (not efrit-todo-gptel--sub-agent)))
+      (funcall task main-cb agent-type description prompt)
+    (let* ((session (efrit-todo-gptel-session))
+           (name (efrit-todo-agent-start (format "%s" agent-type) session))
+           (buffer (current-buffer))
+           (done nil)
+           (finish
+            (lambda (result)
+              (unless done
+                (setq done t)
+                (let* ((efrit-todo-gptel--sub-agent nil)
+                       (efrit-todo-agent nil)
+                       (left (condition-case err
+                                 (efrit-todo-agent-end name session)
+                               (error (message "Efrit-todo: could not end agent %s: %s"
+                                               name (error-message-string err))
+                                      nil)))
+                       (text (efrit-todo-gptel--to-string result)))
+                  (with-current-buffer (if (buffer-live-p buffer) buffer (current-buffer))
+                    (funcall main-cb (if left (concat text "\n\n" left) text))))))))
+      (condition-case err
+          (let ((efrit-todo-gptel--agent-starting (list name session finish)))
+            (funcall task finish agent-type description prompt))
+        (error (funcall finish (format "Error: agent %s could not start: %s"
+                                       name (error-message-string err))))))))
+
+(defun efrit-todo-gptel--as-agent-handlers (handlers name)
+  "Return the state HANDLERS of a request, each run as sub-agent NAME's."
+  (mapcar (lambda (entry)
+            (cons (car entry)
+                  (mapcar (lambda (handler)
+                            (lambda (fsm)
+                              (let ((efrit-todo-gptel--sub-agent name))
+                                (funcall handler fsm))))
+                          (cdr entry))))
+          handlers))
+
+(defun efrit-todo-gptel--sub-agent-stopper (fsm name session finish)
+  "Return what ends sub-agent NAME's request of state FSM when its breaker trips.
+SESSION is the chat's; FINISH ends the Agent call."
+  (let ((stopped nil))
+    (lambda ()
+      (unless stopped
+        (when-let* ((reason (let ((efrit-todo-agent name))
+                              (efrit-todo-gptel--tripped session))))
+          (setq stopped t)
+          (let ((info (gptel-fsm-info fsm))
+                (text (format "Error: %s was stopped by the circuit breaker: %s" name reason)))
+            ;; No further request of the sub-agent: its state machine
+            ;; ends with this error once the response's calls have run.
+            (plist-put info :stop-reason text)
+            (plist-put info :error text)
+            (message "Efrit-todo: %s" text)
+            (funcall finish text)))))))
+
+(defun efrit-todo-gptel--sub-agent-request (request &rest args)
+  "Make the `gptel-request' of a starting sub-agent one that checks itself.
+REQUEST is `gptel-request', ARGS its arguments.  Only the first
+request made while `efrit-todo-gptel--agent-starting' is set is
+changed: its state machine's handlers run as the sub-agent's, and its
+tools (with efrit-todo's when it plans) ask the sub-agent's breaker
+before each call and record each call as the sub-agent's."
+  (if (not efrit-todo-gptel--agent-starting)
+      (apply request args)
+    (pcase-let* ((`(,name ,session ,finish) efrit-todo-gptel--agent-starting)
+                 (efrit-todo-gptel--agent-starting nil)
+                 (fsm (or (plist-get (cdr args) :fsm)
+                          (let ((fsm (gptel-make-fsm)))
+                            (setq args (append args (list :fsm fsm)))
+                            fsm)))
+                 (handlers-slot (cl-struct-slot-offset 'gptel-fsm 'handlers)))
+      (aset fsm handlers-slot
+            (efrit-todo-gptel--as-agent-handlers (aref fsm handlers-slot) name))
+      (let ((gptel-tools (and (bound-and-true-p gptel-use-tools)
+                              (efrit-todo-gptel--wrap-tools
+                               (efrit-todo-gptel--with-style-tools gptel-tools)
+                               '(:pre :post)
+                               (efrit-todo-gptel--sub-agent-stopper fsm name session finish)
+                               name))))
+        (apply request args)))))
+
+(defun efrit-todo-gptel--agent-todo-write (write todos)
+  "Serve gptel-agent's TodoWrite with efrit-todo: the chat's list, ids.
+WRITE is gptel-agent's own, used while the mode is off; TODOS its
+argument."
+  (if (not efrit-todo-gptel-mode)
+      (funcall write todos)
+    (efrit-todo-gptel--run-tool "todo_write" (list :todos todos))))
+
+(defconst efrit-todo-gptel--advice
+  '((gptel-agent--task efrit-todo-gptel--run-sub-agent)
+    (gptel-request efrit-todo-gptel--sub-agent-request)
+    (gptel-agent--write-todo efrit-todo-gptel--agent-todo-write))
+  "The functions the mode advises (around) for gptel-agent's sub-agents.")
 
 ;;;; Commands
 
@@ -761,6 +929,8 @@ The breaker's stop comes after every call of a response is recorded.")
       (when (boundp hook)
         (add-hook hook function depth))))
   (advice-add 'gptel-abort :before #'efrit-todo-gptel--abort)
+  (pcase-dolist (`(,function ,advice) efrit-todo-gptel--advice)
+    (advice-add function :around advice))
   ;; Before the lists are saved on exit (depth 90).
   (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50)
   (efrit-todo--hold-mode-line 'efrit-todo-gptel-mode t))
@@ -779,6 +949,8 @@ The breaker's stop comes after every call of a response is recorded.")
   "Remove the hooks and the advice; cancel pending continuations."
   (efrit-todo-gptel--remove-hooks)
   (advice-remove 'gptel-abort #'efrit-todo-gptel--abort)
+  (pcase-dolist (`(,function ,advice) efrit-todo-gptel--advice)
+    (advice-remove function advice))
   (remove-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit)
   (efrit-todo--hold-mode-line 'efrit-todo-gptel-mode nil)
   (dolist (buffer (buffer-list))

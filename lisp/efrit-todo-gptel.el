@@ -842,7 +842,7 @@ SESSION is the chat's; FINISH ends the Agent call."
             (funcall finish text)))))))
 
 (defun efrit-todo-gptel--sub-agent-request (request &rest args)
-  "Make the `gptel-request' of a starting sub-agent one that checks itself.
+  "Have the `gptel-request' of a starting sub-agent check its own tools.
 REQUEST is `gptel-request', ARGS its arguments.  Only the first
 request made while `efrit-todo-gptel--agent-starting' is set is
 changed: its state machine's handlers run as the sub-agent's, and its

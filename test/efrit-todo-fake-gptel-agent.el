@@ -27,7 +27,10 @@
 ;;; Code:
 
 (require 'cl-lib)
-(require 'gptel)
+;; The gptel loaded, else the stand-in (as when this file is compiled).
+(eval-and-compile
+  (unless (featurep 'gptel)
+    (require 'efrit-todo-fake-gptel)))
 
 (defvar gptel-send--transitions)
 (defvar gptel-send--handlers)
@@ -39,10 +42,10 @@
   "The handlers of the sub-agent's state machine: `snapshot', `tret' or `send'.")
 
 (defvar-local efrit-todo-fake-gptel-agent--todos nil
-  "gptel-agent's own todo list in this buffer.")
+  "The todo list of gptel-agent in this buffer.")
 
 (defun gptel-agent--write-todo (todos)
-  "Keep TODOS as this buffer's list; answer t, as gptel-agent's TodoWrite does."
+  "Keep TODOS as this buffer's list; answer t, as gptel-agent's own does."
   (setq efrit-todo-fake-gptel-agent--todos todos)
   t)
 

@@ -615,7 +615,7 @@ CALLS is the list of them."
   "The handlers of `gptel-send' in the newest gptel.")
 
 (defun efrit-todo-fake-gptel--next (fsm)
-  "Return the state FSM goes to from its state, as gptel's tables say."
+  "Return the state after FSM's state, as gptel's tables have it."
   (let ((info (gptel-fsm-info fsm)))
     (pcase (gptel-fsm-state fsm)
       ('INIT 'WAIT)
@@ -729,13 +729,13 @@ INFO; CONTEXT is kept in INFO; BUFFER is where tools run."
     (run-hooks 'gptel-pre-response-hook)))
 
 (defun gptel--handle-pre-tool (fsm)
-  "Run `gptel-pre-tool-call-functions' on FSM's tool calls."
+  "Run `gptel-pre-tool-call-functions' for the tools FSM is to run."
   (let ((info (gptel-fsm-info fsm)))
     (efrit-todo-fake-gptel--run-hook 'gptel-pre-tool-call-functions fsm
                                      (plist-get info :tool-use))))
 
 (defun gptel--handle-post-tool (fsm)
-  "Run `gptel-post-tool-call-functions' on FSM's finished tool calls."
+  "Run `gptel-post-tool-call-functions' for the tools FSM ran."
   (let ((info (gptel-fsm-info fsm)))
     (efrit-todo-fake-gptel--run-hook 'gptel-post-tool-call-functions fsm
                                      (plist-get info :tool-use) t)))
@@ -756,7 +756,7 @@ INFO; CONTEXT is kept in INFO; BUFFER is where tools run."
     (funcall (plist-get info :callback) (cons 'tool-result (plist-get info :tool-result)) info)))
 
 (defun gptel--handle-tool-use (fsm)
-  "Run FSM's tool calls in its buffer; move on when all have answered."
+  "Run the tools FSM's response asked for; move on when all have answered."
   (let* ((info (gptel-fsm-info fsm))
          (buffer (plist-get info :buffer))
          (calls (plist-get info :tool-use))

@@ -31,6 +31,7 @@
 (defvar gptel-send--handlers)
 (defvar gptel-send--transitions)
 (defvar efrit-todo-tool-style)
+(defvar gptel-confirm-tool-calls)
 (declare-function efrit-todo-agents "efrit-todo" (&optional session))
 (declare-function gptel-make-fsm "gptel-request" (&rest slots))
 
@@ -56,7 +57,7 @@
   (if efrit-todo-gptel-team-test--old-gptel '(snapshot) '(tret send)))
 
 (defvar efrit-todo-gptel-team-test--real-handlers nil
-  "gptel-agent's own sub-agent handlers, as loaded.")
+  "The sub-agent handlers of gptel-agent, as loaded.")
 
 (defun efrit-todo-gptel-team-test--send-table (slots)
   "Give a sub-agent's state machine made with SLOTS `gptel-send''s transitions."
@@ -130,7 +131,7 @@ oldest first."
   (mapcar #'cdr (seq-filter (lambda (entry) (equal (car entry) script)) seen)))
 
 (defun efrit-todo-gptel-team-test--agent (type description prompt)
-  "Return an answer calling gptel-agent's Agent tool."
+  "Return an answer calling the Agent tool: agent TYPE, DESCRIPTION, PROMPT."
   (efrit-todo-gptel-test--tool "Agent" `((subagent_type . ,type) (description . ,description)
                                          (prompt . ,prompt))))
 
@@ -144,10 +145,12 @@ oldest first."
                                 items))))))
 
 (defmacro efrit-todo-gptel-team-test--with-team (&rest body)
-  "Run BODY with the mode on, the Task tools, and the agent types of the tests."
+  "Run BODY with the mode on, the Task tools, and the test's agent types."
   (declare (indent 0) (debug t))
   `(progn
      (let ((efrit-todo-tool-style 'tasks)
+           ;; gptel-agent's Agent tool asks first; the script answers.
+           (gptel-confirm-tool-calls nil)
            (gptel-agent--agents
             (append '(("executor" :system "You carry out one task." :tools ("TodoWrite" "echo"))
                       ("helper" :system "You help." :tools ("echo")))
@@ -172,7 +175,7 @@ oldest first."
 ;;;; The scenarios
 
 (ert-deftest efrit-todo-gptel-team-test-todowrite-is-served-by-efrit-todo ()
-  "gptel-agent's TodoWrite, name and schema kept, writes the chat's list.
+  "TodoWrite of gptel-agent, name and schema kept, writes the chat's list.
 Its result has ids; an agent with TodoWrite is offered the Task tools too."
   (efrit-todo-gptel-team-test--with-team
     (let* ((chat (efrit-todo-gptel-team-test--chat))

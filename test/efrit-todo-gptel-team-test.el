@@ -147,7 +147,8 @@ oldest first."
 (defmacro efrit-todo-gptel-team-test--with-team (&rest body)
   "Run BODY with the mode on, the Task tools, and the test's agent types."
   (declare (indent 0) (debug t))
-  `(progn
+  ;; The mode first: turned on, it makes the preset for the style then.
+  `(efrit-todo-gptel-test--with-mode
      (let ((efrit-todo-tool-style 'tasks)
            ;; gptel-agent's Agent tool asks first; the script answers.
            (gptel-confirm-tool-calls nil)
@@ -155,8 +156,7 @@ oldest first."
             (append '(("executor" :system "You carry out one task." :tools ("TodoWrite" "echo"))
                       ("helper" :system "You help." :tools ("echo")))
                     gptel-agent--agents)))
-       (efrit-todo-gptel-test--with-mode
-         ,@body))))
+       ,@body)))
 
 (defun efrit-todo-gptel-team-test--chat ()
   "Return a chat whose agent plans with TodoWrite and delegates with Agent."

@@ -812,8 +812,15 @@ it (the tasks it left unfinished)."
         (error (funcall finish (format "Error: agent %s could not start: %s"
                                        name (error-message-string err))))))))
 
-(defun efrit-todo-gptel--as-agent-handlers (handlers name)
-  "Return the state HANDLERS of a request, each run as sub-agent NAME's."
+(defun efrit-todo-gptel--as-agent-handlers (handlers table name)
+  "Return the state HANDLERS of a request, each run as sub-agent NAME's.
+TABLE is the request's transitions: when it has gptel 0.9.9.5's TRET
+state and HANDLERS have none for it (gptel-agent's snapshot, written
+before that state), gptel's own handler is added, without which the
+sub-agent would wait forever after its first tool calls."
+  (when (and (assq 'TRET table) (not (assq 'TRET handlers))
+             (fboundp 'gptel--handle-tool-result))
+    (setq handlers (append handlers (list (list 'TRET 'gptel--handle-tool-result)))))
   (mapcar (lambda (entry)
             (cons (car entry)
                   (mapcar (lambda (handler)
@@ -856,9 +863,10 @@ before each call and record each call as the sub-agent's."
                           (let ((fsm (gptel-make-fsm)))
                             (setq args (append args (list :fsm fsm)))
                             fsm)))
-                 (handlers-slot (cl-struct-slot-offset 'gptel-fsm 'handlers)))
+                 (handlers-slot (cl-struct-slot-offset 'gptel-fsm 'handlers))
+                 (table (aref fsm (cl-struct-slot-offset 'gptel-fsm 'table))))
       (aset fsm handlers-slot
-            (efrit-todo-gptel--as-agent-handlers (aref fsm handlers-slot) name))
+            (efrit-todo-gptel--as-agent-handlers (aref fsm handlers-slot) table name))
       (let ((gptel-tools (and (bound-and-true-p gptel-use-tools)
                               (efrit-todo-gptel--wrap-tools
                                (efrit-todo-gptel--with-style-tools gptel-tools)

@@ -269,9 +269,15 @@ Its :pre runs first, then its :parents are applied, in order."
 
 (defvar gptel-request--handlers)
 
+(defvar gptel-request--transitions
+  (if efrit-todo-fake-gptel--old
+      '((TOOL (t . WAIT)))
+    '((TOOL (t . TRET)) (TRET (t . WAIT))))
+  "The transitions of a `gptel-request' (those after TOOL; see `efrit-todo-fake-gptel--next').")
+
 (cl-defstruct (gptel-fsm (:constructor gptel-make-fsm) (:copier nil))
   "The state of a request: TABLE and HANDLERS are used by `gptel-request'."
-  (state 'INIT) table (handlers gptel-request--handlers) info)
+  (state 'INIT) (table gptel-request--transitions) (handlers gptel-request--handlers) info)
 
 (defvar-local efrit-todo-fake-gptel--messages nil
   "The conversation of this chat buffer so far, OpenAI's messages, in order.")

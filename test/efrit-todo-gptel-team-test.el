@@ -53,8 +53,10 @@
   "Non-nil for a gptel 0.9.9.4, before the TOOL state was split.")
 
 (defun efrit-todo-gptel-team-test--shapes ()
-  "Return the shapes of the sub-agent's state machine this gptel can run."
-  (if efrit-todo-gptel-team-test--old-gptel '(snapshot) '(tret send)))
+  "Return the shapes of the sub-agent's state machine this gptel can run.
+The snapshot's on gptel 0.9.9.5 as well: efrit-todo gives it the TRET
+handler it lacks."
+  (if efrit-todo-gptel-team-test--old-gptel '(snapshot) '(snapshot tret send)))
 
 (defvar efrit-todo-gptel-team-test--real-handlers nil
   "The sub-agent handlers of gptel-agent, as loaded.")

@@ -273,7 +273,8 @@ Its :pre runs first, then its :parents are applied, in order."
   (if efrit-todo-fake-gptel--old
       '((TOOL (t . WAIT)))
     '((TOOL (t . TRET)) (TRET (t . WAIT))))
-  "The transitions of a `gptel-request' (those after TOOL; see `efrit-todo-fake-gptel--next').")
+  "The transitions of a `gptel-request' after TOOL.
+See `efrit-todo-fake-gptel--next' for the others.")
 
 (cl-defstruct (gptel-fsm (:constructor gptel-make-fsm) (:copier nil))
   "The state of a request: TABLE and HANDLERS are used by `gptel-request'."

@@ -199,6 +199,30 @@ Its result has ids; an agent with TodoWrite is offered the Task tools too."
         (dolist (name '("TaskCreate" "TaskUpdate" "TaskGet" "TaskList"))
           (should (member name names)))))))
 
+(ert-deftest efrit-todo-gptel-team-test-mode-off-gives-gptel-agent-back ()
+  "With the mode off, TodoWrite is gptel-agent's own and its functions unadvised."
+  (let ((was-on efrit-todo-gptel-mode))
+    (unwind-protect
+        (progn
+          (efrit-todo-gptel-mode 1)
+          (should (advice-member-p #'efrit-todo-gptel--run-sub-agent 'gptel-agent--task))
+          (should (advice-member-p #'efrit-todo-gptel--agent-todo-write 'gptel-agent--write-todo))
+          (efrit-todo-gptel-mode -1)
+          (should-not (advice-member-p #'efrit-todo-gptel--run-sub-agent 'gptel-agent--task))
+          (should-not (advice-member-p #'efrit-todo-gptel--sub-agent-request 'gptel-request))
+          (should-not (advice-member-p #'efrit-todo-gptel--agent-todo-write
+                                       'gptel-agent--write-todo))
+          (let* ((chat (efrit-todo-gptel-team-test--chat))
+                 (seen (efrit-todo-gptel-team-test--run
+                        chat "Plan"
+                        `(("lead" ,(efrit-todo-gptel-team-test--todo-write '("Patch the loop" "pending"))
+                           ,(efrit-todo-gptel-test--text "Planned."))))))
+            (should-not (string-prefix-p "[TODO list updated"
+                                         (car (efrit-todo-gptel-test-tool-results
+                                               (efrit-todo-gptel-team-test--of "lead" seen)))))
+            (should-not (efrit-todo-list (efrit-todo-gptel-session chat)))))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
 (ert-deftest efrit-todo-gptel-team-test-a-sub-agent-works-on-the-chats-list ()
   "The lead plans and delegates one task; the sub-agent works on it as itself.
 It lists the graph, starts and completes its task, writes a whole list

@@ -410,10 +410,10 @@ sent with those settings, already has it."
        ;; once from the preset's): it is prepared already.
        ((eq fsm (buffer-local-value 'efrit-todo-gptel--fsm buffer)))
        (t
-        ;; An agent of gptel-agent, with its TodoWrite: efrit-todo's tools too.
-        (when (member efrit-todo-gptel--agent-todo-tool
-                      (mapcar (lambda (tool) (ignore-errors (gptel-tool-name tool))) tools))
-          (setq tools (setq-local gptel-tools (efrit-todo-gptel--with-style-tools tools))))
+        ;; An agent that plans is offered the tools of the style.
+        (let ((offered (efrit-todo-gptel--with-style-tools tools)))
+          (unless (equal offered tools)
+            (setq tools (setq-local gptel-tools offered))))
         (let* ((continuation (and (buffer-local-value 'efrit-todo-gptel--continuing buffer)
                                   (buffer-local-value 'efrit-todo-gptel--turn buffer)))
                (session (with-current-buffer buffer

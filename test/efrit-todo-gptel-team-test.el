@@ -199,6 +199,18 @@ Its result has ids; an agent with TodoWrite is offered the Task tools too."
         (dolist (name '("TaskCreate" "TaskUpdate" "TaskGet" "TaskList"))
           (should (member name names)))))))
 
+(ert-deftest efrit-todo-gptel-team-test-an-agent-with-efrit-todos-tools-gets-the-style ()
+  "An agent offered one of efrit-todo's tools is offered those of the style."
+  (efrit-todo-gptel-team-test--with-team
+    (let* ((chat (efrit-todo-gptel-test--chat '("todo_write" "echo")))
+           (seen (efrit-todo-gptel-team-test--run
+                  chat "Plan" `(("lead" ,(efrit-todo-gptel-test--text "Nothing to plan."))))))
+      (should (equal (sort (efrit-todo-gptel-test--tool-names
+                            (car (efrit-todo-gptel-team-test--of "lead" seen)))
+                           #'string<)
+                     '("TaskCreate" "TaskGet" "TaskList" "TaskUpdate" "echo"
+                       "todo_pause" "todo_write"))))))
+
 (ert-deftest efrit-todo-gptel-team-test-mode-off-gives-gptel-agent-back ()
   "With the mode off, TodoWrite is gptel-agent's own and its functions unadvised."
   (let ((was-on efrit-todo-gptel-mode))

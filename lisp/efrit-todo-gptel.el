@@ -592,16 +592,20 @@ recorded."
       (funcall after)
       text)))
 
-(defun efrit-todo-gptel--checked-function (tool checks after &optional agent)
+(defun efrit-todo-gptel--checked-function (tool checks after &optional agent live-p)
   "Return TOOL's function, wrapped for the breaker.
 With :pre in CHECKS the breaker is asked before each call, with
 :post the call is recorded; AFTER is called once a call is refused
 or recorded.  AGENT, a sub-agent's name, is `efrit-todo-agent' for
-all of it and for the tool itself."
+all of it and for the tool itself; once LIVE-P says it has ended, a
+call is not run, and a call that ends later is not recorded."
   (let ((function (gptel-tool-function tool))
         (name (gptel-tool-name tool))
         (keys (mapcar (lambda (arg) (intern (concat ":" (plist-get arg :name))))
-                      (gptel-tool-args tool))))
+                      (gptel-tool-args tool)))
+        (ended (lambda () (and live-p (not (funcall live-p)))))
+        (refusal (format "<tool_call_error>\n%s has stopped: this call was not run\n</tool_call_error>"
+                         agent)))
     (if (gptel-tool-async tool)
         (lambda (callback &rest values)
           (let* ((efrit-todo-agent agent)
@@ -610,13 +614,15 @@ all of it and for the tool itself."
                  (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values)))
                  (finish (lambda (result error-p)
                            (funcall callback
-                                    (if (buffer-live-p buffer)
+                                    (if (and (buffer-live-p buffer) (not (funcall ended)))
                                         (with-current-buffer buffer
                                           (let ((efrit-todo-agent agent))
                                             (efrit-todo-gptel--record name input session checks
                                                                       after result error-p)))
                                       result)))))
-            (if-let* ((refusal (efrit-todo-gptel--refuse name input session checks after)))
+            (if-let* ((refusal (if (funcall ended)
+                                   refusal
+                                 (efrit-todo-gptel--refuse name input session checks after))))
                 (funcall callback refusal)
               (condition-case err
                   (apply function (lambda (result) (funcall finish result nil)) values)
@@ -625,7 +631,8 @@ all of it and for the tool itself."
         (let* ((efrit-todo-agent agent)
                (session (efrit-todo-gptel-session))
                (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values))))
-          (or (efrit-todo-gptel--refuse name input session checks after)
+          (or (and (funcall ended) refusal)
+              (efrit-todo-gptel--refuse name input session checks after)
               (pcase-let ((`(,result . ,error-p)
                            (condition-case err
                                (cons (apply function values) nil)
@@ -634,18 +641,19 @@ all of it and for the tool itself."
                 (efrit-todo-gptel--record name input session checks after result
                                           error-p))))))))
 
-(defun efrit-todo-gptel--wrap-tools (tools checks after &optional agent)
+(defun efrit-todo-gptel--wrap-tools (tools checks after &optional agent live-p)
   "Return copies of TOOLS whose functions are checked around each call.
 CHECKS has :pre to ask the breaker before a call, :post to record it
 after; AFTER is called with no argument after each refusal or record.
-AGENT is the sub-agent whose tools they are, or nil for the lead.
+AGENT is the sub-agent whose tools they are, or nil for the lead;
+LIVE-P says whether it is still running.
 The copies keep the name, schema and everything else; a copy made
 here is copied from the tool it stands for, never wrapped twice."
   (mapcar (lambda (tool)
             (let* ((original (gethash tool efrit-todo-gptel--originals tool))
                    (copy (copy-sequence original)))
               (aset copy (cl-struct-slot-offset 'gptel-tool 'function)
-                    (efrit-todo-gptel--checked-function original checks after agent))
+                    (efrit-todo-gptel--checked-function original checks after agent live-p))
               (puthash copy original efrit-todo-gptel--originals)
               copy))
           tools))
@@ -756,8 +764,9 @@ Run from `kill-emacs-hook' before the lists are saved."
 (defvar efrit-todo-gptel-mode)
 
 (defvar efrit-todo-gptel--agent-starting nil
-  "While a sub-agent starts: (NAME SESSION FINISH) for its request.
-FINISH ends the Agent call with a result text.")
+  "While a sub-agent starts: (NAME SESSION FINISH LIVE-P) for its request.
+FINISH ends the Agent call with a result text; LIVE-P says whether
+it has not yet.")
 
 (defun efrit-todo-gptel--with-style-tools (tools)
   "Return TOOLS with the tools of `efrit-todo-tool-style' added.
@@ -807,7 +816,8 @@ it (the tasks it left unfinished)."
                   (with-current-buffer (if (buffer-live-p buffer) buffer (current-buffer))
                     (funcall main-cb (if left (concat text "\n\n" left) text))))))))
       (condition-case err
-          (let ((efrit-todo-gptel--agent-starting (list name session finish)))
+          (let ((efrit-todo-gptel--agent-starting
+                 (list name session finish (lambda () (not done)))))
             (funcall task finish agent-type description prompt))
         (error (funcall finish (format "Error: agent %s could not start: %s"
                                        name (error-message-string err))))))))
@@ -857,7 +867,7 @@ tools (with efrit-todo's when it plans) ask the sub-agent's breaker
 before each call and record each call as the sub-agent's."
   (if (not efrit-todo-gptel--agent-starting)
       (apply request args)
-    (pcase-let* ((`(,name ,session ,finish) efrit-todo-gptel--agent-starting)
+    (pcase-let* ((`(,name ,session ,finish ,live-p) efrit-todo-gptel--agent-starting)
                  (efrit-todo-gptel--agent-starting nil)
                  (fsm (or (plist-get (cdr args) :fsm)
                           (let ((fsm (gptel-make-fsm)))
@@ -872,7 +882,7 @@ before each call and record each call as the sub-agent's."
                                (efrit-todo-gptel--with-style-tools gptel-tools)
                                '(:pre :post)
                                (efrit-todo-gptel--sub-agent-stopper fsm name session finish)
-                               name))))
+                               name live-p))))
         (apply request args)))))
 
 (defun efrit-todo-gptel--agent-todo-write (write todos)

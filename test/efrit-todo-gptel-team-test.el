@@ -367,6 +367,47 @@ the lead's own breaker is untouched and it finishes its turn."
           (should-not (efrit-todo-stopped session))
           (efrit-todo-gptel-team-test--waits-on-nothing chat session))))))
 
+(defun efrit-todo-gptel-team-test--slow (callback text)
+  "The slow tool: CALLBACK gets TEXT a moment later."
+  (run-at-time 0.2 nil callback (format "slow: %s" text)))
+
+(gptel-make-tool :name "slow" :function #'efrit-todo-gptel-team-test--slow
+                 :description "Answer slowly." :async t
+                 :args '((:name "text" :type string :description "What to answer."))
+                 :category "efrit-todo-test" :include t)
+
+(ert-deftest efrit-todo-gptel-team-test-a-call-that-ends-after-its-agent ()
+  "A sub-agent's calls after its breaker stopped it: none runs, none is recorded.
+A call still running then is let go: not recorded for an agent that
+has ended, nor for the lead; a call after the trip in the same
+response does not run; nothing waits for either."
+  (skip-unless (fboundp 'efrit-todo-agent-start))
+  (dolist (shape (efrit-todo-gptel-team-test--shapes))
+    (efrit-todo-gptel-team-test--in-shape shape
+      (efrit-todo-gptel-team-test--with-team
+        (let* ((efrit-todo-gptel-test--runs nil)
+               (gptel-agent--agents (cons '("slowpoke" :system "You wait." :tools ("echo" "slow"))
+                                          gptel-agent--agents))
+               (chat (efrit-todo-gptel-team-test--chat))
+               (stuck '("echo" ((text . "again"))))
+               (seen (efrit-todo-gptel-team-test--run
+                      chat "Wait for it"
+                      `(("lead"
+                         ,(efrit-todo-gptel-team-test--agent "slowpoke" "Wait" "[slowpoke] Wait.")
+                         ,(efrit-todo-gptel-test--text "It got stuck."))
+                        ("slowpoke" ,@(make-list 3 (efrit-todo-gptel-test--tools stuck))
+                         ,(efrit-todo-gptel-test--tools '("slow" ((text . "late"))) stuck stuck stuck)))))
+               (session (efrit-todo-gptel-session chat))
+               (agent-result (car (efrit-todo-gptel-test-tool-results
+                                   (efrit-todo-gptel-team-test--of "lead" seen)))))
+          (should (string-match-p "circuit breaker: " agent-result))
+          (should (equal efrit-todo-gptel-test--runs '("echo" "echo" "echo")))
+          ;; Let the slow call answer, after the agent ended.
+          (accept-process-output nil 0.4)
+          (should-not (seq-some (lambda (entry) (equal (plist-get entry :tool) "slow"))
+                                (efrit-todo-ledger session)))
+          (efrit-todo-gptel-team-test--waits-on-nothing chat session))))))
+
 (ert-deftest efrit-todo-gptel-team-test-two-sub-agents-of-one-type-at-once ()
   "Two executors delegated in one response run at once under distinct names."
   (skip-unless (fboundp 'efrit-todo-agent-start))

@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 use once_cell::sync::Lazy;
 use rustc_hash::FxHashMap;
 
-pub use agents::{check_agent_name, AgentView, Agents, MAX_AGENT_NAME_CHARS};
+pub use agents::{check_agent_name, AgentView, Agents, MAX_AGENT_NAME_CHARS, MAX_KNOWN_AGENTS};
 
 use crate::breaker::{Breaker, BreakerLimits};
 use crate::graph;

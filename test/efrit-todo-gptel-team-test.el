@@ -24,6 +24,7 @@
 (require 'seq)
 (require 'subr-x)
 (require 'efrit-todo-gptel-test)
+(require 'efrit-todo-ui)
 
 (defvar efrit-todo-fake-gptel-agent-shape)
 (defvar gptel-agent--agents)
@@ -123,7 +124,8 @@ answers; every other, the lead's.")
   "Send PROMPT in CHAT; answer from SCRIPTS, an alist of names to answers.
 Wait until the chat waits on nothing; return the requests as (SCRIPT . REQUEST),
 oldest first."
-  (setq efrit-todo-gptel-team-test--scripts (copy-tree scripts)
+  (setq efrit-todo-gptel-team-test--scripts
+        (mapcar (lambda (script) (cons (car script) (copy-sequence (cdr script)))) scripts)
         efrit-todo-gptel-team-test--seen nil)
   (efrit-todo-gptel-test-send chat prompt (make-list 100 #'efrit-todo-gptel-team-test--route))
   (reverse efrit-todo-gptel-team-test--seen))
@@ -244,7 +246,8 @@ next TaskList shows its progress, with owners."
   (dolist (shape (efrit-todo-gptel-team-test--shapes))
     (efrit-todo-gptel-team-test--in-shape shape
       (efrit-todo-gptel-team-test--with-team
-        (let* ((chat (efrit-todo-gptel-team-test--chat))
+        (let* ((heading nil)
+               (chat (efrit-todo-gptel-team-test--chat))
                (seen (efrit-todo-gptel-team-test--run
                       chat "Patch the loop, with help"
                       `(("lead"
@@ -258,9 +261,16 @@ next TaskList shows its progress, with owners."
                         ("executor"
                          ,(efrit-todo-gptel-test--task "TaskList")
                          ,(efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t1" "status" "in_progress")
-                         ,(efrit-todo-gptel-team-test--todo-write '("Patch the loop" "in_progress")
+                         ,(lambda (_request)
+                            ;; What *efrit-todos* shows while it works.
+                            (efrit-todo-show (efrit-todo-gptel-session chat))
+                            (setq heading (with-current-buffer efrit-todo-buffer-name
+                                            (efrit-todo-refresh)
+                                            (buffer-substring-no-properties
+                                             (point-min) (point-max))))
+                            (efrit-todo-gptel-team-test--todo-write '("Patch the loop" "in_progress")
                                                                   '("Read the loop" "completed")
-                                                                  '("Fix the bound" "completed"))
+                                                                  '("Fix the bound" "completed")))
                          ,(efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t2" "status" "completed")
                          ,(efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t1" "status" "completed")
                          ,(efrit-todo-gptel-test--text "Patched the loop.")))))
@@ -271,6 +281,10 @@ next TaskList shows its progress, with owners."
                (lead-results (efrit-todo-gptel-test-tool-results lead)))
           (efrit-todo-gptel-test--check-requests (mapcar #'cdr seen))
           (should (= (length executor) 6))
+          ;; While it worked, the buffer showed it on its item, owners on lines.
+          (should (string-match-p "agents: executor on t1 Patch the loop" heading))
+          (should (string-match-p "t1 +Patch the loop.*(executor)" heading))
+          (should (string-match-p "t2 +Write the notes (researcher)" heading))
           ;; The sub-agent is offered efrit-todo's tools with its TodoWrite.
           (should (member "TaskUpdate" (efrit-todo-gptel-test--tool-names (car executor))))
           ;; It sees the whole graph, owners included.

@@ -52,8 +52,13 @@ cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 	$(CARGO) test --release
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
+# The gptel and agent-team scenarios run a second time against the fake
+# gptel standing for gptel 0.9.9.4 (its older system-message variable, no
+# post-tool hook, the TOOL state not split).
 ert: build ## The ERT suites in batch Emacs against the built module
 	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
+	EFRIT_TODO_FAKE_GPTEL=0.9.9.4 $(BATCH) -l test/efrit-todo-gptel-test.el \
+	  -l test/efrit-todo-gptel-team-test.el -f ert-run-tests-batch-and-exit
 
 # The ert target runs this suite too; EFRIT_DIR set, with that Efrit.
 setup-test: build ## The README's set-ups in fresh emacs -Q -nw, in every order with Efrit's; package installs
@@ -75,12 +80,14 @@ test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit check
 # five times: gptel's OpenAI backend over curl, over curl with streamed
 # responses and over url.el, and its Anthropic backend over curl and
 # over url.el.
-test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (5 ways)
+test-gptel: build ## The gptel scenarios through the gptel checkout at GPTEL_DIR (5 ways); the agent teams with GPTEL_AGENT_DIR
 	@if [ -z "$(GPTEL_DIR)" ]; then echo "test-gptel: skipped, GPTEL_DIR is unset (make ert runs it against the fake gptel); to run it: make test-gptel GPTEL_DIR=/path/to/gptel"; else \
 	  set -e; for transport in "" "EFRIT_TODO_GPTEL_STREAM=1" "EFRIT_TODO_GPTEL_CURL=0" "EFRIT_TODO_GPTEL_BACKEND=anthropic" \
 	      "EFRIT_TODO_GPTEL_BACKEND=anthropic EFRIT_TODO_GPTEL_CURL=0"; do \
 	    env $$transport GPTEL_DIR="$(GPTEL_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
-	      $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; done; fi
+	      $(BATCH) -l test/efrit-todo-gptel-test.el -f ert-run-tests-batch-and-exit; done; \
+	  GPTEL_DIR="$(GPTEL_DIR)" GPTEL_AGENT_DIR="$(GPTEL_AGENT_DIR)" GPTEL_LOAD_PATH="$(GPTEL_LOAD_PATH)" \
+	    $(BATCH) -l test/efrit-todo-gptel-team-test.el --eval '(ert-run-tests-batch-and-exit "efrit-todo-gptel-team-test")'; fi
 
 # --module-assertions makes Emacs check every use of the module API.  The
 # seed is fixed; EFRIT_TODO_FUZZ_SECONDS bounds the time (default 25).

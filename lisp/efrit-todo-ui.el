@@ -602,9 +602,33 @@ description and its tool calls.  Return the number of lines inserted."
         (format "stopped: %s" (efrit-todo-ui--one-line (plist-get stopped :reason)))
       (efrit-todo-ui--breaker-text breaker))))
 
+(declare-function efrit-todo-agents "efrit-todo" (&optional session))
+
+(defun efrit-todo-ui--agents-text (session)
+  "Return the running sub-agents of SESSION and their running items, or \"\".
+Each agent is named, with the id and activeForm of its running item."
+  (let ((agents (and (fboundp 'efrit-todo-agents)
+                     (ignore-errors (efrit-todo-agents session)))))
+    (if (null agents)
+        ""
+      (concat "  agents: "
+              (mapconcat
+               (lambda (agent)
+                 (let ((name (efrit-todo-ui--one-line (format "%s" (plist-get agent :name))))
+                       (item (plist-get agent :current)))
+                   (if item
+                       (format "%s on %s %s" name (plist-get item :id)
+                               (truncate-string-to-width
+                                (efrit-todo-ui--one-line
+                                 (or (plist-get item :active-form) (plist-get item :content) ""))
+                                30 nil nil t))
+                     name)))
+               agents ", ")))))
+
 (defun efrit-todo-ui--insert-heading (key counts breaker glyphs)
   "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS.
-A session whose command stopped with items open says so and why."
+A session whose command stopped with items open says so and why; the
+running sub-agents follow, with their running items."
   (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo-ui--folded-sessions)
                                               'folded 'unfolded)
                                           glyphs)
@@ -612,8 +636,10 @@ A session whose command stopped with items open says so and why."
          (stopped (efrit-todo-stopped key))
          (breaker-text (efrit-todo-ui--state-text key breaker))
          (middle (concat "  " (efrit-todo-ui--progress counts)
-                         (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
+                         (let ((running (plist-get counts :in-progress)))
+                           (if (> running 0) (format ", %d running" running) ""))
                          "  "))
+         (agents (efrit-todo-ui--agents-text key))
          (breaker-start (+ (length name) (length middle))))
     (puthash key (list (format "%s: %s %s %s" key (efrit-todo-ui--progress counts)
                                (alist-get 'separator glyphs "-") breaker-text)
@@ -621,7 +647,7 @@ A session whose command stopped with items open says so and why."
                        (efrit-todo-ui--progress counts))
              efrit-todo-ui--summaries)
     (efrit-todo-ui--insert-line
-     (concat name middle breaker-text)
+     (concat name middle breaker-text agents)
      (list 'efrit-todo-line 'heading 'efrit-todo-session key 'efrit-todo-heading key)
      (cons 0 (length name)) 'efrit-todo-heading
      (cons breaker-start (+ breaker-start (length breaker-text)))

@@ -1475,6 +1475,34 @@ Wider, the running item comes back."
                        session '((id . "t3") (owner . "bob")
                                  (description . "Shorter now"))))))))
 
+;;;; Agent teams
+
+(ert-deftest efrit-todo-ui-test-the-heading-names-the-running-agents ()
+  "A section's heading names each running sub-agent and its running item.
+An agent with no running item is named alone; none running, nothing
+is added.  The agents are what `efrit-todo-agents' says."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write-plan
+     session
+     '((content . "Patch the loop") (status . "in_progress") (activeForm . "Patching the loop")
+       (owner . "executor"))
+     '((content . "Write the notes") (status . "pending") (owner . "executor-2")))
+    (let ((agents nil))
+      (cl-letf (((symbol-function 'efrit-todo-agents)
+                 (lambda (&optional _session) agents)))
+        (efrit-todo-show)
+        (should-not (string-match-p "agents?:" (efrit-todo-ui-test--section session)))
+        (setq agents (list (list :name "executor" :type "executor"
+                                 :current (car (efrit-todo-list session)))
+                           (list :name "executor-2" :type "executor" :current nil)))
+        (efrit-todo-refresh)
+        (let ((heading (car (split-string (efrit-todo-ui-test--section session) "\n"))))
+          (should (string-match-p
+                   "agents: executor on t1 Patching the loop, executor-2$" heading))
+          ;; The owner shows on the item's line.
+          (should (string-match-p "^  ◐ t1  Patching the loop (executor)"
+                                  (efrit-todo-ui-test--section session))))))))
+
 (provide 'efrit-todo-ui-test)
 
 ;;; efrit-todo-ui-test.el ends here

@@ -68,4 +68,8 @@ emacs::use_symbols! {
     fn_table_entry => "efrit-todo--module-table-entry"
     fn_set => "set"
     var_breaker_tripped => "efrit-todo--breaker-tripped"
+    // Errors Lisp defines (lisp/efrit-todo-build.el); the module signals them.
+    efrit_todo_invalid_input => "efrit-todo-invalid-input"
+    efrit_todo_storage_error => "efrit-todo-storage-error"
+    efrit_todo_internal_error => "efrit-todo-internal-error"
 }

@@ -18,6 +18,58 @@ pub fn index_of(items: &[Item]) -> FxHashMap<&str, usize> {
     index
 }
 
+/// `index_of` for the ids WANTED only: what a text about a few items
+/// needs of a long list.
+pub fn index_of_some<'a, 'w>(
+    items: &'a [Item],
+    wanted: impl IntoIterator<Item = &'w str>,
+) -> FxHashMap<&'a str, usize> {
+    let wanted: FxHashSet<&str> = wanted.into_iter().collect();
+    let mut index = FxHashMap::default();
+    if wanted.is_empty() {
+        return index;
+    }
+    for (n, item) in items.iter().enumerate() {
+        if wanted.contains(item.id.as_str()) {
+            index.entry(item.id.as_str()).or_insert(n);
+        }
+    }
+    index
+}
+
+/// Where each id stands in a list, kept from one write to the next, so
+/// that a write to a long list does not hash every id again.  It is
+/// brought up to date with `refresh`, which compares the ids in order
+/// (no hashing): nothing to do when they are the same, the new ones added
+/// when items were only added at the end, rebuilt otherwise.  So a list
+/// changed by any path is never looked up through a stale index.
+#[derive(Debug, Clone, Default)]
+pub struct IdIndex {
+    ids: Vec<String>,
+    at: FxHashMap<String, usize>,
+}
+
+impl IdIndex {
+    /// Makes the index that of ITEMS.
+    pub fn refresh(&mut self, items: &[Item]) {
+        let same_start = self.ids.len() <= items.len()
+            && self.ids.iter().zip(items).all(|(id, item)| *id == item.id);
+        if !same_start {
+            self.ids.clear();
+            self.at.clear();
+        }
+        for (n, item) in items.iter().enumerate().skip(self.ids.len()) {
+            self.at.entry(item.id.clone()).or_insert(n);
+            self.ids.push(item.id.clone());
+        }
+    }
+
+    /// Where ID stands in the list last given to `refresh`.
+    pub fn get(&self, id: &str) -> Option<usize> {
+        self.at.get(id).copied()
+    }
+}
+
 /// Whether any item of ITEMS waits for another: most lists have no edges,
 /// and everything here can then be skipped.
 pub fn any_edges(items: &[Item]) -> bool {
@@ -104,6 +156,58 @@ pub fn ready(items: &[Item]) -> Vec<bool> {
         .collect()
 }
 
+/// Lookups by id that go through the list one by one at first, and
+/// build an index once they have gone through it a few times: a list
+/// asked for one or two ids is not hashed whole.
+struct LazyIndex<'a> {
+    items: &'a [Item],
+    scans: std::cell::Cell<usize>,
+    index: std::cell::OnceCell<FxHashMap<&'a str, usize>>,
+}
+
+impl<'a> LazyIndex<'a> {
+    const SCANS: usize = 4;
+
+    fn new(items: &'a [Item]) -> LazyIndex<'a> {
+        LazyIndex {
+            items,
+            scans: std::cell::Cell::new(0),
+            index: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<usize> {
+        if self.index.get().is_none() && self.scans.get() < Self::SCANS {
+            self.scans.set(self.scans.get() + 1);
+            return self.items.iter().position(|item| item.id == id);
+        }
+        self.index
+            .get_or_init(|| index_of(self.items))
+            .get(id)
+            .copied()
+    }
+}
+
+/// The index of the first item of ITEMS that is ready (see `ready`),
+/// found without working out the readiness of the whole list.
+pub fn first_ready(items: &[Item]) -> Option<usize> {
+    let lazy = LazyIndex::new(items);
+    let find = |id: &str| lazy.find(id);
+    let side = Side {
+        after: items,
+        index: &find,
+        before: None,
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| item.status == Status::Pending)
+        .find(|(n, item)| {
+            (item.blocked_by.is_empty() && item.parent.is_none()) || !side.blocked(*n)
+        })
+        .map(|(n, _)| n)
+}
+
 /// For each item, the indexes of the items that name it as a blocker
 /// (what it blocks), open or not, in list order.
 pub fn dependents(items: &[Item], index: &FxHashMap<&str, usize>) -> Vec<Vec<usize>> {
@@ -173,13 +277,13 @@ pub enum Before<'a> {
 /// The list on one side of a change, looked up by id through the index
 /// of the list after it: AFTER itself, or the list before the change,
 /// which BEFORE gives item by item.
-struct Side<'s, 'a> {
+struct Side<'s> {
     after: &'s [Item],
-    index: &'s FxHashMap<&'a str, usize>,
+    index: &'s dyn Fn(&str) -> Option<usize>,
     before: Option<&'s [Before<'s>]>,
 }
 
-impl Side<'_, '_> {
+impl Side<'_> {
     fn item(&self, n: usize) -> Option<&Item> {
         match self.before.map(|before| before.get(n).copied()) {
             None | Some(None | Some(Before::Same)) => self.after.get(n),
@@ -189,7 +293,7 @@ impl Side<'_, '_> {
     }
 
     fn find(&self, id: &str) -> Option<usize> {
-        let n = *self.index.get(id)?;
+        let n = (self.index)(id)?;
         self.item(n).map(|_| n)
     }
 
@@ -220,12 +324,17 @@ impl Side<'_, '_> {
 }
 
 /// `newly_ready` for a change that removed no item, without the list as
-/// it was: BEFORE says, for each item of AFTER, what it was.  Only the
+/// it was: BEFORE says, for each item of AFTER, what it was; INDEX is
+/// AFTER's.  Only the
 /// items the change can have freed are looked at: those it altered, the
 /// items that wait for one of them, and the subtasks of all these.  A
 /// write that changes one item of a long list does not compute the
 /// readiness of the whole list twice.
-pub fn newly_ready_after_change<'a>(after: &'a [Item], before: &[Before]) -> Vec<&'a str> {
+pub fn newly_ready_after_change<'a>(
+    after: &'a [Item],
+    before: &[Before],
+    index: &IdIndex,
+) -> Vec<&'a str> {
     let before_of = |n: usize| before.get(n).copied().unwrap_or(Before::Same);
     let earlier_edges = before
         .iter()
@@ -285,15 +394,15 @@ pub fn newly_ready_after_change<'a>(after: &'a [Item], before: &[Before]) -> Vec
             }
         }
     }
-    let index = index_of(after);
+    let find = |id: &str| index.get(id);
     let now = Side {
         after,
-        index: &index,
+        index: &find,
         before: None,
     };
     let then = Side {
         after,
-        index: &index,
+        index: &find,
         before: Some(before),
     };
     after
@@ -314,7 +423,7 @@ pub fn newly_ready_after_change<'a>(after: &'a [Item], before: &[Before]) -> Vec
 
 /// Whether FROM reaches TO along waits-for edges, in the graph of
 /// NODES: only what FROM can reach is visited.
-fn reaches(nodes: &[Node], index: &FxHashMap<&str, usize>, from: usize, to: usize) -> bool {
+fn reaches(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>, from: usize, to: usize) -> bool {
     let mut seen = vec![false; nodes.len()];
     let mut stack = vec![from];
     seen[from] = true;
@@ -323,7 +432,7 @@ fn reaches(nodes: &[Node], index: &FxHashMap<&str, usize>, from: usize, to: usiz
             return true;
         }
         for id in nodes[n].blocked_by {
-            if let Some(&m) = index.get(id.as_str()) {
+            if let Some(m) = find(id) {
                 if !seen[m] {
                     seen[m] = true;
                     stack.push(m);
@@ -344,7 +453,7 @@ const LOCAL_CYCLE_CHECK: usize = 16;
 /// (every write is checked, and a file is repaired when read): so a few
 /// given edges are checked from their blockers, visiting only what those
 /// reach.
-fn may_close_cycle(nodes: &[Node], index: &FxHashMap<&str, usize>) -> bool {
+fn may_close_cycle(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>) -> bool {
     let given: Vec<usize> = nodes
         .iter()
         .enumerate()
@@ -358,8 +467,8 @@ fn may_close_cycle(nodes: &[Node], index: &FxHashMap<&str, usize>) -> bool {
         nodes[n]
             .blocked_by
             .iter()
-            .filter_map(|id| index.get(id.as_str()))
-            .any(|&m| reaches(nodes, index, m, n))
+            .filter_map(|id| find(id))
+            .any(|m| reaches(nodes, find, m, n))
     })
 }
 
@@ -588,6 +697,17 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
             index.entry(id).or_insert(n);
         }
     }
+    check_by(nodes, max_blockers, &|id| index.get(id).copied())
+}
+
+/// `check`, with FIND giving the first node with an id: a write to a
+/// long list looks ids up through the list's kept index rather than
+/// hashing every node again.
+pub fn check_by(
+    nodes: &[Node],
+    max_blockers: usize,
+    find: &dyn Fn(&str) -> Option<usize>,
+) -> Result<(), Problem> {
     for (n, node) in nodes
         .iter()
         .enumerate()
@@ -600,7 +720,7 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
                     blocker: blocker.clone(),
                 });
             }
-            if !index.contains_key(blocker.as_str()) {
+            if find(blocker).is_none() {
                 return Err(Problem::Unknown {
                     node: n,
                     blocker: blocker.clone(),
@@ -614,15 +734,10 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
             });
         }
     }
-    if may_close_cycle(nodes, &index) {
+    if may_close_cycle(nodes, find) {
         let edges: Vec<Vec<usize>> = nodes
             .iter()
-            .map(|node| {
-                node.blocked_by
-                    .iter()
-                    .filter_map(|id| index.get(id.as_str()).copied())
-                    .collect()
-            })
+            .map(|node| node.blocked_by.iter().filter_map(|id| find(id)).collect())
             .collect();
         if let Some(cycle) = find_cycle(&edges) {
             // The cycle runs waits-for (cycle[k] waits for cycle[k + 1]);
@@ -656,7 +771,7 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
         let open: Vec<(String, Status)> = node
             .blocked_by
             .iter()
-            .filter_map(|id| index.get(id.as_str()).map(|&j| (id, nodes[j].status)))
+            .filter_map(|id| find(id).map(|j| (id, nodes[j].status)))
             .filter(|(_, status)| status.is_open())
             .map(|(id, status)| (id.clone(), status))
             .collect();
@@ -781,7 +896,34 @@ mod tests {
             })
     }
 
+    #[test]
+    fn the_kept_index_follows_the_list_whatever_changed() {
+        use Status::*;
+        let mut items = sample_items(&[Pending; 4]);
+        let mut index = IdIndex::default();
+        index.refresh(&items);
+        assert_eq!(index.get("t3"), Some(2));
+        items.extend(sample_items(&[Pending; 6]).into_iter().skip(4));
+        index.refresh(&items);
+        assert_eq!((index.get("t3"), index.get("t6")), (Some(2), Some(5)));
+        items.remove(0);
+        index.refresh(&items);
+        assert_eq!((index.get("t1"), index.get("t3")), (None, Some(1)));
+        items.swap(0, 1);
+        index.refresh(&items);
+        assert_eq!((index.get("t2"), index.get("t3")), (Some(1), Some(0)));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn first_ready_is_the_first_of_ready((_before, after, _was) in arb_change()) {
+            proptest::prop_assert_eq!(
+                first_ready(&after),
+                ready(&after).iter().position(|r| *r),
+                "{:?}", after
+            );
+        }
+
         #[test]
         fn newly_ready_after_a_change_is_newly_ready_of_the_two_lists((before, after, was) in arb_change()) {
             let each: Vec<Before> = was
@@ -792,8 +934,10 @@ mod tests {
                     Some(Some(n)) => Before::Was(&before[*n]),
                 })
                 .collect();
+            let mut index = IdIndex::default();
+            index.refresh(&after);
             proptest::prop_assert_eq!(
-                newly_ready_after_change(&after, &each),
+                newly_ready_after_change(&after, &each, &index),
                 newly_ready(&before, &after),
                 "before {:?}\nafter {:?}", before, after
             );

@@ -197,11 +197,12 @@ impl Session {
             Retired,
             New,
         }
+        self.index.refresh(&self.items);
         let mut targets = Vec::with_capacity(changes.len());
         for (i, change) in changes.iter().enumerate() {
             targets.push(match change.id {
                 None => Target::New,
-                Some(id) => match self.items.iter().position(|item| item.id == id) {
+                Some(id) => match self.index.get(id) {
                     Some(at) => Target::Listed(at),
                     None if self.retired.contains_key(id) => Target::Retired,
                     None => {
@@ -385,7 +386,8 @@ impl Session {
             && diff.reparented.is_empty())
         {
             let before = before_of_each(&added, &earlier);
-            diff.now_ready = graph::newly_ready_after_change(&self.items, &before)
+            self.index.refresh(&self.items);
+            diff.now_ready = graph::newly_ready_after_change(&self.items, &before, &self.index)
                 .into_iter()
                 .map(str::to_string)
                 .collect();
@@ -503,7 +505,18 @@ impl Session {
             });
             change_of.push(Some(i));
         }
-        graph::check(&nodes, paths.max_blockers)
+        // The first nodes are the list's items, in order: their ids are
+        // looked up through the list's index, the few others one by one.
+        let listed = self.items.len();
+        let find = |id: &str| {
+            self.index.get(id).filter(|&n| n < listed).or_else(|| {
+                nodes[listed..]
+                    .iter()
+                    .position(|node| node.id == Some(id))
+                    .map(|k| listed + k)
+            })
+        };
+        graph::check_by(&nodes, paths.max_blockers, &find)
             .map_err(|problem| Session::graph_error(problem, &nodes, paths, &change_of))
     }
 

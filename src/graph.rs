@@ -26,7 +26,13 @@ pub fn index_of_some<'a, 'w>(
 ) -> FxHashMap<&'a str, usize> {
     let wanted: FxHashSet<&str> = wanted.into_iter().collect();
     let mut index = FxHashMap::default();
-    if wanted.is_empty() {
+    if wanted.len() <= 4 {
+        // A few ids are found by going through the list, without hashing it.
+        for id in wanted {
+            if let Some(n) = items.iter().position(|item| item.id == id) {
+                index.insert(items[n].id.as_str(), n);
+            }
+        }
         return index;
     }
     for (n, item) in items.iter().enumerate() {

@@ -53,7 +53,6 @@ impl Session {
         options: &Options,
     ) -> Result<String, InvalidInput> {
         let request = parse_task(tool, input, &options.limits)?;
-        self.index.refresh(&self.items);
         let text = match request {
             TaskRequest::Get { task_id } => {
                 let n = self.task_index(&task_id, "taskId")?;

@@ -169,10 +169,16 @@ An error in one function is reported and does not stop the others.")
   "Load the module, or start building it, and check its version."
   (efrit-todo-build--ensure efrit-todo-version))
 
+(declare-function efrit-todo-compat--adopt-plain "efrit-todo-compat" ())
+
 (defun efrit-todo--after-build ()
-  "Restore the saved lists, now that a build has loaded the module.
-Nothing when the build ended while this file was still loading (a
-batch script waiting for it), before the restoring code was defined."
+  "Take over, now that a build has loaded the module.
+The list Efrit kept meanwhile goes into the module, and the saved
+lists are restored.  Nothing when the build ended while this file was
+still loading (a batch script waiting for it), before that code was
+defined."
+  (when (fboundp 'efrit-todo-compat--adopt-plain)
+    (efrit-todo-compat--adopt-plain))
   (when (fboundp 'efrit-todo--restore-on-load)
     (efrit-todo--restore-on-load)))
 
@@ -468,8 +474,22 @@ The live list reaches the model through tool results."
 (defun efrit-todo-user-set-status (id status &optional session)
   "Set item ID of SESSION to STATUS on the user's behalf.
 STATUS is a symbol such as `cancelled', or its name as a string.
-The model reads about it in `efrit-todo-prompt-guidance'.  Return the note."
+The model reads about it with its next tool result.  Return the note.
+The rules of the model's writes hold: starting or completing an item
+that waits for an open blocker, its own or an ancestor's, signals
+`efrit-todo-invalid-input' naming the blocker and changes nothing;
+`efrit-todo-user-set-status-unblocked' drops such waits first."
   (efrit-todo--user-edit "status" id (if (symbolp status) (symbol-name status) status)
+                         session))
+
+(defun efrit-todo-user-set-status-unblocked (id status &optional session)
+  "Set item ID of SESSION to STATUS, dropping first the waits that block it.
+When STATUS starts or completes the item, its dependencies on open
+blockers, and those of its ancestors, are removed in the same change
+\(one undo takes all of it back).  Any other rule still refuses with
+`efrit-todo-invalid-input', and then nothing changes.  Return the note."
+  (efrit-todo--user-edit "status-unblocked" id
+                         (if (symbolp status) (symbol-name status) status)
                          session))
 
 (defun efrit-todo-user-edit-content (id content &optional session)

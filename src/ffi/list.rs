@@ -259,9 +259,10 @@ fn prompt_guidance<'e>(
     })
 }
 
-/// One edit by the user.  OP is status, edit, add, move, clear-finished,
-/// block or unblock; ARG is the status, the new content, the offset or the
-/// blocker's id.  Returns the note the
+/// One edit by the user.  OP is status, status-unblocked (dropping first
+/// the dependencies that hold the item back), edit, add, move,
+/// clear-finished, block or unblock; ARG is the status, the new content,
+/// the offset or the blocker's id.  Returns the note the
 /// model will read ("" when nothing changed).
 #[allow(clippy::too_many_arguments)]
 fn user_edit<'e>(
@@ -293,6 +294,12 @@ fn user_edit<'e>(
         let edit = match op.as_str() {
             "status" => id().and_then(|id| {
                 Ok(UserEdit::SetStatus {
+                    id,
+                    status: parse_status(&arg, "status")?,
+                })
+            }),
+            "status-unblocked" => id().and_then(|id| {
+                Ok(UserEdit::SetStatusUnblocked {
                     id,
                     status: parse_status(&arg, "status")?,
                 })

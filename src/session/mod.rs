@@ -9,6 +9,7 @@
 //! both use stays here, with the registry.
 
 mod agent_loop;
+mod ancestry;
 mod tasks;
 mod write;
 
@@ -124,6 +125,12 @@ pub struct ExternalItem {
 #[derive(Debug, Clone, PartialEq)]
 pub enum UserEdit {
     SetStatus {
+        id: String,
+        status: Status,
+    },
+    /// Sets ID to STATUS, dropping first the dependencies that hold it
+    /// back (its own open blockers and its ancestors'), as one change.
+    SetStatusUnblocked {
         id: String,
         status: Status,
     },

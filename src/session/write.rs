@@ -149,8 +149,10 @@ impl Session {
         // Matching is the only step that can fail; from here on the write
         // commits, and the previous list is taken over rather than copied.
         let matching = match_items(&self.items, &self.retired, proposed)?;
-        self.check_replace_tree(proposed, &matching)?;
-        self.check_replace_graph(proposed, &matching, &options.limits)?;
+        let new_ids = self.new_ids(proposed, &matching);
+        self.check_replace_tree(proposed, &matching, &new_ids)?;
+        self.check_replace_graph(proposed, &matching, &new_ids, &options.limits)?;
+        self.check_replace_ancestry(proposed, &matching, &new_ids, &options.limits)?;
         let waiting = graph::waiting(&self.items);
         let previous = std::mem::take(&mut self.items);
         let reconciled = apply(
@@ -248,6 +250,7 @@ impl Session {
             .collect();
         self.check_merge_tree(changes, &listed, &restoring)?;
         self.check_merge_graph(changes, &listed, paths)?;
+        self.check_merge_ancestry(changes, &listed, paths)?;
         // Checked: from here on the write commits.  Of the list as it was,
         // undo and the ready check need only the items the write alters:
         // each one's earlier value is kept, not a copy of the list.
@@ -525,12 +528,33 @@ impl Session {
         self.items.iter().any(|item| item.id == id) || self.retired.contains_key(id)
     }
 
+    /// The ids the items a whole-list write adds will be given, the next
+    /// ones in list order (None for the items it keeps or brings back),
+    /// so that a first plan can name its own steps as parents and blockers.
+    fn new_ids(&self, proposed: &[ProposedItem], matching: &Matching) -> Vec<Option<String>> {
+        let mut next = self.ids.issued();
+        proposed
+            .iter()
+            .enumerate()
+            .map(|(i, wanted)| {
+                let known = matching.continued(i).is_some()
+                    || wanted.id.is_some_and(|id| self.retired.contains_key(id));
+                (!known && wanted.id.is_none()).then(|| {
+                    next = next.saturating_add(1);
+                    format!("t{next}")
+                })
+            })
+            .collect()
+    }
+
     /// The subtask checks of a whole-list write (see `tree::check`), on
-    /// the list MATCHING says it makes.  A list without parents needs none.
+    /// the list MATCHING says it makes, NEW_IDS naming the items it adds.
+    /// A list without parents needs none.
     fn check_replace_tree(
         &self,
         proposed: &[ProposedItem],
         matching: &Matching,
+        new_ids: &[Option<String>],
     ) -> Result<(), InvalidInput> {
         if proposed.iter().all(|p| p.parent.is_none()) {
             return Ok(());
@@ -541,7 +565,10 @@ impl Session {
             .map(|(i, wanted)| {
                 let was = matching.continued(i).and_then(|j| self.items.get(j));
                 Node {
-                    id: was.map(|item| item.id.as_str()).or(wanted.id),
+                    id: was
+                        .map(|item| item.id.as_str())
+                        .or(wanted.id)
+                        .or(new_ids[i].as_deref()),
                     parent: wanted.parent,
                     status: wanted.status,
                     at: Some(i),
@@ -562,6 +589,7 @@ impl Session {
         &self,
         proposed: &[ProposedItem],
         matching: &Matching,
+        new_ids: &[Option<String>],
         limits: &Limits,
     ) -> Result<(), InvalidInput> {
         let starting_blocked = |i: usize, wanted: &ProposedItem| {
@@ -584,17 +612,6 @@ impl Session {
                 .and_then(|j| self.items.get(j))
                 .or_else(|| wanted.id.and_then(|id| self.retired.get(id)))
         };
-        let mut next = self.ids.issued();
-        let new_ids: Vec<Option<String>> = proposed
-            .iter()
-            .enumerate()
-            .map(|(i, wanted)| {
-                (was_of(i, wanted).is_none() && wanted.id.is_none()).then(|| {
-                    next = next.saturating_add(1);
-                    format!("t{next}")
-                })
-            })
-            .collect();
         let nodes: Vec<graph::Node> = proposed
             .iter()
             .enumerate()
@@ -830,7 +847,7 @@ impl Session {
         let at = now();
         let before = self.items.clone();
         let kind = match &edit {
-            UserEdit::SetStatus { .. } => ChangeKind::Status,
+            UserEdit::SetStatus { .. } | UserEdit::SetStatusUnblocked { .. } => ChangeKind::Status,
             UserEdit::EditContent { .. } => ChangeKind::Edit,
             UserEdit::Add { .. } => ChangeKind::Add,
             UserEdit::Move { .. } => ChangeKind::Move,
@@ -838,10 +855,27 @@ impl Session {
             UserEdit::Clear => ChangeKind::Reset,
             UserEdit::Block { .. } | UserEdit::Unblock { .. } => ChangeKind::Edit,
         };
+        let unblock = matches!(edit, UserEdit::SetStatusUnblocked { .. });
         let note = match edit {
-            UserEdit::SetStatus { id, status } => {
+            UserEdit::SetStatus { id, status } | UserEdit::SetStatusUnblocked { id, status } => {
                 let index = position(&self.items, &id)?;
                 self.check_user_status(index, status)?;
+                let dropped = if unblock {
+                    self.drop_waits(index, status)
+                } else {
+                    Vec::new()
+                };
+                let mut after = self.items.clone();
+                if status == Status::InProgress {
+                    for other in after.iter_mut().filter(|i| i.status == Status::InProgress) {
+                        other.status = Status::Pending;
+                    }
+                }
+                after[index].status = status;
+                if let Err(error) = self.check_user_graph(&after, index, limits) {
+                    self.items = before;
+                    return Err(error);
+                }
                 if status == Status::InProgress {
                     // One running item: the one the user picked.
                     for other in self
@@ -856,7 +890,15 @@ impl Session {
                 if status == Status::Completed {
                     self.guide.note_progress();
                 }
-                format!("the user marked {id} {}", status.wire_name())
+                if dropped.is_empty() {
+                    format!("the user marked {id} {}", status.wire_name())
+                } else {
+                    format!(
+                        "the user removed {} and marked {id} {}",
+                        super::ancestry::dropped_text(&dropped),
+                        status.wire_name()
+                    )
+                }
             }
             UserEdit::EditContent { id, content } => {
                 let index = position(&self.items, &id)?;
@@ -932,33 +974,9 @@ impl Session {
                 if !blocked_by.contains(&blocker) {
                     blocked_by.push(blocker.clone());
                 }
-                let edge = |_: usize, _: &str| "blocker".to_string();
-                let field = |_: usize, name: &str| name.to_string();
-                let paths = Paths {
-                    edge: &edge,
-                    field: &field,
-                    unblock_hint: "the unblock command",
-                    max_blockers: limits.max_blockers,
-                };
-                let nodes: Vec<graph::Node> = self
-                    .items
-                    .iter()
-                    .enumerate()
-                    .map(|(n, item)| graph::Node {
-                        id: Some(&item.id),
-                        status: item.status,
-                        was: Some(item.status),
-                        blocked_by: if n == index {
-                            &blocked_by
-                        } else {
-                            &item.blocked_by
-                        },
-                        edges_given: n == index,
-                    })
-                    .collect();
-                let change_of = vec![Some(0); nodes.len()];
-                graph::check(&nodes, limits.max_blockers)
-                    .map_err(|problem| Session::graph_error(problem, &nodes, &paths, &change_of))?;
+                let mut after = self.items.clone();
+                after[index].blocked_by = blocked_by.clone();
+                self.check_user_graph(&after, index, limits)?;
                 self.items[index].blocked_by = blocked_by;
                 format!("the user made {id} wait for {blocker}")
             }

@@ -1256,4 +1256,26 @@ mod graph_tests {
         );
         assert!(warnings.contains("it closed a cycle"), "{warnings}");
     }
+
+    #[test]
+    fn a_file_where_a_subtask_waits_for_its_parent_loses_that_wait() {
+        let item = |id: &str, parent: Option<&str>, blocked_by: &[&str]| json!({"id": id, "content": format!("Item {id}"), "status": "pending", "created": 1.0, "parent": parent, "blockedBy": blocked_by});
+        let file = json!({"schema_version": 2, "session": "bad", "id_counter": 3, "items": [
+            item("t1", None, &["t2"]), item("t2", Some("t1"), &[]), item("t3", Some("t1"), &["t1"])]});
+        let decoded = decode_within(file.to_string().as_bytes(), &Limits::default()).unwrap();
+        assert!(decoded
+            .session
+            .items
+            .iter()
+            .all(|item| item.blocked_by.is_empty()));
+        let warnings = decoded.warnings.join("\n");
+        assert!(
+            warnings.contains("dependency of t1 on t2: a parent already waits for its subtasks"),
+            "{warnings}"
+        );
+        assert!(
+            warnings.contains("dependency of t3 on t1: a subtask cannot wait for its ancestor"),
+            "{warnings}"
+        );
+    }
 }

@@ -518,17 +518,6 @@ where the write changed it.  Each row is (LABEL US GC RATIO TARGET)."
                                    (/ (plist-get time :us) (plist-get base :us))
                                    target))))))
 
-(defun efrit-todo-bench--print-graph-rows (rows)
-  "Print ROWS of `efrit-todo-bench--graph-rows' under their own header."
-  (princ (format "\nTask graph, 1000 items: each row timed in turn with the first; ratio to it\n"))
-  (pcase-dolist (`(,label ,us ,gc ,ratio ,target) rows)
-    (princ (format efrit-todo-bench--row-format
-                   label (format "%.2f" us) (efrit-todo-bench--percent gc) "" ""
-                   (if ratio (format "%.3f" ratio) "-")
-                   (cond ((not (and ratio target)) "")
-                         ((<= ratio target) (format "met (<= %s x the first)" target))
-                         (t (format "MISSED (<= %s x the first)" target)))))))
-
 ;;;; Printing
 
 (defconst efrit-todo-bench--row-format "%-42s %11s %4s %11s %4s %7s %s\n"
@@ -550,6 +539,17 @@ OURS-GC and EFRIT-GC are the GC shares of the two sides."
                    (cond ((not (and ratio target)) "")
                          ((<= ratio target) (format "met (<= %s)" target))
                          (t (format "MISSED (<= %s)" target)))))))
+
+(defun efrit-todo-bench--print-graph-rows (rows)
+  "Print ROWS of `efrit-todo-bench--graph-rows' under their own header."
+  (princ (format "\nTask graph, 1000 items: each row timed in turn with the first; ratio to it\n"))
+  (pcase-dolist (`(,label ,us ,gc ,ratio ,target) rows)
+    (princ (format efrit-todo-bench--row-format
+                   label (format "%.2f" us) (efrit-todo-bench--percent gc) "" ""
+                   (if ratio (format "%.3f" ratio) "-")
+                   (cond ((not (and ratio target)) "")
+                         ((<= ratio target) (format "met (<= %s x the first)" target))
+                         (t (format "MISSED (<= %s x the first)" target)))))))
 
 (defun efrit-todo-bench--print-allocation (label side counts)
   "Print the allocation COUNTS per call of LABEL on SIDE."

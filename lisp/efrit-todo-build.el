@@ -53,10 +53,10 @@
 
 ;;;; Errors
 
-;; The module defines these when it loads (define_errors! in
-;; src/ffi/errors.rs), and redefines them the same way: they are defined
-;; here first so that efrit-todo can signal them, and callers catch
-;; them, before the module is loaded.  Keep the two in step.
+;; The one definition of efrit-todo's errors.  They are defined here,
+;; not in the module, because efrit-todo signals them, and callers catch
+;; them, before the module is loaded (while it is being built); the
+;; module only signals these symbols.
 (define-error 'efrit-todo-error "efrit-todo error")
 (define-error 'efrit-todo-invalid-input "Invalid efrit-todo input" 'efrit-todo-error)
 (define-error 'efrit-todo-storage-error "efrit-todo storage error" 'efrit-todo-error)

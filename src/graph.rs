@@ -18,6 +18,64 @@ pub fn index_of(items: &[Item]) -> FxHashMap<&str, usize> {
     index
 }
 
+/// `index_of` for the ids WANTED only: what a text about a few items
+/// needs of a long list.
+pub fn index_of_some<'a, 'w>(
+    items: &'a [Item],
+    wanted: impl IntoIterator<Item = &'w str>,
+) -> FxHashMap<&'a str, usize> {
+    let wanted: FxHashSet<&str> = wanted.into_iter().collect();
+    let mut index = FxHashMap::default();
+    if wanted.len() <= 4 {
+        // A few ids are found by going through the list, without hashing it.
+        for id in wanted {
+            if let Some(n) = items.iter().position(|item| item.id == id) {
+                index.insert(items[n].id.as_str(), n);
+            }
+        }
+        return index;
+    }
+    for (n, item) in items.iter().enumerate() {
+        if wanted.contains(item.id.as_str()) {
+            index.entry(item.id.as_str()).or_insert(n);
+        }
+    }
+    index
+}
+
+/// Where each id stands in a list, kept from one write to the next, so
+/// that a write to a long list does not hash every id again.  It is
+/// brought up to date with `refresh`, which compares the ids in order
+/// (no hashing): nothing to do when they are the same, the new ones added
+/// when items were only added at the end, rebuilt otherwise.  So a list
+/// changed by any path is never looked up through a stale index.
+#[derive(Debug, Clone, Default)]
+pub struct IdIndex {
+    ids: Vec<String>,
+    at: FxHashMap<String, usize>,
+}
+
+impl IdIndex {
+    /// Makes the index that of ITEMS.
+    pub fn refresh(&mut self, items: &[Item]) {
+        let same_start = self.ids.len() <= items.len()
+            && self.ids.iter().zip(items).all(|(id, item)| *id == item.id);
+        if !same_start {
+            self.ids.clear();
+            self.at.clear();
+        }
+        for (n, item) in items.iter().enumerate().skip(self.ids.len()) {
+            self.at.entry(item.id.clone()).or_insert(n);
+            self.ids.push(item.id.clone());
+        }
+    }
+
+    /// Where ID stands in the list last given to `refresh`.
+    pub fn get(&self, id: &str) -> Option<usize> {
+        self.at.get(id).copied()
+    }
+}
+
 /// Whether any item of ITEMS waits for another: most lists have no edges,
 /// and everything here can then be skipped.
 pub fn any_edges(items: &[Item]) -> bool {
@@ -104,6 +162,58 @@ pub fn ready(items: &[Item]) -> Vec<bool> {
         .collect()
 }
 
+/// Lookups by id that go through the list one by one at first, and
+/// build an index once they have gone through it a few times: a list
+/// asked for one or two ids is not hashed whole.
+struct LazyIndex<'a> {
+    items: &'a [Item],
+    scans: std::cell::Cell<usize>,
+    index: std::cell::OnceCell<FxHashMap<&'a str, usize>>,
+}
+
+impl<'a> LazyIndex<'a> {
+    const SCANS: usize = 4;
+
+    fn new(items: &'a [Item]) -> LazyIndex<'a> {
+        LazyIndex {
+            items,
+            scans: std::cell::Cell::new(0),
+            index: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<usize> {
+        if self.index.get().is_none() && self.scans.get() < Self::SCANS {
+            self.scans.set(self.scans.get() + 1);
+            return self.items.iter().position(|item| item.id == id);
+        }
+        self.index
+            .get_or_init(|| index_of(self.items))
+            .get(id)
+            .copied()
+    }
+}
+
+/// The index of the first item of ITEMS that is ready (see `ready`),
+/// found without working out the readiness of the whole list.
+pub fn first_ready(items: &[Item]) -> Option<usize> {
+    let lazy = LazyIndex::new(items);
+    let find = |id: &str| lazy.find(id);
+    let side = Side {
+        after: items,
+        index: &find,
+        before: None,
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| item.status == Status::Pending)
+        .find(|(n, item)| {
+            (item.blocked_by.is_empty() && item.parent.is_none()) || !side.blocked(*n)
+        })
+        .map(|(n, _)| n)
+}
+
 /// For each item, the indexes of the items that name it as a blocker
 /// (what it blocks), open or not, in list order.
 pub fn dependents(items: &[Item], index: &FxHashMap<&str, usize>) -> Vec<Vec<usize>> {
@@ -156,6 +266,216 @@ pub fn became_ready<'a>(waiting: &FxHashSet<String>, after: &'a [Item]) -> Vec<&
         .filter(|(item, ready)| *ready && waiting.contains(item.id.as_str()))
         .map(|(item, _)| item.id.as_str())
         .collect()
+}
+
+/// An item of a list after a change, as it was before: what
+/// `newly_ready_after_change` needs in place of a copy of the list.
+#[derive(Debug, Clone, Copy)]
+pub enum Before<'a> {
+    /// The change left it as it was.
+    Same,
+    /// The change altered it; this is its earlier value.
+    Was(&'a Item),
+    /// The change brought it into the list.
+    Added,
+}
+
+/// The list on one side of a change, looked up by id through the index
+/// of the list after it: AFTER itself, or the list before the change,
+/// which BEFORE gives item by item.
+struct Side<'s> {
+    after: &'s [Item],
+    index: &'s dyn Fn(&str) -> Option<usize>,
+    before: Option<&'s [Before<'s>]>,
+}
+
+impl Side<'_> {
+    fn item(&self, n: usize) -> Option<&Item> {
+        match self.before.map(|before| before.get(n).copied()) {
+            None | Some(None | Some(Before::Same)) => self.after.get(n),
+            Some(Some(Before::Was(item))) => Some(item),
+            Some(Some(Before::Added)) => None,
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<usize> {
+        let n = (self.index)(id)?;
+        self.item(n).map(|_| n)
+    }
+
+    /// Whether the item at N is blocked, by the definition of `blocked`:
+    /// it or an ancestor has an open blocker.
+    fn blocked(&self, n: usize) -> bool {
+        let mut at = n;
+        for _ in 0..=self.after.len() {
+            let Some(item) = self.item(at) else {
+                return false;
+            };
+            let open = item.blocked_by.iter().any(|id| {
+                self.find(id)
+                    .and_then(|j| self.item(j))
+                    .is_some_and(|blocker| blocker.status.is_open())
+            });
+            if open {
+                return true;
+            }
+            match item.parent.as_deref().and_then(|parent| self.find(parent)) {
+                Some(up) => at = up,
+                None => return false,
+            }
+        }
+        // A chain longer than the list is a cycle of parents.
+        false
+    }
+}
+
+/// `newly_ready` for a change that removed no item, without the list as
+/// it was: BEFORE says, for each item of AFTER, what it was; INDEX is
+/// AFTER's.  Only the
+/// items the change can have freed are looked at: those it altered, the
+/// items that wait for one of them, and the subtasks of all these.  A
+/// write that changes one item of a long list does not compute the
+/// readiness of the whole list twice.
+pub fn newly_ready_after_change<'a>(
+    after: &'a [Item],
+    before: &[Before],
+    index: &IdIndex,
+) -> Vec<&'a str> {
+    let before_of = |n: usize| before.get(n).copied().unwrap_or(Before::Same);
+    let earlier_edges = before
+        .iter()
+        .any(|b| matches!(b, Before::Was(item) if !item.blocked_by.is_empty()));
+    if !earlier_edges && !any_edges(after) {
+        return Vec::new();
+    }
+    let changed: FxHashSet<&str> = after
+        .iter()
+        .enumerate()
+        .filter(|(n, _)| !matches!(before_of(*n), Before::Same))
+        .map(|(_, item)| item.id.as_str())
+        .collect();
+    if changed.is_empty() {
+        return Vec::new();
+    }
+    let mut candidate: Vec<bool> = after
+        .iter()
+        .enumerate()
+        .map(|(n, item)| match before_of(n) {
+            Before::Added => false,
+            Before::Was(_) => true,
+            Before::Same => item
+                .blocked_by
+                .iter()
+                .any(|id| changed.contains(id.as_str())),
+        })
+        .collect();
+    // The subtasks, at any depth, of an item whose readiness may change.
+    if after.iter().any(|item| item.parent.is_some()) {
+        let mut causes: FxHashSet<&str> = changed;
+        causes.extend(
+            after
+                .iter()
+                .zip(&candidate)
+                .filter(|(_, c)| **c)
+                .map(|(item, _)| item.id.as_str()),
+        );
+        for _ in 0..after.len() {
+            let mut grew = false;
+            for (n, item) in after.iter().enumerate() {
+                if candidate[n] || matches!(before_of(n), Before::Added) {
+                    continue;
+                }
+                if item
+                    .parent
+                    .as_deref()
+                    .is_some_and(|parent| causes.contains(parent))
+                {
+                    candidate[n] = true;
+                    causes.insert(item.id.as_str());
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+    }
+    let find = |id: &str| index.get(id);
+    let now = Side {
+        after,
+        index: &find,
+        before: None,
+    };
+    let then = Side {
+        after,
+        index: &find,
+        before: Some(before),
+    };
+    after
+        .iter()
+        .enumerate()
+        .filter(|(n, item)| {
+            candidate[*n]
+                && item.status == Status::Pending
+                && then
+                    .item(*n)
+                    .is_some_and(|was| was.status == Status::Pending)
+                && then.blocked(*n)
+                && !now.blocked(*n)
+        })
+        .map(|(_, item)| item.id.as_str())
+        .collect()
+}
+
+/// Whether FROM reaches TO along waits-for edges, in the graph of
+/// NODES: only what FROM can reach is visited.
+fn reaches(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>, from: usize, to: usize) -> bool {
+    let mut seen = vec![false; nodes.len()];
+    let mut stack = vec![from];
+    seen[from] = true;
+    while let Some(n) = stack.pop() {
+        if n == to {
+            return true;
+        }
+        for id in nodes[n].blocked_by {
+            if let Some(m) = find(id) {
+                if !seen[m] {
+                    seen[m] = true;
+                    stack.push(m);
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Edges given by more nodes than this are checked for cycles over the
+/// whole graph (a whole-list write gives every edge); fewer, from each
+/// given edge's blocker alone.
+const LOCAL_CYCLE_CHECK: usize = 16;
+
+/// Whether the edges NODES give may close a cycle.  A cycle must run
+/// through an edge the write gives, since the list's own graph has none
+/// (every write is checked, and a file is repaired when read): so a few
+/// given edges are checked from their blockers, visiting only what those
+/// reach.
+fn may_close_cycle(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>) -> bool {
+    let given: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| node.edges_given && !node.blocked_by.is_empty())
+        .map(|(n, _)| n)
+        .collect();
+    if given.len() > LOCAL_CYCLE_CHECK {
+        return true;
+    }
+    given.iter().any(|&n| {
+        nodes[n]
+            .blocked_by
+            .iter()
+            .filter_map(|id| find(id))
+            .any(|m| reaches(nodes, find, m, n))
+    })
 }
 
 /// A path of waits-for edges from FROM to TO (both included), over the
@@ -385,6 +705,17 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
             index.entry(id).or_insert(n);
         }
     }
+    check_by(nodes, max_blockers, &|id| index.get(id).copied())
+}
+
+/// `check`, with FIND giving the first node with an id: a write to a
+/// long list looks ids up through the list's kept index rather than
+/// hashing every node again.
+pub fn check_by(
+    nodes: &[Node],
+    max_blockers: usize,
+    find: &dyn Fn(&str) -> Option<usize>,
+) -> Result<(), Problem> {
     for (n, node) in nodes
         .iter()
         .enumerate()
@@ -397,7 +728,7 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
                     blocker: blocker.clone(),
                 });
             }
-            if !index.contains_key(blocker.as_str()) {
+            if find(blocker).is_none() {
                 return Err(Problem::Unknown {
                     node: n,
                     blocker: blocker.clone(),
@@ -411,18 +742,10 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
             });
         }
     }
-    if nodes
-        .iter()
-        .any(|node| node.edges_given && !node.blocked_by.is_empty())
-    {
+    if may_close_cycle(nodes, find) {
         let edges: Vec<Vec<usize>> = nodes
             .iter()
-            .map(|node| {
-                node.blocked_by
-                    .iter()
-                    .filter_map(|id| index.get(id.as_str()).copied())
-                    .collect()
-            })
+            .map(|node| node.blocked_by.iter().filter_map(|id| find(id)).collect())
             .collect();
         if let Some(cycle) = find_cycle(&edges) {
             // The cycle runs waits-for (cycle[k] waits for cycle[k + 1]);
@@ -456,7 +779,7 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
         let open: Vec<(String, Status)> = node
             .blocked_by
             .iter()
-            .filter_map(|id| index.get(id.as_str()).map(|&j| (id, nodes[j].status)))
+            .filter_map(|id| find(id).map(|j| (id, nodes[j].status)))
             .filter(|(_, status)| status.is_open())
             .map(|(id, status)| (id.clone(), status))
             .collect();
@@ -802,6 +1125,126 @@ mod tests {
         after[0].status = Completed;
         assert_eq!(newly_ready(&before, &after), ["t2"]);
         assert!(newly_ready(&after, &after).is_empty());
+    }
+
+    /// A random list, and a change of it: (before, after, what each item
+    /// of after was).  Items may wait for any other, parents come earlier.
+    fn arb_change(
+    ) -> impl proptest::strategy::Strategy<Value = (Vec<Item>, Vec<Item>, Vec<Option<Option<usize>>>)>
+    {
+        use proptest::prelude::*;
+        let status = || {
+            prop::sample::select(vec![
+                Status::Pending,
+                Status::InProgress,
+                Status::Completed,
+                Status::Cancelled,
+            ])
+        };
+        let item = move || {
+            (
+                status(),
+                prop::collection::vec(0usize..14, 0..3),
+                prop::option::weighted(0.3, 0usize..14),
+            )
+        };
+        (
+            prop::collection::vec(item(), 1..10),
+            prop::collection::vec(prop::option::weighted(0.3, item()), 10),
+            prop::collection::vec((0usize..14, item()), 0..3),
+        )
+            .prop_map(|(list, alter, add)| {
+                let total = list.len() + add.len();
+                let id = |n: usize| format!("t{}", n % total + 1);
+                let make =
+                    |n: usize, (status, edges, parent): (Status, Vec<usize>, Option<usize>)| {
+                        let mut item = Item::new(id(n), format!("Step {n}"), None, status, 0.0);
+                        item.blocked_by = edges
+                            .into_iter()
+                            .map(id)
+                            .filter(|b| *b != item.id)
+                            .collect();
+                        item.parent = parent.filter(|p| p % total < n).map(id);
+                        item
+                    };
+                let before: Vec<Item> = list
+                    .iter()
+                    .cloned()
+                    .enumerate()
+                    .map(|(n, i)| make(n, i))
+                    .collect();
+                // (item, index before) for each item after.
+                let mut after: Vec<(Item, Option<usize>)> = before
+                    .iter()
+                    .enumerate()
+                    .map(|(n, item)| match alter.get(n).cloned().flatten() {
+                        Some(fields) => (make(n, fields), Some(n)),
+                        None => (item.clone(), Some(n)),
+                    })
+                    .collect();
+                for (k, (at, fields)) in add.into_iter().enumerate() {
+                    let n = list.len() + k;
+                    let at = at % (after.len() + 1);
+                    after.insert(at, (make(n, fields), None));
+                }
+                let was: Vec<Option<Option<usize>>> = after
+                    .iter()
+                    .map(|(item, n)| n.map(|n| (before[n] != *item).then_some(n)))
+                    .collect();
+                (
+                    before,
+                    after.into_iter().map(|(item, _)| item).collect(),
+                    was,
+                )
+            })
+    }
+
+    #[test]
+    fn the_kept_index_follows_the_list_whatever_changed() {
+        use Status::*;
+        let mut items = sample_items(&[Pending; 4]);
+        let mut index = IdIndex::default();
+        index.refresh(&items);
+        assert_eq!(index.get("t3"), Some(2));
+        items.extend(sample_items(&[Pending; 6]).into_iter().skip(4));
+        index.refresh(&items);
+        assert_eq!((index.get("t3"), index.get("t6")), (Some(2), Some(5)));
+        items.remove(0);
+        index.refresh(&items);
+        assert_eq!((index.get("t1"), index.get("t3")), (None, Some(1)));
+        items.swap(0, 1);
+        index.refresh(&items);
+        assert_eq!((index.get("t2"), index.get("t3")), (Some(1), Some(0)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn first_ready_is_the_first_of_ready((_before, after, _was) in arb_change()) {
+            proptest::prop_assert_eq!(
+                first_ready(&after),
+                ready(&after).iter().position(|r| *r),
+                "{:?}", after
+            );
+        }
+
+        #[test]
+        fn newly_ready_after_a_change_is_newly_ready_of_the_two_lists((before, after, was) in arb_change()) {
+            let each: Vec<Before> = was
+                .iter()
+                .map(|w| match w {
+                    None => Before::Added,
+                    Some(None) => Before::Same,
+                    Some(Some(n)) => Before::Was(&before[*n]),
+                })
+                .collect();
+            let mut index = IdIndex::default();
+            index.refresh(&after);
+            proptest::prop_assert_eq!(
+                newly_ready_after_change(&after, &each, &index),
+                newly_ready(&before, &after),
+                "before {:?}\nafter {:?}", before, after
+            );
+        }
     }
 
     #[test]

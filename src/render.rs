@@ -292,14 +292,7 @@ fn write_next_step(out: &mut String, items: &[Item]) {
 
 /// The first pending item that is ready (see `graph::ready`).
 fn first_ready(items: &[Item]) -> Option<&Item> {
-    if !graph::any_edges(items) {
-        return items.iter().find(|i| i.status == Status::Pending);
-    }
-    items
-        .iter()
-        .zip(graph::ready(items))
-        .find(|(_, ready)| *ready)
-        .map(|(item, _)| item)
+    graph::first_ready(items).map(|n| &items[n])
 }
 
 /// `write_next_step`, in fewer words when BRIEF: the result has just
@@ -684,8 +677,15 @@ pub fn task_updated(items: &[Item], task_id: &str, diff: &Diff) -> String {
         out.push_str(" is as it was.");
         return out;
     }
-    let index = graph::index_of(items);
     let changed = diff.changed_id_set();
+    // Only the blockers of the items shown are looked up.
+    let index = graph::index_of_some(
+        items,
+        items
+            .iter()
+            .filter(|item| changed.contains(item.id.as_str()))
+            .flat_map(|item| item.blocked_by.iter().map(String::as_str)),
+    );
     let mut shown = 0;
     for (n, item) in items.iter().enumerate() {
         if !changed.contains(item.id.as_str()) {

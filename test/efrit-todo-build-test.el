@@ -776,8 +776,11 @@ works without a restart."
       (dolist (text (list (plist-get value :warnings) (nth 2 (plist-get value :call))))
         (should (string-match-p "cargo, which builds it, is not found.*rustup\\.rs" text))))))
 
-(ert-deftest efrit-todo-build-test-errors-match-the-modules ()
-  "The errors defined before the module loads are the module's own."
+(ert-deftest efrit-todo-build-test-errors-are-defined-once-in-lisp ()
+  "The module signals the errors Lisp defines and defines none of its own.
+Whatever the hierarchy is when the module loads stays as it is: the
+module redefines no message and no condition, and adds no error named
+efrit-todo-; its signals carry the Lisp definitions."
   (skip-unless (file-exists-p efrit-todo-build-test--module))
   (efrit-todo-build-test--with-tree (dir nil)
     (let ((value (car (efrit-todo-build-test--run
@@ -787,16 +790,64 @@ works without a restart."
                                                          efrit-todo-internal-error)))
                           (cl-flet ((properties ()
                                       (mapcar (lambda (error)
-                                                (list (get error 'error-conditions)
+                                                (list error
+                                                      (get error 'error-conditions)
                                                       (get error 'error-message)))
-                                              errors)))
+                                              errors))
+                                    (error-symbols ()
+                                      (let (found)
+                                        (mapatoms
+                                         (lambda (symbol)
+                                           (when (and (string-prefix-p "efrit-todo" (symbol-name symbol))
+                                                      (or (get symbol 'error-conditions)
+                                                          (get symbol 'error-message)))
+                                             (push symbol found))))
+                                        (sort found #'string<))))
                             (require 'efrit-todo-build)
-                            (let ((before (properties)))
-                              (module-load ,efrit-todo-build-test--module)
-                              (list before (properties)))))))))
-      (should (equal (car value) (cadr value)))
-      (should (equal (car (nth 1 (car value)))
-                     '(efrit-todo-invalid-input efrit-todo-error error))))))
+                            (let ((defined (properties)))
+                              ;; Marks the module would wipe out if it
+                              ;; defined the errors again.
+                              (dolist (error errors)
+                                (put error 'error-message
+                                     (concat "marked: " (get error 'error-message))))
+                              (put 'efrit-todo-internal-error 'error-conditions
+                                   (append (get 'efrit-todo-internal-error 'error-conditions)
+                                           '(efrit-todo-build-test-mark)))
+                              (let ((marked (properties)))
+                                (module-load ,efrit-todo-build-test--module)
+                                (list :defined defined
+                                      :marked marked
+                                      :loaded (properties)
+                                      :symbols (error-symbols)
+                                      :invalid (condition-case err
+                                                   (efrit-todo--module-panic-for-test 42)
+                                                 (error (list (car err)
+                                                              (error-message-string err))))
+                                      :panic (condition-case err
+                                                 (efrit-todo--module-panic-for-test "deliberate")
+                                               (efrit-todo-build-test-mark
+                                                (list (car err)
+                                                      (error-message-string err)))
+                                               (error (list :not-through-the-mark
+                                                            (car err)))))))))))))
+      (should (equal (nth 1 (assq 'efrit-todo-invalid-input (plist-get value :defined)))
+                     '(efrit-todo-invalid-input efrit-todo-error error)))
+      (should (equal (nth 1 (assq 'efrit-todo-error (plist-get value :defined)))
+                     '(efrit-todo-error error)))
+      (should-not (equal (plist-get value :defined) (plist-get value :marked)))
+      (should (equal (plist-get value :loaded) (plist-get value :marked)))
+      (should (equal (plist-get value :symbols)
+                     '(efrit-todo-error efrit-todo-internal-error
+                                        efrit-todo-invalid-input efrit-todo-storage-error)))
+      (should (equal (car (plist-get value :invalid)) 'efrit-todo-invalid-input))
+      (should (string-prefix-p "marked: Invalid efrit-todo input"
+                               (cadr (plist-get value :invalid))))
+      (should (string-match-p "message" (cadr (plist-get value :invalid))))
+      ;; Caught through a condition only Lisp gave it: the module signalled
+      ;; the symbol Lisp defined, with the panic's message.
+      (should (equal (car (plist-get value :panic)) 'efrit-todo-internal-error))
+      (should (string-match-p "\\`marked: efrit-todo internal error.*deliberate"
+                              (cadr (plist-get value :panic)))))))
 
 (defvar efrit-todo-build--started)
 (defvar efrit-todo-build--progress)

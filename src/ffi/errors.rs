@@ -1,21 +1,19 @@
-//! The Lisp errors the module signals, and the one place validation
-//! errors, storage failures and panics become them.
+//! Where validation errors, storage failures and panics become the Lisp
+//! errors the module signals.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use emacs::{Env, IntoLisp, Result, Value};
 
+use super::symbols::{
+    efrit_todo_internal_error, efrit_todo_invalid_input, efrit_todo_storage_error,
+};
 use crate::validate::InvalidInput;
 
-// Every error the module signals is one of these, so a caller can catch
-// them all as `efrit-todo-error' and tell the caller's mistake apart from
-// the disk's and from a bug of ours.
-emacs::define_errors! {
-    efrit_todo_error "efrit-todo error" (error)
-    efrit_todo_invalid_input "Invalid efrit-todo input" (efrit_todo_error error)
-    efrit_todo_storage_error "efrit-todo storage error" (efrit_todo_error error)
-    efrit_todo_internal_error "efrit-todo internal error (please report it)" (efrit_todo_error error)
-}
+// The hierarchy (`efrit-todo-error' and its children) is defined once, in
+// lisp/efrit-todo-build.el, which Lisp loads before the module: Lisp must
+// signal and catch these errors while the module is still being built.
+// The module only signals those symbols and defines none of its own.
 
 /// Signals `efrit-todo-invalid-input' with a message that names the field.
 pub(super) fn invalid<T>(env: &Env, error: InvalidInput) -> Result<T> {

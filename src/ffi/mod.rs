@@ -13,8 +13,9 @@
 //! - here: `version' and `panic-for-test'.
 //!
 //! The rest is plumbing: input and output convert values, options reads
-//! option plists by key, cache remembers objects read last, errors defines
-//! the error hierarchy, symbols interns the symbols once.
+//! option plists by key, cache remembers objects read last, errors turns
+//! validation errors, storage failures and panics into the Lisp errors
+//! (which Lisp defines), symbols interns the symbols once.
 
 mod agent;
 mod cache;

@@ -74,4 +74,8 @@ emacs::use_symbols! {
     kw_name => ":name"
     kw_type => ":type"
     kw_current => ":current"
+    // Errors Lisp defines (lisp/efrit-todo-build.el); the module signals them.
+    efrit_todo_invalid_input => "efrit-todo-invalid-input"
+    efrit_todo_storage_error => "efrit-todo-storage-error"
+    efrit_todo_internal_error => "efrit-todo-internal-error"
 }

@@ -76,6 +76,9 @@ pub struct Session {
     pub breaker: Breaker,
     pub ledger: Ledger,
     pub guide: Guide,
+    /// Where each id of `items` stands, kept between writes (see
+    /// `graph::IdIndex`); refreshed before use.
+    index: graph::IdIndex,
     completion: CompletionGuard,
     last_write: Option<WriteEffect>,
     /// Tool names the adapter knows, for auto-completion before they run.

@@ -114,7 +114,14 @@ impl Session {
 
     /// Where the item TASK_ID names stands; an error at PATH when none does.
     fn task_index(&self, task_id: &str, path: &str) -> Result<usize, InvalidInput> {
-        if let Some(n) = self.items.iter().position(|item| item.id == task_id) {
+        // The kept index, checked against the list; the list itself when
+        // the index does not know the id.
+        let listed = self
+            .index
+            .get(task_id)
+            .filter(|&n| self.items.get(n).is_some_and(|item| item.id == task_id))
+            .or_else(|| self.items.iter().position(|item| item.id == task_id));
+        if let Some(n) = listed {
             return Ok(n);
         }
         let message = if self.retired.contains_key(task_id) {

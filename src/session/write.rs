@@ -6,7 +6,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::graph;
-use crate::history::{Actor, Change, ChangeKind, ChangedIds};
+use crate::history::{Actor, Change, ChangeKind, ChangedIds, UndoData};
 use crate::model::{now, Item, Status};
 use crate::reconcile::{apply_by_runner, match_items, update, Diff, Matching};
 use crate::render;
@@ -17,6 +17,28 @@ use crate::validate::{
 };
 
 use super::{ExternalItem, Options, Paths, Session, UserEdit, WriteEffect, WriteOutcome};
+
+/// The list before a merged write, item by item of the list after it:
+/// ADDED flags the items the write brought in, EARLIER holds the earlier
+/// values of the items it altered, by their index in the list before.
+fn before_of_each<'a>(added: &[bool], earlier: &'a [(usize, Item)]) -> Vec<graph::Before<'a>> {
+    let mut earlier = earlier.iter().peekable();
+    let mut was_at = 0;
+    added
+        .iter()
+        .map(|new| {
+            if *new {
+                return graph::Before::Added;
+            }
+            let before = match earlier.next_if(|(index, _)| *index == was_at) {
+                Some((_, item)) => graph::Before::Was(item),
+                None => graph::Before::Same,
+            };
+            was_at += 1;
+            before
+        })
+        .collect()
+}
 
 impl Session {
     /// Takes back the newest change of the list that was not taken back yet,
@@ -179,11 +201,12 @@ impl Session {
             Retired,
             New,
         }
+        self.index.refresh(&self.items);
         let mut targets = Vec::with_capacity(changes.len());
         for (i, change) in changes.iter().enumerate() {
             targets.push(match change.id {
                 None => Target::New,
-                Some(id) => match self.items.iter().position(|item| item.id == id) {
+                Some(id) => match self.index.get(id) {
                     Some(at) => Target::Listed(at),
                     None if self.retired.contains_key(id) => Target::Retired,
                     None => {
@@ -231,10 +254,15 @@ impl Session {
         self.check_merge_tree(changes, &listed, &restoring)?;
         self.check_merge_graph(changes, &listed, paths)?;
         self.check_merge_ancestry(changes, &listed, paths)?;
-        // Checked: from here on the write commits.
-        let before = self.items.clone();
-        let will_be_listed =
-            |id: &str| before.iter().any(|item| item.id == id) || restoring.contains(&id);
+        // Checked: from here on the write commits.  Of the list as it was,
+        // undo and the ready check need only the items the write alters:
+        // each one's earlier value is kept, not a copy of the list.
+        let listed_before = self.items.len();
+        let mut touched = vec![false; listed_before];
+        // (index in the list as it was, earlier value)
+        let mut earlier: Vec<(usize, Item)> = Vec::new();
+        // For each item of the list, whether this write brought it in.
+        let mut added = vec![false; listed_before];
         let mut subtasks: Vec<Item> = Vec::new();
         let mut retired_before = Vec::new();
         let mut diff = Diff::default();
@@ -250,6 +278,12 @@ impl Session {
                     };
                     retired_before.push(item.clone());
                     diff.restored.push(item.id.clone());
+                    // The items listed before this write are still the
+                    // first ones: the write only adds after them so far.
+                    let listed = &self.items[..listed_before];
+                    let will_be_listed = |id: &str| {
+                        listed.iter().any(|item| item.id == id) || restoring.contains(&id)
+                    };
                     if !item.parent.as_deref().is_some_and(will_be_listed) {
                         item.parent = None;
                     }
@@ -257,6 +291,7 @@ impl Session {
                         item.blocked_by.retain(|id| will_be_listed(id));
                     }
                     self.items.push(item);
+                    added.push(true);
                     self.items.len() - 1
                 }
                 Target::New => {
@@ -285,6 +320,7 @@ impl Session {
                         subtasks.push(item);
                     } else {
                         self.items.push(item);
+                        added.push(true);
                     }
                     continue;
                 }
@@ -293,8 +329,12 @@ impl Session {
             let status = change.status.unwrap_or(item.status);
             // What the change leaves out keeps its value: the wanted item
             // borrows from a copy, since `update` changes the item itself.
+            // The copy is the item's earlier value too.
             let kept = item.clone();
-            let blocked_by = change.blocked_by.clone().unwrap_or(kept.blocked_by);
+            let blocked_by = change
+                .blocked_by
+                .clone()
+                .unwrap_or_else(|| kept.blocked_by.clone());
             let content = change.content.unwrap_or(&kept.content);
             let parent = change.parent.unwrap_or(kept.parent.as_deref());
             let description = change.description.unwrap_or(kept.description.as_deref());
@@ -317,6 +357,10 @@ impl Session {
             if status == Status::InProgress && running.is_none() {
                 running = Some(item.id.clone());
             }
+            if index < listed_before && !touched[index] {
+                touched[index] = true;
+                earlier.push((index, kept));
+            }
         }
         for item in subtasks {
             let parent = self
@@ -327,6 +371,7 @@ impl Session {
                 tree::subtree_end(&self.items, parent)
             });
             self.items.insert(end, item);
+            added.insert(end, true);
         }
         if let Some(running) = running {
             // One running item per agent: the one this write started
@@ -338,16 +383,26 @@ impl Session {
                 .and_then(|i| self.agents.runner(i.owner.as_deref()))
                 .map(str::to_string);
             let agents = &self.agents;
-            for item in self.items.iter_mut().filter(|i| {
-                i.status == Status::InProgress
-                    && i.id != running
-                    && agents.runner(i.owner.as_deref()) == runner.as_deref()
-            }) {
+            let mut was_at = 0;
+            for (item, new) in self.items.iter_mut().zip(&added) {
+                let index = (!new).then_some(was_at);
+                was_at += usize::from(!new);
+                if item.status != Status::InProgress
+                    || item.id == running
+                    || agents.runner(item.owner.as_deref()) != runner.as_deref()
+                {
+                    continue;
+                }
+                if let Some(index) = index.filter(|&index| !touched[index]) {
+                    touched[index] = true;
+                    earlier.push((index, item.clone()));
+                }
                 item.set_status(Status::Pending, at);
                 diff.started.retain(|id| *id != item.id);
                 diff.demoted.push(item.id.clone());
             }
         }
+        earlier.sort_by_key(|(index, _)| *index);
         // An item becomes ready only when a blocker finishes, an edge or
         // an item goes, or an item moves away from a blocked parent.
         if !(diff.completed.is_empty()
@@ -355,21 +410,51 @@ impl Session {
             && diff.edited.is_empty()
             && diff.reparented.is_empty())
         {
-            diff.now_ready = graph::newly_ready(&before, &self.items)
+            let before = before_of_each(&added, &earlier);
+            self.index.refresh(&self.items);
+            diff.now_ready = graph::newly_ready_after_change(&self.items, &before, &self.index)
                 .into_iter()
                 .map(str::to_string)
                 .collect();
         }
         if !diff.is_empty() {
             let ids = diff.changed_ids();
-            self.record(
-                Actor::Model,
-                ChangeKind::Write,
-                before,
-                retired_before,
-                Some(ids),
-                None,
-            );
+            // The earlier values of the items that did change, in list
+            // order, as `UndoData::between` keeps them; the order of the
+            // items listed before stays, so none is needed.
+            let mut changed_before = Vec::new();
+            let mut earlier = earlier.into_iter().peekable();
+            let mut was_at = 0;
+            for (item, new) in self.items.iter().zip(&added) {
+                if *new {
+                    continue;
+                }
+                if let Some((_, was)) = earlier.next_if(|(index, _)| *index == was_at) {
+                    if was != *item {
+                        changed_before.push(was);
+                    }
+                }
+                was_at += 1;
+            }
+            let added_ids: Vec<String> = self
+                .items
+                .iter()
+                .zip(&added)
+                .filter(|(_, new)| **new)
+                .map(|(item, _)| item.id.clone())
+                .collect();
+            if !changed_before.is_empty() || !added_ids.is_empty() {
+                let summary = ids.summary();
+                self.history.push(Change {
+                    undo: Some(UndoData {
+                        order: None,
+                        added: added_ids,
+                        before: changed_before,
+                        retired_before,
+                    }),
+                    ..Change::new(Actor::Model, ChangeKind::Write, now(), summary, ids)
+                });
+            }
         }
         Ok(diff)
     }
@@ -445,7 +530,18 @@ impl Session {
             });
             change_of.push(Some(i));
         }
-        graph::check(&nodes, paths.max_blockers)
+        // The first nodes are the list's items, in order: their ids are
+        // looked up through the list's index, the few others one by one.
+        let listed = self.items.len();
+        let find = |id: &str| {
+            self.index.get(id).filter(|&n| n < listed).or_else(|| {
+                nodes[listed..]
+                    .iter()
+                    .position(|node| node.id == Some(id))
+                    .map(|k| listed + k)
+            })
+        };
+        graph::check_by(&nodes, paths.max_blockers, &find)
             .map_err(|problem| Session::graph_error(problem, &nodes, paths, &change_of))
     }
 
@@ -974,5 +1070,121 @@ impl Session {
             None,
             None,
         );
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+    use crate::history::UndoData;
+    use serde_json::{json, Value as Json};
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A merged write of these changes.
+        Merge(Vec<Json>),
+        /// TaskUpdate deleted: the item is retired, a merge may bring it back.
+        Delete(u8),
+        Undo,
+    }
+
+    fn arb_change() -> impl proptest::strategy::Strategy<Value = Json> {
+        use proptest::prelude::*;
+        let id = |n: u8| format!("t{}", n + 1);
+        let status = prop::sample::select(vec!["pending", "in_progress", "completed", "cancelled"]);
+        let ids = prop::collection::vec(0u8..8, 0..3)
+            .prop_map(move |v| v.into_iter().map(id).collect::<Vec<_>>());
+        (
+            prop::option::weighted(0.8, 0u8..8),
+            prop::option::of(status),
+            prop::option::weighted(0.4, ids),
+            prop::option::weighted(0.2, prop::option::of(0u8..8)),
+            prop::option::weighted(0.2, "[a-c]{1,2}"),
+        )
+            .prop_map(move |(target, status, blocked_by, parent, content)| {
+                let mut change = json!({});
+                match target {
+                    Some(n) => change["id"] = json!(id(n)),
+                    None => change["content"] = json!(content.clone().unwrap_or("new".into())),
+                }
+                if let Some(status) = status {
+                    change["status"] = json!(status);
+                }
+                if let Some(blocked_by) = blocked_by {
+                    change["blocked_by"] = json!(blocked_by);
+                }
+                if let Some(parent) = parent {
+                    change["parent"] = parent.map_or(Json::Null, |p| json!(id(p)));
+                }
+                if let (Some(content), Some(_)) = (content, target) {
+                    change["content"] = json!(content);
+                }
+                change
+            })
+    }
+
+    fn arb_op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            8 => prop::collection::vec(arb_change(), 1..4).prop_map(Op::Merge),
+            1 => (0u8..8).prop_map(Op::Delete),
+            1 => Just(Op::Undo),
+        ]
+    }
+
+    proptest::proptest! {
+        /// A merge keeps only the earlier values of the items it alters,
+        /// not a copy of the list: what it records for undo, and the items
+        /// it says became ready, are what the two whole lists give.
+        #[test]
+        fn a_merge_records_what_the_whole_lists_give(ops in proptest::collection::vec(arb_op(), 1..30)) {
+            let mut s = Session::started_now();
+            for op in ops {
+                match op {
+                    Op::Delete(n) => {
+                        let _ = s.delete(&format!("t{}", n + 1));
+                    }
+                    Op::Undo => {
+                        let _ = s.undo();
+                    }
+                    Op::Merge(changes) => {
+                        let before = s.items.clone();
+                        let retired = s.retired.clone();
+                        let recorded = s.history.len();
+                        let input = Input::from_json(&json!({"merge": true, "todos": changes}));
+                        let Ok(outcome) = s.write(&input, &Options::default(), false, vec![]) else {
+                            proptest::prop_assert_eq!(&s.items, &before, "a failed merge changes nothing");
+                            continue;
+                        };
+                        let diff = &outcome.diff;
+                        let frees = !(diff.completed.is_empty()
+                            && diff.cancelled.is_empty()
+                            && diff.edited.is_empty()
+                            && diff.reparented.is_empty());
+                        let ready: Vec<&str> = if frees {
+                            graph::newly_ready(&before, &s.items)
+                        } else {
+                            Vec::new()
+                        };
+                        proptest::prop_assert_eq!(&diff.now_ready, &ready);
+                        let retired_before: Vec<Item> = diff
+                            .restored
+                            .iter()
+                            .filter_map(|id| retired.get(id).cloned())
+                            .collect();
+                        let undo = UndoData::between(before.clone(), &s.items, retired_before);
+                        if diff.is_empty() || undo.is_none() {
+                            proptest::prop_assert_eq!(s.history.len(), recorded);
+                        } else {
+                            let last = s.history.changes().last().and_then(|c| c.undo.clone());
+                            proptest::prop_assert_eq!(last, undo);
+                            // And undo brings the list back.
+                            s.undo();
+                            proptest::prop_assert_eq!(&s.items, &before);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! both use stays here, with the registry.
 
 mod agent_loop;
+mod shared;
 mod tasks;
 mod write;
 
@@ -25,6 +26,8 @@ use crate::ledger::{CompletionGuard, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::Diff;
 use crate::validate::{InvalidInput, Limits};
+
+pub use shared::ListMark;
 
 /// Options the Lisp side passes on every call, so customizations take effect
 /// without a separate configuration step.

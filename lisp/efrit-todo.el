@@ -204,6 +204,25 @@ only VALUE's type is named.  Never signals."
   (let ((name (or session efrit-todo-current-session "default")))
     (if (stringp name) name (efrit-todo--invalid-session name))))
 
+(defvar efrit-todo--shared-lists nil
+  "Names of the lists this Emacs shares; see `efrit-todo-share-list'.")
+
+(defmacro efrit-todo--changing (session &rest body)
+  "Run BODY, a change of the list of SESSION (a variable), and return its value.
+A shared list's change is made on its newest save and saved before
+this returns; see `efrit-todo--shared-change'."
+  (declare (indent 1) (debug (symbolp body)))
+  `(if (and efrit-todo--shared-lists (member ,session efrit-todo--shared-lists))
+       (efrit-todo--shared-change ,session (lambda () ,@body))
+     ,@body))
+
+(defsubst efrit-todo--reading (session)
+  "Take in another Emacs's newer save of SESSION, when it is a shared list.
+Called before a call reads the list; return SESSION."
+  (when (and efrit-todo--shared-lists (member session efrit-todo--shared-lists))
+    (efrit-todo--shared-refresh session))
+  session)
+
 (defun efrit-todo--report-change-error (function err)
   "Report ERR, which change hook FUNCTION signaled, without stopping."
   (message "Efrit-todo: error in %S: %s" function (error-message-string err)))
@@ -263,13 +282,14 @@ their ids; it lists the whole list only when items were added,
 restored, dropped or reordered.  SESSION defaults to
 `efrit-todo-current-session'."
   (let* ((session (efrit-todo--session session))
-         (text (efrit-todo--module-write session input efrit-todo-max-items
-                                         efrit-todo-max-content-length
-                                         efrit-todo-full-list-threshold
-                                         efrit-todo-auto-complete
-                                         efrit-todo-known-tools
-                                         efrit-todo-max-description-length
-                                         efrit-todo-max-blockers)))
+         (text (efrit-todo--changing session
+                 (efrit-todo--module-write session input efrit-todo-max-items
+                                           efrit-todo-max-content-length
+                                           efrit-todo-full-list-threshold
+                                           efrit-todo-auto-complete
+                                           efrit-todo-known-tools
+                                           efrit-todo-max-description-length
+                                           efrit-todo-max-blockers))))
     (efrit-todo--changed session)
     text))
 
@@ -280,12 +300,16 @@ restored, dropped or reordered.  SESSION defaults to
 The change hook runs when the list changed, which TaskGet and
 TaskList never do."
   (let* ((session (efrit-todo--session session))
+         (call (lambda ()
+                 (efrit-todo--module-task-tool session tool input efrit-todo-max-items
+                                               efrit-todo-max-content-length
+                                               efrit-todo-full-list-threshold
+                                               efrit-todo-max-description-length
+                                               efrit-todo-max-blockers)))
          (before (efrit-todo--module-change-seq session))
-         (text (efrit-todo--module-task-tool session tool input efrit-todo-max-items
-                                             efrit-todo-max-content-length
-                                             efrit-todo-full-list-threshold
-                                             efrit-todo-max-description-length
-                                             efrit-todo-max-blockers)))
+         (text (if (member tool '("TaskGet" "TaskList"))
+                   (progn (efrit-todo--reading session) (funcall call))
+                 (efrit-todo--changing session (funcall call)))))
     (unless (eql before (efrit-todo--module-change-seq session))
       (efrit-todo--changed session))
     text))
@@ -345,7 +369,7 @@ ids of the open (pending or in-progress) items this one waits for;
 finished and deleted ones no longer block.  :ready is t when the
 item is pending, waits for no open item and no item above it does.
 Times are floats as `float-time' gives them, or nil."
-  (efrit-todo--module-items (efrit-todo--session session)))
+  (efrit-todo--module-items (efrit-todo--reading (efrit-todo--session session))))
 
 (defun efrit-todo--item-count (&optional session)
   "Return the number of items in SESSION's list.
@@ -356,17 +380,17 @@ every tool call."
 (defun efrit-todo-counts (&optional session)
   "Return a plist counting the items of SESSION by status.
 Keys: :total :pending :in-progress :completed :cancelled."
-  (efrit-todo--module-counts (efrit-todo--session session)))
+  (efrit-todo--module-counts (efrit-todo--reading (efrit-todo--session session))))
 
 (defun efrit-todo-current (&optional session)
   "Return the plist of the item in progress in SESSION, or nil."
-  (efrit-todo--module-current (efrit-todo--session session)))
+  (efrit-todo--module-current (efrit-todo--reading (efrit-todo--session session))))
 
 (defun efrit-todo-reset (&optional session)
   "Clear the list and all other state of SESSION.
 Ids already issued are not issued again."
   (let ((session (efrit-todo--session session)))
-    (efrit-todo--module-reset session)
+    (efrit-todo--changing session (efrit-todo--module-reset session))
     (efrit-todo--changed session)))
 
 (defun efrit-todo-sessions ()
@@ -442,10 +466,11 @@ The live list reaches the model through tool results."
 (defun efrit-todo--user-edit (op id arg session)
   "Apply the user edit OP to item ID with ARG in SESSION; return the note."
   (let* ((session (efrit-todo--session session))
-         (note (efrit-todo--module-user-edit session op id arg
-                                             efrit-todo-max-items
-                                             efrit-todo-max-content-length
-                                             efrit-todo-max-blockers)))
+         (note (efrit-todo--changing session
+                 (efrit-todo--module-user-edit session op id arg
+                                               efrit-todo-max-items
+                                               efrit-todo-max-content-length
+                                               efrit-todo-max-blockers))))
     (unless (string-empty-p note)
       (efrit-todo--changed session))
     note))
@@ -868,7 +893,8 @@ a prefix argument, ask which."
          ;; A session that does not exist has nothing to undo; asking
          ;; the module would create it, empty.
          (note (and (member session (efrit-todo-sessions))
-                    (efrit-todo--module-undo session))))
+                    (efrit-todo--changing session
+                      (efrit-todo--module-undo session)))))
     (when note
       (efrit-todo--changed session))
     (when (called-interactively-p 'interactive)
@@ -982,7 +1008,9 @@ kept beside as a conflict copy, and is shown with `display-warning'."
   "Have SESSION saved off the caller's path, when persistence is on.
 Runs from `efrit-todo-change-functions', so every change is saved."
   (let ((dir (efrit-todo--state-dir)))
-    (when (and dir (not efrit-todo--restoring))
+    ;; A shared list's change was saved before its call returned.
+    (when (and dir (not efrit-todo--restoring)
+               (not (member session efrit-todo--shared-lists)))
       (efrit-todo--report-save-failures
        (efrit-todo--module-store-schedule session dir)))))
 
@@ -1140,6 +1168,170 @@ Not in batch Emacs, which runs scripts rather than resuming work."
                                         dir (error-message-string err))))))))
 
 (efrit-todo--restore-on-load)
+
+;;;; Shared lists
+;;
+;; A shared list is a session that several agents work on: every efrit-do
+;; command and gptel chat started in a buffer whose `efrit-todo-list-id'
+;; names it, and every Emacs using the same state directory.  Each change
+;; of it is made on its newest save, under the directory's lock, and saved
+;; before the call returns; a call that reads it first takes in a newer
+;; save (a look at the file's identity, a read only when it changed).
+
+(declare-function efrit-todo--module-shared-share "efrit-todo-module"
+                  (session max-items max-content))
+(declare-function efrit-todo--module-shared-unshare "efrit-todo-module" (session))
+(declare-function efrit-todo--module-shared-begin "efrit-todo-module" (session dir wait))
+(declare-function efrit-todo--module-shared-end "efrit-todo-module" (session dir))
+(declare-function efrit-todo--module-shared-refresh "efrit-todo-module" (session dir wait))
+(declare-function efrit-todo--module-shared-news "efrit-todo-module" ())
+
+(defcustom efrit-todo-shared-lock-timeout 5
+  "Seconds a change of a shared list waits at most for another Emacs.
+Every Emacs using `efrit-todo-state-directory' changes a shared list
+under the directory's lock, each change taking milliseconds.  A change
+that cannot have the lock within this time fails with
+`efrit-todo-storage-error' and changes nothing; \\[keyboard-quit] stops
+the waiting sooner.  A lock whose Emacs died is free at once."
+  :type 'number
+  :group 'efrit-todo)
+
+(defconst efrit-todo--shared-lock-slice 0.05
+  "Seconds the module waits for the lock in one go.
+Between these, Lisp runs, so that \\[keyboard-quit] stops the waiting.")
+
+(defcustom efrit-todo-list-id nil
+  "The shared list the agents started in this buffer work on, or nil.
+A string names a shared list (see `efrit-todo-share-list'): every
+efrit-do command and gptel chat started in a buffer where it is set
+works on that list, each under its own agent name, and so does every
+Emacs using the same `efrit-todo-state-directory'.  nil gives each
+command and chat a list of its own.
+
+Set it for a project in .dir-locals.el, e.g.
+  ((nil . ((efrit-todo-list-id . \"my-project\"))))
+It is only a name, saved under an encoded file name like every
+session's, never a path.  As a file-local or directory-local
+variable, only a short printable string is taken (see
+`efrit-todo-list-id-p'); anything else is ignored with a message."
+  :type '(choice (const :tag "A list of its own" nil)
+                 (string :tag "Shared list"))
+  :safe #'efrit-todo-list-id-p
+  :local t
+  :group 'efrit-todo)
+
+(defconst efrit-todo--max-list-id-length 64
+  "The longest name `efrit-todo-list-id' may be.")
+
+(defun efrit-todo-list-id-p (value)
+  "Return non-nil if VALUE can name a shared list.
+That is a string of 1 to 64 printable characters, not all blank,
+without newlines or other control characters."
+  (and (stringp value)
+       (<= 1 (length value) efrit-todo--max-list-id-length)
+       (string-match-p "\\`[[:print:]]+\\'" value)
+       (not (string-match-p "[[:cntrl:]]" value))
+       (string-match-p "[^[:space:]]" value)))
+
+(defun efrit-todo-buffer-list-id (&optional buffer)
+  "Return the shared list BUFFER's agents work on, or nil.
+BUFFER defaults to the current buffer.  A value of
+`efrit-todo-list-id' that cannot name a list is ignored, with a
+message saying so."
+  (let ((value (buffer-local-value 'efrit-todo-list-id (or buffer (current-buffer)))))
+    (cond ((null value) nil)
+          ((efrit-todo-list-id-p value) value)
+          (t (message "Efrit-todo: ignoring efrit-todo-list-id %s: expected a name of 1 to %d printable characters"
+                      (efrit-todo--describe value) efrit-todo--max-list-id-length)
+             nil))))
+
+;;;###autoload
+(defun efrit-todo-share-list (name)
+  "Make NAME a shared list in this Emacs, and return NAME.
+Its changes are then made on its newest save and saved before each
+call returns, so that every Emacs using `efrit-todo-state-directory'
+sees one list, and ids are never issued twice; a call that reads it
+sees another Emacs's saved changes.  The saved list, when there is
+one, becomes this Emacs's list of that name (a different list this
+Emacs held under that name is kept beside as a .conflict file).
+Agents started in a buffer whose `efrit-todo-list-id' is NAME work
+on it."
+  (interactive (list (read-string "Share the list named: " nil nil
+                                  (or (efrit-todo-buffer-list-id) (efrit-todo--session nil)))))
+  (unless (efrit-todo-list-id-p name)
+    (signal 'efrit-todo-invalid-input
+            (list (format "name: expected 1 to %d printable characters, got %s"
+                          efrit-todo--max-list-id-length (efrit-todo--describe name)))))
+  (efrit-todo--module-shared-share name efrit-todo-max-items efrit-todo-max-content-length)
+  (unless (member name efrit-todo--shared-lists)
+    (push name efrit-todo--shared-lists))
+  (efrit-todo--shared-refresh name)
+  (efrit-todo--run-change-hook name)
+  (when (called-interactively-p 'interactive)
+    (message "Efrit-todo: %s is a shared list%s" name
+             (if (efrit-todo--state-dir)
+                 (format " in %s" (efrit-todo--state-dir))
+               " (in this Emacs only: `efrit-todo-state-directory' is nil)")))
+  name)
+
+(defun efrit-todo-unshare-list (name)
+  "Make NAME a list of this Emacs alone again.
+Its list stays; its changes are saved as any session's are."
+  (interactive (list (completing-read "Stop sharing: " efrit-todo--shared-lists nil t)))
+  (setq efrit-todo--shared-lists (delete name efrit-todo--shared-lists))
+  (efrit-todo--module-shared-unshare name))
+
+(defun efrit-todo-shared-lists ()
+  "Return the names of the lists this Emacs shares."
+  (reverse efrit-todo--shared-lists))
+
+(defun efrit-todo--shared-news ()
+  "Show what the store has to say after a shared change (warnings)."
+  (efrit-todo--report-save-failures (efrit-todo--module-shared-news)))
+
+(defun efrit-todo--shared-refresh (session)
+  "Take in another Emacs's newer save of the shared list SESSION.
+Return non-nil when the list was replaced.  Nothing without a state
+directory, where the list is shared within this Emacs only."
+  (let ((dir (efrit-todo--state-dir)))
+    (when dir
+      (prog1 (efrit-todo--module-shared-refresh session dir efrit-todo--shared-lock-slice)
+        (efrit-todo--shared-news)))))
+
+(defun efrit-todo--shared-lock (session dir)
+  "Take DIR's lock for a change of the shared list SESSION.
+Wait in slices, so that \\[keyboard-quit] stops the waiting, at most
+`efrit-todo-shared-lock-timeout' seconds; then signal
+`efrit-todo-storage-error'."
+  (let ((deadline (+ (float-time) efrit-todo-shared-lock-timeout)))
+    (while (not (efrit-todo--module-shared-begin session dir efrit-todo--shared-lock-slice))
+      (when (> (float-time) deadline)
+        (signal 'efrit-todo-storage-error
+                (list (format "another process has held the lock of %s for more than %s s; the shared list %s was not changed"
+                              dir efrit-todo-shared-lock-timeout session)))))))
+
+(defun efrit-todo--shared-change (session change)
+  "Call CHANGE, a change of the shared list SESSION, and return its value.
+With a state directory, the change is made on the newest save of the
+list, under the directory's lock, and saved before this returns.  A
+change that fails changes nothing; so does one whose save fails, which
+signals `efrit-todo-storage-error'."
+  (let ((dir (efrit-todo--state-dir)))
+    (if (not dir)
+        (funcall change)
+      (efrit-todo--shared-lock session dir)
+      (let ((done nil) value)
+        (unwind-protect
+            (progn (setq value (funcall change))
+                   (setq done t))
+          (if done
+              (efrit-todo--module-shared-end session dir)
+            ;; The change failed and changed nothing: only let go of the lock.
+            (condition-case nil
+                (efrit-todo--module-shared-end session dir)
+              (efrit-todo-error nil))))
+        (efrit-todo--shared-news)
+        value))))
 
 ;;;; The *efrit-todos* buffer and the mode line
 ;;

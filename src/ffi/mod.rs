@@ -7,6 +7,7 @@
 //! - list: todo_write, the list, user edits, Efrit's compatible calls;
 //! - agent: the breaker around tool calls, turns, pauses, stops, the report;
 //! - storage: history, undo, saves and restore;
+//! - shared: lists shared with other Emacsen, changed under the lock;
 //! - efrit_struct: `structs', the list in the shape of Efrit's item struct;
 //! - input: `table-entry', the callback that walks hash tables;
 //! - here: `version' and `panic-for-test'.
@@ -23,6 +24,7 @@ mod input;
 mod list;
 mod options;
 mod output;
+mod shared;
 mod storage;
 mod symbols;
 

@@ -179,9 +179,10 @@ provider's prompt cache.")
 (defun efrit-todo-gptel-session (&optional buffer)
   "Return the efrit-todo session of the gptel chat BUFFER, naming it if new.
 BUFFER defaults to the current buffer.  In a buffer whose
-`efrit-todo-list-id' names a shared list, it is that list.  Else the
-name follows the file the buffer visits, else the buffer's name, so that a saved list comes
-back with the chat; a name another live buffer uses gets a suffix.
+`efrit-todo-list-id' names a shared list, it is that list.  Else
+the name follows the file the buffer visits, else the buffer's name,
+so that a saved list comes back with the chat; a name another live
+buffer uses gets a suffix.
 The buffer's `efrit-todo-current-session' is set to it, so that the
 efrit-todo commands run there act on the chat's list."
   (with-current-buffer (or buffer (current-buffer))

@@ -71,7 +71,7 @@ Output of PROCESSES is read meanwhile."
       (accept-process-output nil 0.05))))
 
 (defun efrit-todo-shared-test--created (output tag)
-  "The ids OUTPUT says child TAG created, in order, as (ID . SUBJECT)."
+  "Return the ids child TAG created by its OUTPUT, in order, as (ID . SUBJECT)."
   (let ((start 0) ids)
     (while (string-match (format "^created %s \\(t[0-9]+\\) \\(.*\\)$" (regexp-quote tag))
                          output start)

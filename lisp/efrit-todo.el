@@ -863,6 +863,7 @@ a high score, :score runs from 0.0 to 1.0, :steps is a count, and
 
 (declare-function efrit-todo--module-history "efrit-todo-module" (session))
 (declare-function efrit-todo--module-undo "efrit-todo-module" (session))
+(declare-function efrit-todo--module-shared-undo "efrit-todo-module" (session))
 
 (defun efrit-todo-history (&optional session)
   "Return a plist for each change of SESSION's list, oldest first.
@@ -885,7 +886,12 @@ back.  The undo is itself a change: `efrit-todo-change-functions'
 run, it is saved, and the model reads about it at its next request.
 Ids are never reused.  Return the note for the model, or nil when
 there is nothing to undo.  Interactively, the current session; with
-a prefix argument, ask which."
+a prefix argument, ask which.
+
+On a shared list (see `efrit-todo-share-list'), only this Emacs's
+own newest change is undone, and only what it did to its items;
+when another agent has changed one of those items since, the undo is
+refused with `efrit-todo-invalid-input' saying which."
   (interactive (list (and current-prefix-arg
                           (completing-read "Undo in session: " (efrit-todo-sessions)
                                            nil t nil nil (efrit-todo--session nil)))))
@@ -894,7 +900,9 @@ a prefix argument, ask which."
          ;; the module would create it, empty.
          (note (and (member session (efrit-todo-sessions))
                     (efrit-todo--changing session
-                      (efrit-todo--module-undo session)))))
+                      (if (member session efrit-todo--shared-lists)
+                          (efrit-todo--module-shared-undo session)
+                        (efrit-todo--module-undo session))))))
     (when note
       (efrit-todo--changed session))
     (when (called-interactively-p 'interactive)

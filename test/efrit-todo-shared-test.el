@@ -312,6 +312,38 @@ Once the holder is killed, its lock is free at once."
                         :type 'efrit-todo-storage-error)
           (should (equal (length (efrit-todo--module-items list)) 2)))))))
 
+;;;; Undo
+
+(ert-deftest efrit-todo-shared-test-undo-takes-back-this-emacs-change-only ()
+  "Undo on a shared list undoes this Emacs's own last change, and only that.
+It refuses, saying why, when another Emacs has since changed the same item."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "undo-%s" (cl-gensym)))
+          (updater '(let* ((args command-line-args-left)
+                           (efrit-todo-state-directory (nth 0 args))
+                           (list (nth 1 args)))
+                      (setq command-line-args-left nil)
+                      (efrit-todo-share-list list)
+                      (efrit-todo-task-update (list :taskId (nth 2 args) :status (nth 3 args)) list))))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")
+      ;; The child's t2 came after this Emacs's t1: undo takes back t1 only.
+      (should (string-match-p "undid" (efrit-todo-undo list)))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list)) '("t2")))
+      (should (equal (mapcar #'car (efrit-todo-shared-test--saved-items dir list)) '("t2")))
+      ;; Nothing more of this Emacs's to undo: the child's change stays.
+      (should-not (efrit-todo-undo list))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list)) '("t2")))
+      ;; This Emacs starts t2; the child then completes it: refused.
+      (efrit-todo-task-update '(:taskId "t2" :status "in_progress") list)
+      (efrit-todo-shared-test--run updater dir list "t2" "completed")
+      (let ((err (should-error (efrit-todo-undo list) :type 'efrit-todo-invalid-input)))
+        (should (string-match-p "t2" (error-message-string err)))
+        (should (string-match-p "since" (error-message-string err))))
+      (should (eq (plist-get (car (efrit-todo-list list)) :status) 'completed)))))
+
 ;;;; The list id
 
 (ert-deftest efrit-todo-shared-test-list-id-is-a-short-printable-name ()

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::cache::session_name;
-use super::errors::{guarded, storage_failure};
+use super::errors::{guarded, invalid, storage_failure};
 use super::input::{seconds_arg, text_arg};
 use super::options::limits;
 use super::output::{lisp_text, strings};
@@ -115,5 +115,20 @@ fn shared_news(env: &Env) -> Result<Value<'_>> {
             .map(|text| env.list((warning, lisp_text(env, text)?)))
             .collect::<Result<Vec<_>>>()?;
         env.list(&news)
+    })
+}
+
+/// Undoes this Emacs's newest change of the shared list SESSION, only
+/// what it did; the note for the model, or nil when there is none.  A
+/// later change of another agent to the same items refuses it, with
+/// `efrit-todo-invalid-input' saying so.
+#[defun]
+fn shared_undo<'e>(env: &'e Env, session: Value<'e>) -> Result<Option<String>> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        match store::shared_undo(&session) {
+            Ok(note) => Ok(note),
+            Err(why) => invalid(env, crate::validate::InvalidInput::new("undo", why)),
+        }
     })
 }

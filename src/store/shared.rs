@@ -38,6 +38,34 @@ struct Held {
 
 static HELD: Lazy<Mutex<HashMap<PathBuf, Held>>> = Lazy::new(Mutex::default);
 
+/// The changes this Emacs made to each shared list and saved, newest
+/// last: what undo may take back.
+static OWN: Lazy<Mutex<HashMap<String, Vec<u64>>>> = Lazy::new(Mutex::default);
+
+/// As many of this Emacs's changes of a list as history keeps undoable.
+const MAX_OWN: usize = 200;
+
+fn note_own(session: &str, changes: Vec<u64>) {
+    if changes.is_empty() {
+        return;
+    }
+    let mut own = lock(&OWN);
+    let seqs = own.entry(session.to_string()).or_default();
+    seqs.extend(changes);
+    if seqs.len() > MAX_OWN {
+        seqs.drain(..seqs.len() - MAX_OWN);
+    }
+}
+
+/// Undo on the shared list SESSION: takes back this Emacs's newest change
+/// only (see `Session::undo_own`); the caller has begun a change.
+/// Ok(None) when this Emacs has no change left to undo; Err with the
+/// reason when a later change of another agent touched its items.
+pub fn undo_own(session: &str) -> Result<Option<String>, String> {
+    let own = lock(&OWN).get(session).cloned().unwrap_or_default();
+    registry().session(session).undo_own(&own)
+}
+
 fn mark_of(session: &str) -> ListMark {
     registry().session(session).list_mark()
 }
@@ -107,6 +135,7 @@ pub fn end(session: &str, dir: &Path) -> io::Result<()> {
         match save_shared(session, dir) {
             Ok(replaced) => {
                 finish_later(dir, replaced);
+                note_own(session, registry().session(session).changes_since(mark));
                 Ok(())
             }
             Err(e) => {

@@ -8,6 +8,7 @@
 //! - agent: the breaker around tool calls, turns, pauses, stops, the report;
 //! - storage: history, undo, saves and restore;
 //! - shared: lists shared with other Emacsen, changed under the lock;
+//! - team: sub-agents start and end, and the agent a call is made for;
 //! - efrit_struct: `structs', the list in the shape of Efrit's item struct;
 //! - input: `table-entry', the callback that walks hash tables;
 //! - here: `version' and `panic-for-test'.
@@ -27,6 +28,7 @@ mod output;
 mod shared;
 mod storage;
 mod symbols;
+mod team;
 
 use emacs::{defun, Env, IntoLisp, Result, Value};
 

@@ -9,6 +9,7 @@
 //! both use stays here, with the registry.
 
 mod agent_loop;
+mod agents;
 mod shared;
 mod tasks;
 mod write;
@@ -17,6 +18,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::Lazy;
 use rustc_hash::FxHashMap;
+
+pub use agents::{check_agent_name, AgentView, Agents, MAX_AGENT_NAME_CHARS, MAX_KNOWN_AGENTS};
 
 use crate::breaker::{Breaker, BreakerLimits};
 use crate::graph;
@@ -91,6 +94,8 @@ pub struct Session {
     pub stopped: Option<Stop>,
     /// The stop this session was resumed from, for its next prompt.
     resumed_from: Option<Stop>,
+    /// The sub-agents working on this list beside the session's own agent.
+    pub agents: Agents,
 }
 
 /// A session that stopped with items open: why, when, and what was running.
@@ -350,7 +355,7 @@ impl Registry {
     pub fn any_armed(&self, limits: &BreakerLimits) -> bool {
         self.sessions
             .iter()
-            .any(|(_, session)| session.breaker.armed(limits))
+            .any(|(_, session)| session.breaker.armed(limits) || session.agents.any_armed(limits))
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -17,6 +17,7 @@ fn task_field(field: &str) -> &str {
     match field {
         "content" => "subject",
         "blocked_by" => "blockedBy",
+        "id" => "taskId",
         other => other,
     }
 }
@@ -309,6 +310,20 @@ impl Session {
     /// and its edges.  An item with subtasks is not deleted.
     pub fn delete(&mut self, id: &str) -> Result<String, InvalidInput> {
         let n = self.task_index(id, "taskId")?;
+        let mut listed = vec![None; 1];
+        listed[0] = Some(n);
+        let change = MergeItem {
+            id: Some(id),
+            content: None,
+            active_form: None,
+            status: None,
+            parent: None,
+            description: None,
+            blocked_by: None,
+            owner: None,
+        };
+        self.check_owners(std::slice::from_ref(&change), &listed)
+            .map_err(|e| task_path(e, &[]))?;
         let subtasks: Vec<&str> = self
             .items
             .iter()

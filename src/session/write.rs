@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::graph;
 use crate::history::{Actor, Change, ChangeKind, ChangedIds};
 use crate::model::{now, Item, Status};
-use crate::reconcile::{apply, match_items, update, Diff, Matching};
+use crate::reconcile::{apply_by_runner, match_items, update, Diff, Matching};
 use crate::render;
 use crate::tree::{self, Node};
 use crate::validate::{
@@ -60,7 +60,7 @@ impl Session {
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
         let (diff, show_list) = match parse_request(input, &options.limits)? {
-            WriteRequest::Replace(proposed) => self.replace(&proposed, options)?,
+            WriteRequest::Replace(proposed) => self.replace_covered(&proposed, options)?,
             WriteRequest::Merge(changes) => {
                 let edge = |i: usize, blocker: &str| {
                     let k = changes[i]
@@ -109,7 +109,7 @@ impl Session {
     /// A write of the whole list.  Returns what changed, and whether the
     /// result should show the list: when items came or went or moved, the
     /// model's picture of the list may differ from this one.
-    fn replace(
+    pub(super) fn replace(
         &mut self,
         proposed: &[ProposedItem],
         options: &Options,
@@ -131,13 +131,15 @@ impl Session {
         self.check_replace_graph(proposed, &matching, &options.limits)?;
         let waiting = graph::waiting(&self.items);
         let previous = std::mem::take(&mut self.items);
-        let reconciled = apply(
+        let agents = &self.agents;
+        let reconciled = apply_by_runner(
             matching,
             previous,
             &mut self.retired,
             &mut self.ids,
             proposed,
             now(),
+            &|owner| agents.runner(owner),
         );
         self.items = reconciled.items;
         let mut diff = reconciled.diff;
@@ -223,6 +225,7 @@ impl Session {
             .filter(|(_, at)| at.is_none())
             .filter_map(|(change, _)| change.id)
             .collect();
+        self.check_owners(changes, &listed)?;
         self.check_merge_tree(changes, &listed, &restoring)?;
         self.check_merge_graph(changes, &listed, paths)?;
         // Checked: from here on the write commits.
@@ -269,7 +272,10 @@ impl Session {
                     }
                     item.parent = change.parent.flatten().map(str::to_string);
                     item.description = change.description.flatten().map(str::to_string);
-                    item.owner = change.owner.flatten().map(str::to_string);
+                    item.owner = match change.owner {
+                        Some(owner) => owner.map(str::to_string),
+                        None => self.agents.new_owner(),
+                    };
                     item.blocked_by = change.blocked_by.clone().unwrap_or_default();
                     if item.parent.is_some() {
                         // Placed under its parent once every change is made.
@@ -289,7 +295,11 @@ impl Session {
             let content = change.content.unwrap_or(&kept.content);
             let parent = change.parent.unwrap_or(kept.parent.as_deref());
             let description = change.description.unwrap_or(kept.description.as_deref());
-            let owner = change.owner.unwrap_or(kept.owner.as_deref());
+            let owner = self.agents.claim(
+                change.owner.unwrap_or(kept.owner.as_deref()),
+                kept.status,
+                status,
+            );
             let wanted = ProposedItem {
                 id: change.id,
                 content,
@@ -316,11 +326,20 @@ impl Session {
             self.items.insert(end, item);
         }
         if let Some(running) = running {
-            for item in self
+            // One running item per agent: the one this write started
+            // demotes only the items of the same agent.
+            let runner = self
                 .items
-                .iter_mut()
-                .filter(|i| i.status == Status::InProgress && i.id != running)
-            {
+                .iter()
+                .find(|i| i.id == running)
+                .and_then(|i| self.agents.runner(i.owner.as_deref()))
+                .map(str::to_string);
+            let agents = &self.agents;
+            for item in self.items.iter_mut().filter(|i| {
+                i.status == Status::InProgress
+                    && i.id != running
+                    && agents.runner(i.owner.as_deref()) == runner.as_deref()
+            }) {
                 item.set_status(Status::Pending, at);
                 diff.started.retain(|id| *id != item.id);
                 diff.demoted.push(item.id.clone());
@@ -749,12 +768,15 @@ impl Session {
                 let index = position(&self.items, &id)?;
                 self.check_user_status(index, status)?;
                 if status == Status::InProgress {
-                    // One running item: the one the user picked.
-                    for other in self
-                        .items
-                        .iter_mut()
-                        .filter(|i| i.status == Status::InProgress)
-                    {
+                    // One running item per agent: the one the user picked.
+                    let agents = &self.agents;
+                    let runner = agents
+                        .runner(self.items[index].owner.as_deref())
+                        .map(str::to_string);
+                    for other in self.items.iter_mut().filter(|i| {
+                        i.status == Status::InProgress
+                            && agents.runner(i.owner.as_deref()) == runner.as_deref()
+                    }) {
                         other.set_status(Status::Pending, at);
                     }
                 }

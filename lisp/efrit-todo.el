@@ -1332,6 +1332,7 @@ on it."
   (unless (member name efrit-todo--shared-lists)
     (push name efrit-todo--shared-lists))
   (efrit-todo--shared-refresh name)
+  (efrit-todo--shared-watch)
   (efrit-todo--run-change-hook name)
   (when (called-interactively-p 'interactive)
     (message "Efrit-todo: %s is a shared list%s" name
@@ -1339,6 +1340,79 @@ on it."
                  (format " in %s" (efrit-todo--state-dir))
                " (in this Emacs only: `efrit-todo-state-directory' is nil)")))
   name)
+
+;; Another Emacs's change reaches this one when a call reads the list;
+;; for the *efrit-todos* buffer, which nothing reads until it redraws, a
+;; watch on the state directory (a file notification, and a timer where
+;; there is none or it misses a rename) looks at the shared files and
+;; runs the change hook for a list another Emacs changed.
+
+(require 'filenotify)
+
+(defcustom efrit-todo-shared-poll-interval 1
+  "Seconds between looks at the shared lists' files for other Emacsen's changes.
+A look is a `stat' of each shared list's file; a list another Emacs
+changed is read and `efrit-todo-change-functions' run, so that
+*efrit-todos* redraws.  A file notification makes the look at once
+where the system offers one.  nil: only when a call reads the list."
+  :type '(choice (number :tag "Seconds") (const :tag "Never" nil))
+  :group 'efrit-todo)
+
+(defvar efrit-todo--shared-timer nil
+  "The timer that looks at the shared lists' files, while there are some.")
+
+(defvar efrit-todo--shared-watch nil
+  "(DIRECTORY . DESCRIPTOR) of the file notification on the state directory.")
+
+(defun efrit-todo--shared-poll ()
+  "Take in the shared lists other Emacsen changed, and say they changed.
+Never signals: a failure is shown once as a message."
+  (if (not (and efrit-todo--shared-lists (efrit-todo--state-dir)))
+      (efrit-todo--shared-unwatch)
+    (dolist (name efrit-todo--shared-lists)
+      (condition-case err
+          (when (efrit-todo--shared-refresh name)
+            (efrit-todo--changed name))
+        (error (message "Efrit-todo: shared list %s: %s" name (error-message-string err)))))))
+
+(defvar efrit-todo--shared-poll-soon nil
+  "The timer of a look asked for by a file notification, until it runs.
+A burst of saves in the directory asks for one look.")
+
+(defun efrit-todo--shared-notified (_event)
+  "Look at the shared lists' files soon: something in the directory changed."
+  (unless (timerp efrit-todo--shared-poll-soon)
+    (setq efrit-todo--shared-poll-soon
+          (run-with-timer 0.05 nil (lambda ()
+                                     (setq efrit-todo--shared-poll-soon nil)
+                                     (efrit-todo--shared-poll))))))
+
+(defun efrit-todo--shared-unwatch ()
+  "Stop looking at the shared lists' files."
+  (when (timerp efrit-todo--shared-timer)
+    (cancel-timer efrit-todo--shared-timer))
+  (setq efrit-todo--shared-timer nil)
+  (when efrit-todo--shared-watch
+    (ignore-errors (file-notify-rm-watch (cdr efrit-todo--shared-watch)))
+    (setq efrit-todo--shared-watch nil)))
+
+(defun efrit-todo--shared-watch ()
+  "Look at the shared lists' files now and then, and when they change."
+  (let ((dir (efrit-todo--state-dir)))
+    (when (and dir efrit-todo-shared-poll-interval (not noninteractive))
+      (unless (timerp efrit-todo--shared-timer)
+        (setq efrit-todo--shared-timer
+              (run-with-timer efrit-todo-shared-poll-interval efrit-todo-shared-poll-interval
+                              #'efrit-todo--shared-poll)))
+      (unless (and efrit-todo--shared-watch (equal (car efrit-todo--shared-watch) dir))
+        (when efrit-todo--shared-watch
+          (ignore-errors (file-notify-rm-watch (cdr efrit-todo--shared-watch))))
+        (setq efrit-todo--shared-watch
+              (condition-case nil
+                  (cons dir (file-notify-add-watch
+                             dir '(change)
+                             #'efrit-todo--shared-notified))
+                (error nil)))))))
 
 (defun efrit-todo-unshare-list (name)
   "Make NAME a list of this Emacs alone again.
@@ -1476,6 +1550,7 @@ stays loaded: Emacs cannot unload modules."
     (unload-feature 'efrit-todo-compat t))
   (pcase-dolist (`(,_ . ,variable) efrit-todo--loop-option-keys)
     (remove-variable-watcher variable #'efrit-todo--loop-option-changed))
+  (efrit-todo--shared-unwatch)
   nil)
 
 (provide 'efrit-todo)

@@ -312,6 +312,28 @@ Once the holder is killed, its lock is free at once."
                         :type 'efrit-todo-storage-error)
           (should (equal (length (efrit-todo--module-items list)) 2)))))))
 
+;;;; The buffer
+
+(ert-deftest efrit-todo-shared-test-a-look-runs-the-change-hook-for-another-emacs-change ()
+  "Another Emacs's change makes the look at the files run the change hook.
+That is what redraws *efrit-todos*; a look that finds nothing new
+runs nothing."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "watch-%s" (cl-gensym)))
+          (changed nil))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (let ((efrit-todo-change-functions (list (lambda (session) (push session changed)))))
+        (efrit-todo--shared-poll)
+        (should-not (member list changed))
+        (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")
+        (efrit-todo--shared-poll)
+        (should (member list changed))
+        ;; The list the hook's functions read is the new one.
+        (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo--module-items list))
+                       '("t1" "t2")))))))
+
 ;;;; Undo
 
 (ert-deftest efrit-todo-shared-test-undo-takes-back-this-emacs-change-only ()

@@ -32,7 +32,7 @@
     (efrit-todo-task-create (list :subject (format "Step %d: edit file-%d.el" i i)) session)))
 
 (defun efrit-todo-shared-bench--toggle (session)
-  "Return a function that changes one task of SESSION on each call."
+  "Return a function to call for a change of one task of SESSION."
   (let ((n 0))
     (lambda ()
       (efrit-todo-task-update

@@ -350,7 +350,10 @@ sent with those settings, already has it."
         (tools (and (bound-and-true-p gptel-use-tools) (bound-and-true-p gptel-tools))))
     (when (buffer-live-p buffer)
       (cond
-       ((not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
+       ;; Until the module is loaded, gptel runs as without efrit-todo;
+       ;; once it is, from the next request on.
+       ((or (not (efrit-todo-build-module-loaded-p))
+            (not (seq-some #'efrit-todo-gptel--todo-tool-p tools)))
         (with-current-buffer buffer
           (unless (eq fsm efrit-todo-gptel--fsm)
             ;; The user wrote again: no continuation is due any more.
@@ -587,6 +590,8 @@ The breaker's stop comes after every call of a response is recorded.")
   "Register the tools and add the hooks and the advice."
   (unless (require 'gptel nil t)
     (user-error "Efrit-todo: gptel is not installed"))
+  ;; A package install compiled efrit-todo without asking: ask now.
+  (efrit-todo-build-offer)
   (efrit-todo-gptel--register)
   ;; In a buffer where a hook has a local value without t, `add-hook'
   ;; changes that value instead of the global one, and a preset applied

@@ -84,7 +84,7 @@
 
 (defun efrit-todo-scenarios--tripped-p ()
   "Return non-nil if the breaker of the current efrit-todo session tripped."
-  (and efrit-todo-efrit-mode
+  (and efrit-todo-efrit-mode efrit-todo-efrit--in-use
        (plist-get (efrit-todo-breaker (efrit-todo-efrit--running-session)) :tripped)))
 
 (defun efrit-todo-scenarios--answer (request)
@@ -180,7 +180,8 @@ list an earlier run left open, so that each run starts afresh."
   (dolist (name '("*efrit-agent*" "*efrit-do*" "*efrit-todos*"))
     (when (get-buffer name)
       (kill-buffer name)))
-  (unless efrit-todo-scenarios--keep-unfinished
+  ;; Without the module (being built) there are no lists.
+  (unless (or efrit-todo-scenarios--keep-unfinished (not (efrit-todo-build-module-loaded-p)))
     (while (efrit-todo-unfinished)
       (efrit-todo-drop-unfinished (car (efrit-todo-unfinished))))))
 
@@ -911,6 +912,47 @@ session_complete is in the next turn's request."
     (should (> (length (plist-get outcome :requests)) 50)))
   (let ((outcome (efrit-todo-scenarios-play 'continuation 'off)))
     (should (null (efrit-todo-scenarios-continuations outcome)))))
+
+(ert-deftest efrit-todo-scenarios-mode-off-leaves-efrit-its-own-list ()
+  "After the mode is off, Efrit's own list is Efrit's, not efrit-todo's.
+*efrit-todos* does not draw it under efrit-todo's header (where a key
+would promise that an agent reads the edit), and the indicator does
+not follow it; the lists efrit-todo kept stay."
+  (require 'efrit-todo-ui)
+  (let ((efrit-todo-auto-show nil))
+    (efrit-todo-scenarios-play 'ids-survive)
+    (efrit-todo-mode-line-mode 1)
+    (unwind-protect
+        (progn
+          (efrit-todo-scenarios-run
+           "Plan without efrit-todo"
+           (list (efrit-todo-scenarios--todos '("Efrit's own first step" "in_progress")
+                                              '("Efrit's own second step" "pending"))
+                 (efrit-todo-scenarios--text "Planned."))
+           'off)
+          ;; Efrit kept its list, in its own shape.
+          (should (equal (mapcar #'efrit-todo-item-content (symbol-value 'efrit-do--current-todos))
+                         '("Efrit's own first step" "Efrit's own second step")))
+          (should-not (string-match-p "0/2" (or (efrit-todo-mode-line-text) "")))
+          (with-current-buffer (efrit-todo-ui--buffer)
+            (efrit-todo-refresh)
+            (let ((text (buffer-string)))
+              (should-not (string-match-p "Efrit's own" text))
+              (should (string-match-p "Read the code" text))
+              (should (string-match-p "efrit-todo-efrit-mode is off" text)))
+            (goto-char (point-min))
+            (while (not (eobp))
+              (should-not (member (get-text-property (point) 'efrit-todo-item) '("todo-1" "todo-2")))
+              (forward-line 1))))
+      (efrit-todo-mode-line-mode -1)
+      (when (get-buffer "*efrit-todos*")
+        (kill-buffer "*efrit-todos*")))))
+
+(ert-deftest efrit-todo-scenarios-a-failed-command-without-a-list-says-so-briefly ()
+  "A command that fails before any tool call or list gets Efrit's one line, no report."
+  (let ((outcome (efrit-todo-scenarios-run "Do something" (list 'api-error))))
+    (should (equal (plist-get outcome :stop) "api-error"))
+    (should (equal (plist-get outcome :last-result) "Session ended: api-error"))))
 
 (ert-deftest efrit-todo-scenarios-unfinished-list-carries-over ()
   "However a command stops with items open, the next one goes on with them.

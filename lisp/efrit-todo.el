@@ -1331,7 +1331,13 @@ without newlines or other control characters."
 BUFFER defaults to the current buffer.  A value of
 `efrit-todo-list-id' that cannot name a list is ignored, with a
 message saying so."
-  (let ((value (buffer-local-value 'efrit-todo-list-id (or buffer (current-buffer)))))
+  (let* ((buffer (cond ((null buffer) (current-buffer))
+                        ((and (bufferp buffer) (buffer-live-p buffer)) buffer)
+                        ((and (stringp buffer) (get-buffer buffer)))
+                        (t (signal 'efrit-todo-invalid-input
+                                   (list (format "buffer: expected a live buffer or its name, got %s"
+                                                 (efrit-todo--describe buffer)))))))
+         (value (buffer-local-value 'efrit-todo-list-id buffer)))
     (cond ((null value) nil)
           ((efrit-todo-list-id-p value) value)
           (t (message "Efrit-todo: ignoring efrit-todo-list-id %s: expected a name of 1 to %d printable characters"

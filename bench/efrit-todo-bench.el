@@ -110,6 +110,7 @@
 (declare-function efrit-todo-ledger "efrit-todo" (&optional session))
 (declare-function efrit-todo-ui-bench-rows "efrit-todo-ui-bench" ())
 (declare-function efrit-todo-store-bench-rows "efrit-todo-store-bench" ())
+(declare-function efrit-todo-shared-bench-rows "efrit-todo-shared-bench" ())
 
 ;; Efrit's, loaded from EFRIT_DIR.
 (defvar efrit-data-directory)
@@ -427,7 +428,8 @@ collection falls in one slice or two).  LABEL names the rows."
   "Rows of the UI and store benches, when they are on the `load-path'."
   (append
    (when (require 'efrit-todo-ui-bench nil t) (efrit-todo-ui-bench-rows))
-   (when (require 'efrit-todo-store-bench nil t) (efrit-todo-store-bench-rows))))
+   (when (require 'efrit-todo-store-bench nil t) (efrit-todo-store-bench-rows))
+   (when (require 'efrit-todo-shared-bench nil t) (efrit-todo-shared-bench-rows))))
 
 ;;;; The task graph
 

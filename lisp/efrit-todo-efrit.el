@@ -232,8 +232,10 @@ An Efrit command never takes over such a list: a gptel chat goes on
 with its own.")
 
 (defun efrit-todo-efrit--own-session-p (name)
-  "Return non-nil if the session NAME may go on in an Efrit command."
-  (not (string-match-p efrit-todo-efrit-foreign-sessions name)))
+  "Return non-nil if the session NAME may go on in an Efrit command.
+A shared list is reached through `efrit-todo-list-id', never taken over."
+  (not (or (string-match-p efrit-todo-efrit-foreign-sessions name)
+           (member name (efrit-todo-shared-lists)))))
 
 (defun efrit-todo-efrit--take-over (id)
   "Let the Efrit session named ID go on with the list left open last.
@@ -307,18 +309,26 @@ next Emacs goes on with the list."
 (defun efrit-todo-efrit--create-session (create id command)
   "Call CREATE with a unique form of ID and COMMAND; make it current.
 Efrit names sessions after the second they start in, so two commands
-in one second would share a list; a suffix keeps them apart."
+in one second would share a list; a suffix keeps them apart.  In a
+buffer whose `efrit-todo-list-id' names a shared list, the command
+works on that list."
   (let ((unique id)
-        (n 1))
+        (n 1)
+        (list-id (efrit-todo-buffer-list-id)))
     (while (efrit-todo-efrit--taken-p unique)
       (setq n (1+ n)
             unique (format "%s-%d" id n)))
     (prog1 (funcall create unique command)
-      ;; Set before Efrit empties its todo variables, so that emptying
-      ;; reaches the new session and not the one that just finished;
-      ;; a list taken over is made current at the first request.
-      (setq efrit-todo-current-session unique)
-      (efrit-todo-efrit--take-over unique))))
+      (if list-id
+          ;; Started in a buffer that names a shared list: the command
+          ;; works on it, and takes over no other list.
+          (progn (puthash unique (efrit-todo-share-list list-id) efrit-todo-efrit--carried)
+                 (setq efrit-todo-current-session list-id))
+        ;; Set before Efrit empties its todo variables, so that emptying
+        ;; reaches the new session and not the one that just finished;
+        ;; a list taken over is made current at the first request.
+        (setq efrit-todo-current-session unique)
+        (efrit-todo-efrit--take-over unique)))))
 
 (defun efrit-todo-efrit--begin-repl-turn (session)
   "Start a turn of REPL SESSION: fresh breaker and ledger, same list.

@@ -231,12 +231,17 @@ Set when the mode is turned on.")
 
 (defun efrit-todo-gptel-session (&optional buffer)
   "Return the efrit-todo session of the gptel chat BUFFER, naming it if new.
-BUFFER defaults to the current buffer.  The name follows the file
-the buffer visits, else the buffer's name, so that a saved list comes
-back with the chat; a name another live buffer uses gets a suffix.
+BUFFER defaults to the current buffer.  In a buffer whose
+`efrit-todo-list-id' names a shared list, it is that list.  Else
+the name follows the file the buffer visits, else the buffer's name,
+so that a saved list comes back with the chat; a name another live
+buffer uses gets a suffix.
 The buffer's `efrit-todo-current-session' is set to it, so that the
 efrit-todo commands run there act on the chat's list."
   (with-current-buffer (or buffer (current-buffer))
+    (when (and (not efrit-todo-gptel--session) (efrit-todo-buffer-list-id))
+      ;; The chat works on the shared list its buffer names.
+      (setq efrit-todo-gptel--session (efrit-todo-share-list (efrit-todo-buffer-list-id))))
     (unless efrit-todo-gptel--session
       (let* ((base (efrit-todo-gptel--base-name (current-buffer)))
              (name base)

@@ -222,6 +222,25 @@ only VALUE's type is named.  Never signals."
   (let ((name (or session efrit-todo-current-session "default")))
     (if (stringp name) name (efrit-todo--invalid-session name))))
 
+(defvar efrit-todo--shared-lists nil
+  "Names of the lists this Emacs shares; see `efrit-todo-share-list'.")
+
+(defmacro efrit-todo--changing (session &rest body)
+  "Run BODY, a change of the list of SESSION (a variable), and return its value.
+A shared list's change is made on its newest save and saved before
+this returns; see `efrit-todo--shared-change'."
+  (declare (indent 1) (debug (symbolp body)))
+  `(if (and efrit-todo--shared-lists (member ,session efrit-todo--shared-lists))
+       (efrit-todo--shared-change ,session (lambda () ,@body))
+     ,@body))
+
+(defsubst efrit-todo--reading (session)
+  "Take in another Emacs's newer save of SESSION, when it is a shared list.
+Called before a call reads the list; return SESSION."
+  (when (and efrit-todo--shared-lists (member session efrit-todo--shared-lists))
+    (efrit-todo--shared-refresh session))
+  session)
+
 (defun efrit-todo--report-change-error (function err)
   "Report ERR, which change hook FUNCTION signaled, without stopping."
   (message "Efrit-todo: error in %S: %s" function (error-message-string err)))
@@ -281,13 +300,14 @@ their ids; it lists the whole list only when items were added,
 restored, dropped or reordered.  SESSION defaults to
 `efrit-todo-current-session'."
   (let* ((session (efrit-todo--session session))
-         (text (efrit-todo--module-write session input efrit-todo-max-items
-                                         efrit-todo-max-content-length
-                                         efrit-todo-full-list-threshold
-                                         efrit-todo-auto-complete
-                                         efrit-todo-known-tools
-                                         efrit-todo-max-description-length
-                                         efrit-todo-max-blockers)))
+         (text (efrit-todo--changing session
+                 (efrit-todo--module-write session input efrit-todo-max-items
+                                           efrit-todo-max-content-length
+                                           efrit-todo-full-list-threshold
+                                           efrit-todo-auto-complete
+                                           efrit-todo-known-tools
+                                           efrit-todo-max-description-length
+                                           efrit-todo-max-blockers))))
     (efrit-todo--changed session)
     text))
 
@@ -298,12 +318,16 @@ restored, dropped or reordered.  SESSION defaults to
 The change hook runs when the list changed, which TaskGet and
 TaskList never do."
   (let* ((session (efrit-todo--session session))
+         (call (lambda ()
+                 (efrit-todo--module-task-tool session tool input efrit-todo-max-items
+                                               efrit-todo-max-content-length
+                                               efrit-todo-full-list-threshold
+                                               efrit-todo-max-description-length
+                                               efrit-todo-max-blockers)))
          (before (efrit-todo--module-change-seq session))
-         (text (efrit-todo--module-task-tool session tool input efrit-todo-max-items
-                                             efrit-todo-max-content-length
-                                             efrit-todo-full-list-threshold
-                                             efrit-todo-max-description-length
-                                             efrit-todo-max-blockers)))
+         (text (if (member tool '("TaskGet" "TaskList"))
+                   (progn (efrit-todo--reading session) (funcall call))
+                 (efrit-todo--changing session (funcall call)))))
     (unless (eql before (efrit-todo--module-change-seq session))
       (efrit-todo--changed session))
     text))
@@ -363,7 +387,7 @@ ids of the open (pending or in-progress) items this one waits for;
 finished and deleted ones no longer block.  :ready is t when the
 item is pending, waits for no open item and no item above it does.
 Times are floats as `float-time' gives them, or nil."
-  (efrit-todo--module-items (efrit-todo--session session)))
+  (efrit-todo--module-items (efrit-todo--reading (efrit-todo--session session))))
 
 (defun efrit-todo--item-count (&optional session)
   "Return the number of items in SESSION's list.
@@ -374,11 +398,11 @@ every tool call."
 (defun efrit-todo-counts (&optional session)
   "Return a plist counting the items of SESSION by status.
 Keys: :total :pending :in-progress :completed :cancelled."
-  (efrit-todo--module-counts (efrit-todo--session session)))
+  (efrit-todo--module-counts (efrit-todo--reading (efrit-todo--session session))))
 
 (defun efrit-todo-current (&optional session)
   "Return the plist of the item in progress in SESSION, or nil."
-  (efrit-todo--module-current (efrit-todo--session session)))
+  (efrit-todo--module-current (efrit-todo--reading (efrit-todo--session session))))
 
 ;;;###autoload
 (defun efrit-todo-reset (&optional session ask)
@@ -398,7 +422,7 @@ the list was cleared."
              (not (y-or-n-p (format "Clear the list of %s (%d items)? "
                                     session (efrit-todo--item-count session)))))
         (progn (message "Efrit-todo: nothing cleared") nil)
-      (efrit-todo--module-reset session)
+      (efrit-todo--changing session (efrit-todo--module-reset session))
       (efrit-todo--changed session)
       t)))
 
@@ -475,10 +499,11 @@ The live list reaches the model through tool results."
 (defun efrit-todo--user-edit (op id arg session)
   "Apply the user edit OP to item ID with ARG in SESSION; return the note."
   (let* ((session (efrit-todo--session session))
-         (note (efrit-todo--module-user-edit session op id arg
-                                             efrit-todo-max-items
-                                             efrit-todo-max-content-length
-                                             efrit-todo-max-blockers)))
+         (note (efrit-todo--changing session
+                 (efrit-todo--module-user-edit session op id arg
+                                               efrit-todo-max-items
+                                               efrit-todo-max-content-length
+                                               efrit-todo-max-blockers))))
     (unless (string-empty-p note)
       (efrit-todo--changed session))
     note))
@@ -937,6 +962,7 @@ a high score, :score runs from 0.0 to 1.0, :steps is a count, and
 
 (declare-function efrit-todo--module-history "efrit-todo-module" (session))
 (declare-function efrit-todo--module-undo "efrit-todo-module" (session))
+(declare-function efrit-todo--module-shared-undo "efrit-todo-module" (session))
 
 (defun efrit-todo-history (&optional session)
   "Return a plist for each change of SESSION's list, oldest first.
@@ -959,7 +985,12 @@ back.  The undo is itself a change: `efrit-todo-change-functions'
 run, it is saved, and the model reads about it at its next request.
 Ids are never reused.  Return the note for the model, or nil when
 there is nothing to undo.  Interactively, the current session; with
-a prefix argument, ask which."
+a prefix argument, ask which.
+
+On a shared list (see `efrit-todo-share-list'), only this Emacs's
+own newest change is undone, and only what it did to its items;
+when another agent has changed one of those items since, the undo is
+refused with `efrit-todo-invalid-input' saying which."
   (interactive (list (and current-prefix-arg
                           (completing-read "Undo in session: " (efrit-todo-sessions)
                                            nil t nil nil (efrit-todo--session nil)))))
@@ -967,7 +998,10 @@ a prefix argument, ask which."
          ;; A session that does not exist has nothing to undo; asking
          ;; the module would create it, empty.
          (note (and (member session (efrit-todo-sessions))
-                    (efrit-todo--module-undo session))))
+                    (efrit-todo--changing session
+                      (if (member session efrit-todo--shared-lists)
+                          (efrit-todo--module-shared-undo session)
+                        (efrit-todo--module-undo session))))))
     (when note
       (efrit-todo--changed session))
     (when (called-interactively-p 'interactive)
@@ -1081,7 +1115,9 @@ kept beside as a conflict copy, and is shown with `display-warning'."
   "Have SESSION saved off the caller's path, when persistence is on.
 Runs from `efrit-todo-change-functions', so every change is saved."
   (let ((dir (efrit-todo--state-dir)))
-    (when (and dir (not efrit-todo--restoring))
+    ;; A shared list's change was saved before its call returned.
+    (when (and dir (not efrit-todo--restoring)
+               (not (member session efrit-todo--shared-lists)))
       (efrit-todo--report-save-failures
        (efrit-todo--module-store-schedule session dir)))))
 
@@ -1240,6 +1276,250 @@ Not in batch Emacs, which runs scripts rather than resuming work."
 
 (efrit-todo--restore-on-load)
 
+;;;; Shared lists
+;;
+;; A shared list is a session that several agents work on: every efrit-do
+;; command and gptel chat started in a buffer whose `efrit-todo-list-id'
+;; names it, and every Emacs using the same state directory.  Each change
+;; of it is made on its newest save, under the directory's lock, and saved
+;; before the call returns; a call that reads it first takes in a newer
+;; save (a look at the file's identity, a read only when it changed).
+
+(declare-function efrit-todo--module-shared-share "efrit-todo-module"
+                  (session max-items max-content))
+(declare-function efrit-todo--module-shared-unshare "efrit-todo-module" (session))
+(declare-function efrit-todo--module-shared-begin "efrit-todo-module" (session dir wait))
+(declare-function efrit-todo--module-shared-end "efrit-todo-module" (session dir))
+(declare-function efrit-todo--module-shared-refresh "efrit-todo-module" (session dir wait))
+(declare-function efrit-todo--module-shared-news "efrit-todo-module" ())
+
+(defcustom efrit-todo-shared-lock-timeout 5
+  "Seconds a change of a shared list waits at most for another Emacs.
+Every Emacs using `efrit-todo-state-directory' changes a shared list
+under the directory's lock, each change taking milliseconds.  A change
+that cannot have the lock within this time fails with
+`efrit-todo-storage-error' and changes nothing; \\[keyboard-quit] stops
+the waiting sooner.  A lock whose Emacs died is free at once."
+  :type 'number
+  :group 'efrit-todo)
+
+(defconst efrit-todo--shared-lock-slice 0.05
+  "Seconds the module waits for the lock in one go.
+Between these, Lisp runs, so that \\[keyboard-quit] stops the waiting.")
+
+(defcustom efrit-todo-list-id nil
+  "The shared list the agents started in this buffer work on, or nil.
+A string names a shared list (see `efrit-todo-share-list'): every
+efrit-do command and gptel chat started in a buffer where it is set
+works on that list, each under its own agent name, and so does every
+Emacs using the same `efrit-todo-state-directory'.  nil gives each
+command and chat a list of its own.
+
+Set it for a project in .dir-locals.el, e.g.
+  ((nil . ((efrit-todo-list-id . \"my-project\"))))
+It is only a name, saved under an encoded file name like every
+session's, never a path.  As a file-local or directory-local
+variable, only a short printable string is taken (see
+`efrit-todo-list-id-p'); anything else is ignored with a message."
+  :type '(choice (const :tag "A list of its own" nil)
+                 (string :tag "Shared list"))
+  :safe #'efrit-todo-list-id-p
+  :local t
+  :group 'efrit-todo)
+
+(defconst efrit-todo--max-list-id-length 64
+  "The longest name `efrit-todo-list-id' may be.")
+
+(defun efrit-todo-list-id-p (value)
+  "Return non-nil if VALUE can name a shared list.
+That is a string of 1 to 64 printable characters, not all blank,
+without newlines or other control characters."
+  (and (stringp value)
+       (<= 1 (length value) efrit-todo--max-list-id-length)
+       (string-match-p "\\`[[:print:]]+\\'" value)
+       (not (string-match-p "[[:cntrl:]]" value))
+       (string-match-p "[^[:space:]]" value)))
+
+(defun efrit-todo-buffer-list-id (&optional buffer)
+  "Return the shared list BUFFER's agents work on, or nil.
+BUFFER defaults to the current buffer.  A value of
+`efrit-todo-list-id' that cannot name a list is ignored, with a
+message saying so."
+  (let* ((buffer (cond ((null buffer) (current-buffer))
+                        ((and (bufferp buffer) (buffer-live-p buffer)) buffer)
+                        ((and (stringp buffer) (get-buffer buffer)))
+                        (t (signal 'efrit-todo-invalid-input
+                                   (list (format "buffer: expected a live buffer or its name, got %s"
+                                                 (efrit-todo--describe buffer)))))))
+         (value (buffer-local-value 'efrit-todo-list-id buffer)))
+    (cond ((null value) nil)
+          ((efrit-todo-list-id-p value) value)
+          (t (message "Efrit-todo: ignoring efrit-todo-list-id %s: expected a name of 1 to %d printable characters"
+                      (efrit-todo--describe value) efrit-todo--max-list-id-length)
+             nil))))
+
+;;;###autoload
+(defun efrit-todo-share-list (name)
+  "Make NAME a shared list in this Emacs, and return NAME.
+Its changes are then made on its newest save and saved before each
+call returns, so that every Emacs using `efrit-todo-state-directory'
+sees one list, and ids are never issued twice; a call that reads it
+sees another Emacs's saved changes.  The saved list, when there is
+one, becomes this Emacs's list of that name (a different list this
+Emacs held under that name is kept beside as a .conflict file).
+Agents started in a buffer whose `efrit-todo-list-id' is NAME work
+on it."
+  (interactive (list (read-string "Share the list named: " nil nil
+                                  (or (efrit-todo-buffer-list-id) (efrit-todo--session nil)))))
+  (unless (efrit-todo-list-id-p name)
+    (signal 'efrit-todo-invalid-input
+            (list (format "name: expected 1 to %d printable characters, got %s"
+                          efrit-todo--max-list-id-length (efrit-todo--describe name)))))
+  (efrit-todo--module-shared-share name efrit-todo-max-items efrit-todo-max-content-length)
+  (unless (member name efrit-todo--shared-lists)
+    (push name efrit-todo--shared-lists))
+  (efrit-todo--shared-refresh name)
+  (efrit-todo--shared-watch)
+  (efrit-todo--run-change-hook name)
+  (when (called-interactively-p 'interactive)
+    (message "Efrit-todo: %s is a shared list%s" name
+             (if (efrit-todo--state-dir)
+                 (format " in %s" (efrit-todo--state-dir))
+               " (in this Emacs only: `efrit-todo-state-directory' is nil)")))
+  name)
+
+;; Another Emacs's change reaches this one when a call reads the list;
+;; for the *efrit-todos* buffer, which nothing reads until it redraws, a
+;; watch on the state directory (a file notification, and a timer where
+;; there is none or it misses a rename) looks at the shared files and
+;; runs the change hook for a list another Emacs changed.
+
+(require 'filenotify)
+
+(defcustom efrit-todo-shared-poll-interval 1
+  "Seconds between looks at the shared lists' files for other Emacsen's changes.
+A look is a `stat' of each shared list's file; a list another Emacs
+changed is read and `efrit-todo-change-functions' run, so that
+*efrit-todos* redraws.  A file notification makes the look at once
+where the system offers one.  nil: only when a call reads the list."
+  :type '(choice (number :tag "Seconds") (const :tag "Never" nil))
+  :group 'efrit-todo)
+
+(defvar efrit-todo--shared-timer nil
+  "The timer that looks at the shared lists' files, while there are some.")
+
+(defvar efrit-todo--shared-watch nil
+  "(DIRECTORY . DESCRIPTOR) of the file notification on the state directory.")
+
+(defun efrit-todo--shared-poll ()
+  "Take in the shared lists other Emacsen changed, and say they changed.
+Never signals: a failure is shown once as a message."
+  (if (not (and efrit-todo--shared-lists (efrit-todo--state-dir)))
+      (efrit-todo--shared-unwatch)
+    (dolist (name efrit-todo--shared-lists)
+      (condition-case err
+          (when (efrit-todo--shared-refresh name)
+            (efrit-todo--changed name))
+        (error (message "Efrit-todo: shared list %s: %s" name (error-message-string err)))))))
+
+(defvar efrit-todo--shared-poll-soon nil
+  "The timer of a look asked for by a file notification, until it runs.
+A burst of saves in the directory asks for one look.")
+
+(defun efrit-todo--shared-notified (_event)
+  "Look at the shared lists' files soon: something in the directory changed."
+  (unless (timerp efrit-todo--shared-poll-soon)
+    (setq efrit-todo--shared-poll-soon
+          (run-with-timer 0.05 nil (lambda ()
+                                     (setq efrit-todo--shared-poll-soon nil)
+                                     (efrit-todo--shared-poll))))))
+
+(defun efrit-todo--shared-unwatch ()
+  "Stop looking at the shared lists' files."
+  (when (timerp efrit-todo--shared-timer)
+    (cancel-timer efrit-todo--shared-timer))
+  (setq efrit-todo--shared-timer nil)
+  (when efrit-todo--shared-watch
+    (ignore-errors (file-notify-rm-watch (cdr efrit-todo--shared-watch)))
+    (setq efrit-todo--shared-watch nil)))
+
+(defun efrit-todo--shared-watch ()
+  "Look at the shared lists' files now and then, and when they change."
+  (let ((dir (efrit-todo--state-dir)))
+    (when (and dir efrit-todo-shared-poll-interval (not noninteractive))
+      (unless (timerp efrit-todo--shared-timer)
+        (setq efrit-todo--shared-timer
+              (run-with-timer efrit-todo-shared-poll-interval efrit-todo-shared-poll-interval
+                              #'efrit-todo--shared-poll)))
+      (unless (and efrit-todo--shared-watch (equal (car efrit-todo--shared-watch) dir))
+        (when efrit-todo--shared-watch
+          (ignore-errors (file-notify-rm-watch (cdr efrit-todo--shared-watch))))
+        (setq efrit-todo--shared-watch
+              (condition-case nil
+                  (cons dir (file-notify-add-watch
+                             dir '(change)
+                             #'efrit-todo--shared-notified))
+                (error nil)))))))
+
+(defun efrit-todo-unshare-list (name)
+  "Make NAME a list of this Emacs alone again.
+Its list stays; its changes are saved as any session's are."
+  (interactive (list (completing-read "Stop sharing: " efrit-todo--shared-lists nil t)))
+  (setq efrit-todo--shared-lists (delete name efrit-todo--shared-lists))
+  (efrit-todo--module-shared-unshare name))
+
+(defun efrit-todo-shared-lists ()
+  "Return the names of the lists this Emacs shares."
+  (reverse efrit-todo--shared-lists))
+
+(defun efrit-todo--shared-news ()
+  "Show what the store has to say after a shared change (warnings)."
+  (efrit-todo--report-save-failures (efrit-todo--module-shared-news)))
+
+(defun efrit-todo--shared-refresh (session)
+  "Take in another Emacs's newer save of the shared list SESSION.
+Return non-nil when the list was replaced.  Nothing without a state
+directory, where the list is shared within this Emacs only."
+  (let ((dir (efrit-todo--state-dir)))
+    (when dir
+      (prog1 (efrit-todo--module-shared-refresh session dir efrit-todo--shared-lock-slice)
+        (efrit-todo--shared-news)))))
+
+(defun efrit-todo--shared-lock (session dir)
+  "Take DIR's lock for a change of the shared list SESSION.
+Wait in slices, so that \\[keyboard-quit] stops the waiting, at most
+`efrit-todo-shared-lock-timeout' seconds; then signal
+`efrit-todo-storage-error'."
+  (let ((deadline (+ (float-time) efrit-todo-shared-lock-timeout)))
+    (while (not (efrit-todo--module-shared-begin session dir efrit-todo--shared-lock-slice))
+      (when (> (float-time) deadline)
+        (signal 'efrit-todo-storage-error
+                (list (format "another process has held the lock of %s for more than %s s; the shared list %s was not changed"
+                              dir efrit-todo-shared-lock-timeout session)))))))
+
+(defun efrit-todo--shared-change (session change)
+  "Call CHANGE, a change of the shared list SESSION, and return its value.
+With a state directory, the change is made on the newest save of the
+list, under the directory's lock, and saved before this returns.  A
+change that fails changes nothing; so does one whose save fails, which
+signals `efrit-todo-storage-error'."
+  (let ((dir (efrit-todo--state-dir)))
+    (if (not dir)
+        (funcall change)
+      (efrit-todo--shared-lock session dir)
+      (let ((done nil) value)
+        (unwind-protect
+            (progn (setq value (funcall change))
+                   (setq done t))
+          (if done
+              (efrit-todo--module-shared-end session dir)
+            ;; The change failed and changed nothing: only let go of the lock.
+            (condition-case nil
+                (efrit-todo--module-shared-end session dir)
+              (efrit-todo-error nil))))
+        (efrit-todo--shared-news)
+        value))))
+
 ;;;; The *efrit-todos* buffer and the mode line
 ;;
 ;; They live in efrit-todo-ui.el, which requires this file; this file
@@ -1320,6 +1600,7 @@ stays loaded: Emacs cannot unload modules."
     (unload-feature 'efrit-todo-compat t))
   (pcase-dolist (`(,_ . ,variable) efrit-todo--loop-option-keys)
     (remove-variable-watcher variable #'efrit-todo--loop-option-changed))
+  (efrit-todo--shared-unwatch)
   nil)
 
 (provide 'efrit-todo)

@@ -1228,5 +1228,43 @@ It stays off and adds no hook; 0.9.9.4 and later are taken."
       (require 'efrit-todo-gptel)
       (should (gptel-get-tool "todo_write")))))
 
+;;;; Shared lists
+
+(ert-deftest efrit-todo-gptel-test-a-list-id-makes-chats-share-a-list ()
+  "Chats whose buffer names a list in `efrit-todo-list-id' work on that list.
+The second chat sees the first one's items with their ids and goes
+on with them; a chat without a list id keeps a list of its own."
+  (efrit-todo-gptel-test--with-mode
+    (let ((list (format "gptel-shared-%d" (cl-incf efrit-todo-gptel-test--buffers)))
+          (efrit-todo--shared-lists efrit-todo--shared-lists)
+          (one (efrit-todo-gptel-test--chat))
+          (two (efrit-todo-gptel-test--chat))
+          (own (efrit-todo-gptel-test--chat)))
+      (with-current-buffer one (setq-local efrit-todo-list-id list))
+      (with-current-buffer two (setq-local efrit-todo-list-id list))
+      (efrit-todo-gptel-test-send
+       one "Plan it"
+       (list (efrit-todo-gptel-test--todos '("Read the code" "completed") '("Fix the bug" "pending"))
+             (efrit-todo-gptel-test--tool "todo_pause" '(("reason" . "the other chat fixes it")))
+             (efrit-todo-gptel-test--text "Over to the other chat.")))
+      (should (equal (efrit-todo-gptel-session one) list))
+      (should (equal (efrit-todo-gptel-session two) list))
+      (should (member list (efrit-todo-shared-lists)))
+      (let* ((requests (efrit-todo-gptel-test-send
+                        two "Fix it"
+                        (list (efrit-todo-gptel-test--merge '("t2" "completed"))
+                              (efrit-todo-gptel-test--text "Fixed."))))
+             (results (efrit-todo-gptel-test-tool-results requests)))
+        (efrit-todo-gptel-test--check-requests requests)
+        (should (string-match-p "t2 completed" (car results))))
+      (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status)))
+                             (efrit-todo-list list))
+                     '(("t1" completed) ("t2" completed))))
+      (should-not (equal (efrit-todo-gptel-session own) list))
+      (should-not (efrit-todo-list (efrit-todo-gptel-session own)))
+      (dolist (buffer (list one two own))
+        (with-current-buffer buffer (set-buffer-modified-p nil))
+        (kill-buffer buffer)))))
+
 (provide 'efrit-todo-gptel-test)
 ;;; efrit-todo-gptel-test.el ends here

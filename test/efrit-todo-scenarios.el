@@ -1352,5 +1352,48 @@ ready, and the list finishes."
     (should (< (length (plist-get outcome :runs)) 40))
     (efrit-todo-scenarios--should-be-valid outcome)))
 
+;;;; Shared lists
+
+(ert-deftest efrit-todo-scenarios-a-list-id-makes-commands-share-a-list ()
+  "Commands started where `efrit-todo-list-id' names a list work on that list.
+The first plans two items and leaves one open; the next, started in
+another buffer naming the same list, sees them and goes on with the
+same ids; a command started elsewhere has a list of its own."
+  (let ((list (format "scenario-shared-%s" (cl-gensym)))
+        (efrit-todo--shared-lists efrit-todo--shared-lists)
+        (efrit-todo-scenarios--keep-unfinished t))
+    (with-temp-buffer
+      (setq-local efrit-todo-list-id list)
+      (let ((outcome (efrit-todo-scenarios-run
+                      "Plan the work"
+                      (list (efrit-todo-scenarios--todos '("Read the code" "completed")
+                                                         '("Fix the bug" "pending"))
+                            (efrit-todo-scenarios--tool "todo_pause" '(("reason" . "waiting for the other command")))
+                            (efrit-todo-scenarios--text "Paused.")))))
+        (should-not (equal (plist-get outcome :session) list))
+        (should (member list (efrit-todo-shared-lists)))
+        (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list)) '("t1" "t2")))))
+    (with-temp-buffer
+      (setq-local efrit-todo-list-id list)
+      (efrit-todo-scenarios-run
+       "Go on with the plan"
+       (list (efrit-todo-scenarios--tool
+              "todo_write" `(("merge" . t)
+                             ("todos" . [(("id" . "t2") ("content" . "Fix the bug") ("status" . "completed"))
+                                         (("content" . "Write a test") ("status" . "completed"))])))
+             (efrit-todo-scenarios--tool "session_complete" '(("message" . "done")))))
+      (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status)))
+                             (efrit-todo-list list))
+                     '(("t1" completed) ("t2" completed) ("t3" completed)))))
+    (with-temp-buffer
+      (let ((outcome (efrit-todo-scenarios-run
+                      "Something else"
+                      (list (efrit-todo-scenarios--todos '("Unrelated" "completed"))
+                            (efrit-todo-scenarios--tool "session_complete" '(("message" . "done")))))))
+        (should (equal (length (efrit-todo-list list)) 3))
+        (should (equal (mapcar (lambda (i) (plist-get i :content))
+                               (efrit-todo-list (plist-get outcome :session)))
+                       '("Unrelated")))))))
+
 (provide 'efrit-todo-scenarios)
 ;;; efrit-todo-scenarios.el ends here

@@ -11,6 +11,7 @@
 mod agent_loop;
 mod agents;
 mod ancestry;
+mod shared;
 mod tasks;
 mod write;
 
@@ -29,6 +30,8 @@ use crate::ledger::{CompletionGuard, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::Diff;
 use crate::validate::{InvalidInput, Limits};
+
+pub use shared::ListMark;
 
 /// Options the Lisp side passes on every call, so customizations take effect
 /// without a separate configuration step.

@@ -100,6 +100,24 @@ pub fn adopt(dir: &Path, seen: &Seen) {
     );
 }
 
+/// The newest save of TARGET this process knows: its generation, and the
+/// identity of the file when this process wrote or read it there.
+pub(super) fn known(target: &Path) -> Option<(u64, Option<FileId>)> {
+    lock(&KNOWN).get(target).map(|k| (k.generation, k.id))
+}
+
+/// Keeps BYTES beside TARGET as a new TARGET.WHY file, written atomically:
+/// a list of this Emacs that a shared file's list replaces.
+pub(super) fn write_aside(target: &Path, bytes: &[u8], why: &str) -> io::Result<PathBuf> {
+    let aside = aside_name(target, why);
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = aside
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    super::atomic::write_atomic(dir, &name, bytes)
+}
+
 /// What a save finds at its state file's path.
 enum OnDisk {
     Absent,

@@ -24,6 +24,20 @@ pub(super) struct DirLock(#[allow(dead_code)] Option<File>);
 /// without locks the save goes on unlocked: the generation check still
 /// catches all but a save landing in the same instant.
 pub(super) fn lock_dir(dir: &Path) -> io::Result<DirLock> {
+    match lock_dir_within(dir, LOCK_WAIT)? {
+        Some(lock) => Ok(lock),
+        None => Err(io::Error::other(format!(
+            "another process has held {} for more than {} s",
+            dir.join(LOCK_FILE).display(),
+            LOCK_WAIT.as_secs()
+        ))),
+    }
+}
+
+/// Takes the lock of DIR, waiting at most WAIT; None when another process
+/// (or another descriptor of this one) still holds it then.  A lock whose
+/// holder died is free: the kernel lets go of a dead process's locks.
+pub(super) fn lock_dir_within(dir: &Path, wait: Duration) -> io::Result<Option<DirLock>> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -46,34 +60,30 @@ pub(super) fn lock_dir(dir: &Path) -> io::Result<DirLock> {
         if let Some(kind) = special_kind(file.metadata()?.file_type()) {
             return Err(not_regular(&path, kind));
         }
-        let deadline = Instant::now() + LOCK_WAIT;
+        let deadline = Instant::now() + wait;
         loop {
             // SAFETY: flock on a descriptor this function owns.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(DirLock(Some(file)));
+                return Ok(Some(DirLock(Some(file))));
             }
             let error = io::Error::last_os_error();
             match error.raw_os_error() {
                 Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
                 Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
-                    return Ok(DirLock(None))
+                    return Ok(Some(DirLock(None)))
                 }
                 _ => return Err(error),
             }
             if Instant::now() >= deadline {
-                return Err(io::Error::other(format!(
-                    "another process has held {} for more than {} s",
-                    path.display(),
-                    LOCK_WAIT.as_secs()
-                )));
+                return Ok(None);
             }
             std::thread::sleep(Duration::from_millis(2));
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = dir;
-        Ok(DirLock(None))
+        let _ = (dir, wait);
+        Ok(Some(DirLock(None)))
     }
 }
 

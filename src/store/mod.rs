@@ -26,8 +26,12 @@
 //!   save of each session winning;
 //! - `install`: restored sessions put into the registry, live ones kept;
 //! - `retry`: a failed save kept pending and retried with backoff;
+//! - `shared_read`: the lists shared with other Emacsen, and a shared
+//!   list's file taken in when another Emacs saved it;
 //! - `queue`: what the writer thread has to do and has to report;
-//! - `writer`: the writer thread, a save, `schedule`, `flush`, `save_now`.
+//! - `writer`: the writer thread, a save, `schedule`, `flush`, `save_now`;
+//! - `shared`: a change of a shared list, made on its newest save and
+//!   saved before the call returns, under the directory's lock.
 
 mod atomic;
 mod conflict;
@@ -41,6 +45,8 @@ mod queue;
 mod record;
 mod restore;
 mod retry;
+mod shared;
+mod shared_read;
 mod writer;
 
 pub use atomic::{replace_file, write_atomic, FileId, Replaced};
@@ -51,6 +57,10 @@ pub use lock::LOCK_FILE;
 pub use names::{file_name, file_path, EXTENSION};
 pub use record::{decode, decode_within, Decoded, LoadError, MAX_STORED_RETIRED, SCHEMA_VERSION};
 pub use restore::{load_dir, load_file, load_file_within, max_file_bytes, DirReport, Loaded};
+pub use shared::{
+    begin as shared_begin, end as shared_end, refresh as shared_refresh, undo_own as shared_undo,
+};
+pub use shared_read::{share, shared_limits, shared_lists, unshare};
 pub use writer::{
     flush, flush_begin, flush_end, flush_wait, flush_within, save_now, schedule, take_warnings,
     FLUSH_WAIT,

@@ -78,7 +78,7 @@ pub fn load_file_within(file: &Path, limits: &Limits) -> Result<Decoded, LoadErr
 }
 
 /// `load_file_within`, and the identity of the file read in ID.
-fn read_state_file(
+pub(super) fn read_state_file(
     file: &Path,
     limits: &Limits,
     id: &mut Option<FileId>,

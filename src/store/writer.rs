@@ -20,6 +20,7 @@ use super::lock::{lock, lock_dir};
 use super::names::file_name;
 use super::queue::{Outcome, Queue};
 use super::record::LedgerSummary;
+use super::shared_read::{shared_limits, take_newer_save};
 
 /// What saves reuse from one to the next; it lives under `Writer::writing`.
 #[derive(Default)]
@@ -68,6 +69,12 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
     let target = dir.join(&file);
     ensure_dir(dir)?;
     let _lock = lock_dir(dir)?;
+    if shared_limits(session).is_some() {
+        // A shared list is never kept aside: another Emacs's newer save
+        // is taken in first, and this one goes on from it.
+        let (_, warnings) = take_newer_save(session, dir)?;
+        lock(&WRITER.queue).warnings.extend(warnings);
+    }
     let plan = conflict::plan(session, &target)?;
     let generation = plan.generation;
     scratch.buffer.clear();
@@ -95,6 +102,25 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
     let replaced = replaced?;
     conflict::saved(target, generation, replaced.id);
     Ok(Some(replaced))
+}
+
+/// Adds WARNING to those `take_warnings` reports.
+pub(super) fn push_warning(warning: String) {
+    lock(&WRITER.queue).warnings.push(warning);
+}
+
+/// Leaves the end of a save made outside the writer (syncing DIR, closing
+/// the file REPLACED took the place of) to the writer thread.
+pub(super) fn finish_later(dir: &Path, replaced: Replaced) {
+    let mut queue = lock(&WRITER.queue);
+    queue.unsynced.insert(dir.to_path_buf());
+    queue.replaced.extend(replaced.replaced);
+    if ensure_thread(&mut queue) {
+        WRITER.wake.notify_one();
+    } else {
+        drop(queue);
+        settle();
+    }
 }
 
 /// The warnings of saves not reported yet: a save of another Emacs kept

@@ -1,0 +1,422 @@
+;;; efrit-todo-shared-test.el --- Shared lists across Emacs processes -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Shared lists: several Emacs processes on one state directory work on
+;; one list.  Child batch Emacsen take turns and burst, one is killed
+;; in the middle, locks are held and left behind; a list id comes from
+;; directory-local variables only when it is a short printable name.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'json)
+(require 'efrit-todo)
+(require 'efrit-todo-test-helpers)
+
+(defmacro efrit-todo-shared-test-with-dir (var &rest body)
+  "Run BODY with VAR a fresh state directory, then delete it."
+  (declare (indent 1) (debug (symbolp body)))
+  `(let* ((,var (file-name-as-directory (make-temp-file "efrit-todo-shared" t)))
+          (efrit-todo-state-directory ,var)
+          (efrit-todo--shared-lists nil))
+     (unwind-protect (progn ,@body)
+       (efrit-todo-flush)
+       (delete-directory ,var t))))
+
+(defun efrit-todo-shared-test--child-command (program &rest args)
+  "The command line of a batch Emacs running PROGRAM with ARGS after it."
+  (append (list (expand-file-name invocation-name invocation-directory)
+                "-Q" "--batch"
+                "-L" (file-name-directory (locate-library "efrit-todo"))
+                "-l" "efrit-todo"
+                "--eval" (prin1-to-string program))
+          args))
+
+(defun efrit-todo-shared-test--run (program &rest args)
+  "Run PROGRAM with ARGS in a batch Emacs to its end; return its output."
+  (with-temp-buffer
+    (let ((status (apply #'call-process (car (apply #'efrit-todo-shared-test--child-command program args))
+                         nil t nil
+                         (cdr (apply #'efrit-todo-shared-test--child-command program args)))))
+      (unless (eql status 0)
+        (ert-fail (format "child Emacs exited with %s: %s" status (buffer-string))))
+      (buffer-string))))
+
+(defun efrit-todo-shared-test--spawn (name program &rest args)
+  "Start a batch Emacs named NAME running PROGRAM with ARGS."
+  (make-process
+   :name name
+   :buffer (generate-new-buffer (format " *%s*" name))
+   :connection-type 'pipe
+   :noquery t
+   :sentinel (lambda (process _event)
+               (when (memq (process-status process) '(exit signal))
+                 (process-put process 'ended t)))
+   :command (apply #'efrit-todo-shared-test--child-command program args)))
+
+(defun efrit-todo-shared-test--output (process)
+  "What PROCESS has written so far."
+  (with-current-buffer (process-buffer process) (buffer-string)))
+
+(defun efrit-todo-shared-test--wait (processes predicate seconds what)
+  "Wait up to SECONDS for PREDICATE (no arguments); fail naming WHAT.
+Output of PROCESSES is read meanwhile."
+  (let ((deadline (+ (float-time) seconds)))
+    (while (not (funcall predicate))
+      (when (> (float-time) deadline)
+        (ert-fail (format "timed out waiting for %s; output: %S" what
+                          (mapcar #'efrit-todo-shared-test--output processes))))
+      (accept-process-output nil 0.05))))
+
+(defun efrit-todo-shared-test--created (output tag)
+  "Return the ids child TAG created by its OUTPUT, in order, as (ID . SUBJECT)."
+  (let ((start 0) ids)
+    (while (string-match (format "^created %s \\(t[0-9]+\\) \\(.*\\)$" (regexp-quote tag))
+                         output start)
+      (push (cons (match-string 1 output) (match-string 2 output)) ids)
+      (setq start (match-end 0)))
+    (nreverse ids)))
+
+(defun efrit-todo-shared-test--saved (dir list)
+  "The saved file of LIST in DIR, parsed: an alist."
+  (let ((json-object-type 'alist) (json-array-type 'list) (json-key-type 'symbol))
+    (json-read-file (efrit-todo--module-store-file list dir))))
+
+(defun efrit-todo-shared-test--saved-items (dir list)
+  "The items in LIST's saved file in DIR, as (ID . CONTENT)."
+  (mapcar (lambda (item) (cons (alist-get 'id item) (alist-get 'content item)))
+          (alist-get 'items (efrit-todo-shared-test--saved dir list))))
+
+(defun efrit-todo-shared-test--set-aside (dir)
+  "The files of DIR set aside as conflict or corrupt copies."
+  (directory-files dir nil "\\.\\(?:conflict\\|corrupt\\)\\'"))
+
+(defconst efrit-todo-shared-test--creator
+  '(let* ((args command-line-args-left)
+          (efrit-todo-state-directory (nth 0 args))
+          (list (nth 1 args))
+          (tag (nth 2 args))
+          (count (string-to-number (nth 3 args))))
+     (setq command-line-args-left nil)
+     (efrit-todo-share-list list)
+     (dotimes (i count)
+       (let* ((subject (format "%s task %d" tag i))
+              (text (efrit-todo-task-create (list :subject subject) list)))
+         (unless (string-match "Created \\(t[0-9]+\\)" text)
+           (error "No id in %S" text))
+         ;; Said only once the call returned: the change is saved by then.
+         (message "created %s %s %s" tag (match-string 1 text) subject))))
+  "A child Emacs: share LIST in DIR and make COUNT tasks, saying each id.")
+
+(defconst efrit-todo-shared-test--lister
+  '(let* ((args command-line-args-left)
+          (efrit-todo-state-directory (nth 0 args))
+          (list (nth 1 args)))
+     (setq command-line-args-left nil)
+     (efrit-todo-share-list list)
+     (message "LIST<%s>" (efrit-todo-task-list nil list)))
+  "A child Emacs: share LIST in DIR and print its TaskList.")
+
+;;;; Taking turns
+
+(ert-deftest efrit-todo-shared-test-two-emacsen-take-turns ()
+  "Each Emacs's change is made on the other's saved changes, ids in one row.
+This Emacs and a child take turns on one shared list: each sees what
+the other added, no id is issued twice, nothing is set aside."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "turns-%s" (cl-gensym))))
+      (efrit-todo-share-list list)
+      (should (string-match-p "Created t1:" (efrit-todo-task-create '(:subject "Parent one") list)))
+      (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")))
+        (should (equal (mapcar #'car (efrit-todo-shared-test--created out "child")) '("t2"))))
+      ;; A reading call sees the child's saved task.
+      (should (string-match-p "t2 \\[pending\\] child task 0" (efrit-todo-task-list nil list)))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list)) '("t1" "t2")))
+      (should (string-match-p "Created t3:" (efrit-todo-task-create '(:subject "Parent two") list)))
+      (should (string-match-p "Updated t2\\|t2" (efrit-todo-task-update '(:taskId "t2" :status "in_progress") list)))
+      (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--lister dir list)))
+        (should (string-match-p "t1 \\[pending\\] Parent one" out))
+        (should (string-match-p "t2 \\[in_progress\\] child task 0" out))
+        (should (string-match-p "t3 \\[pending\\] Parent two" out)))
+      (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")))
+        (should (equal (mapcar #'car (efrit-todo-shared-test--created out "child")) '("t4"))))
+      (should (equal (mapcar #'car (efrit-todo-shared-test--saved-items dir list))
+                     '("t1" "t2" "t3" "t4")))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list))
+                     '("t1" "t2" "t3" "t4")))
+      (should-not (efrit-todo-shared-test--set-aside dir)))))
+
+(ert-deftest efrit-todo-shared-test-unshared-sessions-keep-conflict-copies ()
+  "A session that is not shared keeps today's rule: a conflict copy."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "unshared-%s" (cl-gensym)))
+          (writer '(let ((efrit-todo-state-directory (nth 0 command-line-args-left))
+                         (list (nth 1 command-line-args-left)))
+                     (setq command-line-args-left nil)
+                     (efrit-todo-task-create '(:subject "The child's") list)
+                     (efrit-todo-flush))))
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (efrit-todo-flush)
+      (efrit-todo-shared-test--run writer dir list)
+      (efrit-todo-task-create '(:subject "Mine too") list)
+      (efrit-todo-flush)
+      (should (efrit-todo-shared-test--set-aside dir)))))
+
+;;;; Bursts and a kill
+
+(ert-deftest efrit-todo-shared-test-two-bursts-at-once ()
+  "Two Emacsen making 200 tasks each at once: 400 tasks, ids unique, nothing set aside."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "burst-%s" (cl-gensym)))
+           (count 200)
+           (a (efrit-todo-shared-test--spawn "efrit-todo-burst-a" efrit-todo-shared-test--creator
+                                             dir list "a" (number-to-string count)))
+           (b (efrit-todo-shared-test--spawn "efrit-todo-burst-b" efrit-todo-shared-test--creator
+                                             dir list "b" (number-to-string count))))
+      (unwind-protect
+          (efrit-todo-shared-test--wait
+           (list a b) (lambda () (and (process-get a 'ended) (process-get b 'ended)))
+           120 "both bursts")
+        (dolist (p (list a b)) (when (process-live-p p) (kill-process p))))
+      (should (eql 0 (process-exit-status a)))
+      (should (eql 0 (process-exit-status b)))
+      (let* ((created (append (efrit-todo-shared-test--created (efrit-todo-shared-test--output a) "a")
+                              (efrit-todo-shared-test--created (efrit-todo-shared-test--output b) "b")))
+             (saved (efrit-todo-shared-test--saved-items dir list)))
+        (should (= (length created) (* 2 count)))
+        (should (= (length (delete-dups (mapcar #'car created))) (* 2 count)))
+        (should (= (length saved) (* 2 count)))
+        ;; Every task each child was told it made is saved under that id.
+        (dolist (pair created)
+          (should (equal (cdr (assoc (car pair) saved)) (cdr pair))))
+        (should-not (efrit-todo-shared-test--set-aside dir))
+        ;; This Emacs, sharing the list, reads all 400 and goes on at t401.
+        (efrit-todo-share-list list)
+        (should (= (length (efrit-todo-list list)) (* 2 count)))
+        (should (string-match-p "Created t401:" (efrit-todo-task-create '(:subject "After") list)))))))
+
+(ert-deftest efrit-todo-shared-test-a-killed-emacs-loses-nothing-it-returned-from ()
+  "SIGKILL in the middle of a burst: what the killed Emacs returned from is saved.
+The file is whole, and the other Emacs goes on to the end of its burst."
+  (skip-unless (and invocation-name (memq system-type '(gnu/linux darwin berkeley-unix))))
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "kill-%s" (cl-gensym)))
+           (count 120)
+           (victim (efrit-todo-shared-test--spawn "efrit-todo-victim" efrit-todo-shared-test--creator
+                                                  dir list "v" (number-to-string count)))
+           (survivor (efrit-todo-shared-test--spawn "efrit-todo-survivor" efrit-todo-shared-test--creator
+                                                    dir list "s" (number-to-string count))))
+      (unwind-protect
+          (progn
+            (efrit-todo-shared-test--wait
+             (list victim survivor)
+             (lambda () (>= (length (efrit-todo-shared-test--created
+                                     (efrit-todo-shared-test--output victim) "v"))
+                            30))
+             60 "the victim's 30th task")
+            (signal-process victim 'SIGKILL)
+            (efrit-todo-shared-test--wait
+             (list victim survivor)
+             (lambda () (and (process-get victim 'ended) (process-get survivor 'ended)))
+             120 "the survivor's burst"))
+        (dolist (p (list victim survivor)) (when (process-live-p p) (kill-process p))))
+      (should (eq (process-status victim) 'signal))
+      (should (eql 0 (process-exit-status survivor)))
+      (let ((returned (efrit-todo-shared-test--created (efrit-todo-shared-test--output victim) "v"))
+            (survived (efrit-todo-shared-test--created (efrit-todo-shared-test--output survivor) "s"))
+            (saved (efrit-todo-shared-test--saved-items dir list)))
+        (should (< (length returned) count))
+        (should (= (length survived) count))
+        (dolist (pair (append returned survived))
+          (should (equal (cdr (assoc (car pair) saved)) (cdr pair))))
+        (should (= (length saved) (length (delete-dups (mapcar #'car saved)))))
+        (should-not (efrit-todo-shared-test--set-aside dir))
+        ;; Whole: it loads, and this Emacs goes on after the highest id.
+        (efrit-todo-share-list list)
+        (should (= (length (efrit-todo-list list)) (length saved)))
+        (let ((next (1+ (apply #'max (mapcar (lambda (p) (string-to-number (substring (car p) 1)))
+                                             saved)))))
+          (should (string-match-p (format "Created t%d:" next)
+                                  (efrit-todo-task-create '(:subject "After") list))))))))
+
+;;;; Locks
+
+(defconst efrit-todo-shared-test--holder
+  '(let* ((args command-line-args-left)
+          (dir (nth 0 args))
+          (list (nth 1 args)))
+     (setq command-line-args-left nil)
+     (efrit-todo--module-shared-share list 1000 2000)
+     (unless (efrit-todo--module-shared-begin list dir 5)
+       (error "Could not take the lock"))
+     (message "holding")
+     (sleep-for 60))
+  "A child Emacs: take the lock of DIR for a change of LIST, and keep it.")
+
+(ert-deftest efrit-todo-shared-test-a-held-lock-is-waited-for-then-refused ()
+  "A live holder is waited for boundedly; the change then fails, changing nothing.
+Once the holder is killed, its lock is free at once."
+  (skip-unless (and invocation-name (memq system-type '(gnu/linux darwin berkeley-unix))))
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "held-%s" (cl-gensym)))
+           (efrit-todo-shared-lock-timeout 0.5))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Before") list)
+      (let ((before (efrit-todo-shared-test--saved dir list))
+            (holder (efrit-todo-shared-test--spawn "efrit-todo-holder" efrit-todo-shared-test--holder
+                                                   dir list)))
+        (unwind-protect
+            (progn
+              (efrit-todo-shared-test--wait
+               (list holder)
+               (lambda () (string-match-p "holding" (efrit-todo-shared-test--output holder)))
+               30 "the holder")
+              (let* ((started (float-time))
+                     (err (should-error (efrit-todo-task-create '(:subject "Refused") list)
+                                        :type 'efrit-todo-storage-error)))
+                (should (string-match-p "lock" (error-message-string err)))
+                (should (string-match-p (regexp-quote list) (error-message-string err)))
+                (should (< (- (float-time) started) 5)))
+              (should (equal (mapcar (lambda (i) (plist-get i :content)) (efrit-todo-list list))
+                             '("Before")))
+              (should (equal (efrit-todo-shared-test--saved dir list) before))
+              ;; The holder dies without letting go: the lock is free.
+              (signal-process holder 'SIGKILL)
+              (efrit-todo-shared-test--wait (list holder) (lambda () (process-get holder 'ended))
+                                            30 "the holder's end")
+              (let ((efrit-todo-shared-lock-timeout 2)
+                    (started (float-time)))
+                (should (string-match-p "Created t2:" (efrit-todo-task-create '(:subject "After") list)))
+                (should (< (- (float-time) started) 1))))
+          (when (process-live-p holder) (kill-process holder)))))))
+
+(ert-deftest efrit-todo-shared-test-a-damaged-shared-file-is-moved-aside ()
+  "A damaged file is kept as .corrupt with a warning; a FIFO is refused."
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "damaged-%s" (cl-gensym))))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "One") list)
+      (let ((file (efrit-todo--module-store-file list dir)))
+        (with-temp-file file (insert "{ not json"))
+        (let ((warnings nil))
+          (cl-letf (((symbol-function 'display-warning)
+                     (lambda (_type text &rest _) (push text warnings))))
+            (should (string-match-p "Created t2:" (efrit-todo-task-create '(:subject "Two") list))))
+          (should (cl-some (lambda (w) (string-match-p "corrupt" w)) warnings)))
+        (should (directory-files dir nil "\\.corrupt\\'"))
+        (when (executable-find "mkfifo")
+          (delete-file file)
+          (call-process "mkfifo" nil nil nil file)
+          (should-error (efrit-todo-task-create '(:subject "Three") list)
+                        :type 'efrit-todo-storage-error)
+          (should (equal (length (efrit-todo--module-items list)) 2)))))))
+
+;;;; The buffer
+
+(ert-deftest efrit-todo-shared-test-a-look-runs-the-change-hook-for-another-emacs-change ()
+  "Another Emacs's change makes the look at the files run the change hook.
+That is what redraws *efrit-todos*; a look that finds nothing new
+runs nothing."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "watch-%s" (cl-gensym)))
+          (changed nil))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (let ((efrit-todo-change-functions (list (lambda (session) (push session changed)))))
+        (efrit-todo--shared-poll)
+        (should-not (member list changed))
+        (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")
+        (efrit-todo--shared-poll)
+        (should (member list changed))
+        ;; The list the hook's functions read is the new one.
+        (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo--module-items list))
+                       '("t1" "t2")))))))
+
+;;;; Undo
+
+(ert-deftest efrit-todo-shared-test-undo-takes-back-this-emacs-change-only ()
+  "Undo on a shared list undoes this Emacs's own last change, and only that.
+It refuses, saying why, when another Emacs has since changed the same item."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "undo-%s" (cl-gensym)))
+          (updater '(let* ((args command-line-args-left)
+                           (efrit-todo-state-directory (nth 0 args))
+                           (list (nth 1 args)))
+                      (setq command-line-args-left nil)
+                      (efrit-todo-share-list list)
+                      (efrit-todo-task-update (list :taskId (nth 2 args) :status (nth 3 args)) list))))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")
+      ;; The child's t2 came after this Emacs's t1: undo takes back t1 only.
+      (should (string-match-p "undid" (efrit-todo-undo list)))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list)) '("t2")))
+      (should (equal (mapcar #'car (efrit-todo-shared-test--saved-items dir list)) '("t2")))
+      ;; Nothing more of this Emacs's to undo: the child's change stays.
+      (should-not (efrit-todo-undo list))
+      (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo-list list)) '("t2")))
+      ;; This Emacs starts t2; the child then completes it: refused.
+      (efrit-todo-task-update '(:taskId "t2" :status "in_progress") list)
+      (efrit-todo-shared-test--run updater dir list "t2" "completed")
+      (let ((err (should-error (efrit-todo-undo list) :type 'efrit-todo-invalid-input)))
+        (should (string-match-p "t2" (error-message-string err)))
+        (should (string-match-p "since" (error-message-string err))))
+      (should (eq (plist-get (car (efrit-todo-list list)) :status) 'completed)))))
+
+;;;; The list id
+
+(ert-deftest efrit-todo-shared-test-list-id-is-a-short-printable-name ()
+  "Only short printable strings are safe list ids; others are ignored with a message."
+  (should (efrit-todo-list-id-p "my-project"))
+  (should (efrit-todo-list-id-p "Projekt Straße 2"))
+  (should (eq (get 'efrit-todo-list-id 'safe-local-variable) #'efrit-todo-list-id-p))
+  (dolist (bad (list nil 'sym 42 "" "   " "a\nb" "tab\there" (make-string 65 ?x)
+                     '("list") "bell\a"))
+    (should-not (efrit-todo-list-id-p bad)))
+  ;; A path is only a name: its file stays in the state directory.
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list "../../etc/evil"))
+      (should (efrit-todo-list-id-p list))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Contained") list)
+      (should (file-in-directory-p (efrit-todo--module-store-file list dir) dir))
+      (should (file-exists-p (efrit-todo--module-store-file list dir)))))
+  (with-temp-buffer
+    (setq-local efrit-todo-list-id "a\nb")
+    (let ((messages nil))
+      (cl-letf (((symbol-function 'message)
+                 (lambda (fmt &rest args) (push (apply #'format fmt args) messages))))
+        (should-not (efrit-todo-buffer-list-id)))
+      (should (cl-some (lambda (m) (string-match-p "ignoring efrit-todo-list-id" m)) messages))))
+  (with-temp-buffer
+    (setq-local efrit-todo-list-id "team")
+    (should (equal (efrit-todo-buffer-list-id) "team"))))
+
+(ert-deftest efrit-todo-shared-test-list-id-from-dir-locals ()
+  "A .dir-locals.el list id is taken when safe, and not when it is not."
+  (let ((root (file-name-as-directory (make-temp-file "efrit-todo-dirlocal" t)))
+        (enable-local-variables :safe))
+    (unwind-protect
+        (pcase-dolist (`(,value . ,expected) '(("project-x" . "project-x")
+                                               ((evil . form) . nil)
+                                               ("line\nbreak" . nil)))
+          (with-temp-file (expand-file-name ".dir-locals.el" root)
+            (prin1 `((nil . ((efrit-todo-list-id . ,value)))) (current-buffer)))
+          (let ((file (expand-file-name "notes.txt" root)))
+            (with-current-buffer (find-file-noselect file)
+              (unwind-protect
+                  (should (equal (efrit-todo-buffer-list-id) expected))
+                (set-buffer-modified-p nil)
+                (kill-buffer)))))
+      (delete-directory root t))))
+
+(provide 'efrit-todo-shared-test)
+
+;;; efrit-todo-shared-test.el ends here

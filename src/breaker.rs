@@ -3,7 +3,8 @@
 //! The breaker sees every finished tool call of a session and decides whether
 //! the loop may go on.  It is pure: the caller says what the call was (tool,
 //! fingerprint of its input, error text, whether it completed an item, whether
-//! it was a todo_write that changed nothing) and gets back a verdict.
+//! it was a todo_write that changed nothing) and gets back a verdict.  Its
+//! texts name only the tools of the style in its limits.
 //!
 //! Rules (a limit of 0 turns its rule off).  Counts include the call being
 //! recorded.  The count rules (`without_progress`, `same_tool`, `identical`)
@@ -21,6 +22,10 @@
 //!   calls (its counter restarts at 1 whenever another tool is called), so a
 //!   long task that interleaves tools is never stopped by this rule; it only
 //!   catches a model stuck hammering one tool.
+//! - Planning is progress: a successful `PLANNING_TOOL` call unlike the call
+//!   before is a plan being written one task per call.  Neither
+//!   `same_tool` nor `without_progress` counts it, and it gets no warning
+//!   about them; the same call again is still the `identical` rule's.
 //! - `identical` (3): calls in a row with the same tool and the same input
 //!   (equal fingerprints).
 //! - `error_warn` / `error_trip` (3 / 5): the same error in a row.  As in

@@ -282,12 +282,13 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
             out.push_str(" (now top-level)");
         }
         push_completes_when(out, item, auto_tools);
-        // The owner is news only when this write gave it.
-        let owner_given = diff.edited.contains(&item.id) || diff.added.contains(&item.id);
-        if let Some(owner) = item.owner.as_ref().filter(|_| owner_given) {
-            out.push_str(" (");
-            push_cut(out, owner);
-            out.push(')');
+        if let Some(owner) = &item.owner {
+            // The owner is news only when this write gave it.
+            if diff.edited.contains(&item.id) || diff.added.contains(&item.id) {
+                out.push_str(" (");
+                push_cut(out, owner);
+                out.push(')');
+            }
         }
         waits.push_blocked_by(out, n);
         out.push('\n');

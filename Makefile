@@ -113,10 +113,10 @@ bench: build ## us per call and GC share beside Efrit's (EFRIT_DIR); allocation;
 # terminal (CI, a pipe) the batch replay prints what the model reads.
 demo: build ## Watch an agent session replayed live: the todo list and mode line
 	@if [ -t 0 ] && [ -t 1 ] || [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
-	  $(EMACS) -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil)' \
-	    -l test/efrit-todo-demo.el -f efrit-todo-demo-live; \
+	  $(EMACS) -Q -L lisp --eval '(setq efrit-todo-state-directory nil inhibit-startup-screen t)' \
+	    -l efrit-todo-demo -f efrit-todo-demo; \
 	else \
-	  $(BATCH) -l test/efrit-todo-demo.el -f efrit-todo-demo-run; \
+	  $(BATCH) -l efrit-todo-demo -f efrit-todo-demo; \
 	fi
 
 clean: ## Remove build products

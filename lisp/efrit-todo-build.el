@@ -60,6 +60,22 @@
 (define-error 'efrit-todo-internal-error "efrit-todo internal error (please report it)"
   'efrit-todo-error)
 
+(defun efrit-todo-build--command-error (show data context caller)
+  "Have SHOW, a `command-error-function', show an efrit-todo error as a sentence.
+An error of efrit-todo that reaches the command loop would be shown
+with the name of the internal function that signalled it before it,
+and its message in quotes with backslashes; it is shown as its
+condition's message and the text, as an `error' is.  DATA, CONTEXT
+and CALLER are as SHOW takes them."
+  (if (and (consp data)
+           (memq 'efrit-todo-error (get (car data) 'error-conditions))
+           (stringp (cadr data)))
+      (funcall show (list 'error (format "%s: %s" (get (car data) 'error-message) (cadr data)))
+               context nil)
+    (funcall show data context caller)))
+
+(add-function :around command-error-function #'efrit-todo-build--command-error)
+
 ;;;; Options
 
 (defgroup efrit-todo-build nil
@@ -215,7 +231,13 @@ CRATE/target."
   "Return how far the running build is, e.g. \"23/56 crates, 41 s\"."
   (let ((seconds (format "%d s" (round (- (float-time) (or efrit-todo-build--started
                                                              (float-time)))))))
-    (cond (efrit-todo-build--progress
+    (cond ((and efrit-todo-build--progress
+                (> (cdr efrit-todo-build--progress) 1)
+                (= (car efrit-todo-build--progress) (1- (cdr efrit-todo-build--progress))))
+           ;; efrit-todo's own crate comes last and takes half the
+           ;; build: a count that stands still would look stuck.
+           (format "last crate, compiling and linking the module, %s" seconds))
+          (efrit-todo-build--progress
            (format "%d/%d crates, %s" (car efrit-todo-build--progress)
                    (cdr efrit-todo-build--progress) seconds))
           ((> efrit-todo-build--compiled 0)
@@ -671,6 +693,7 @@ for it: a batch script goes on to call efrit-todo.  Signal
     (set-process-sentinel efrit-todo-build--process #'ignore)
     (delete-process efrit-todo-build--process))
   (efrit-todo-build--remove-stand-ins)
+  (remove-function command-error-function #'efrit-todo-build--command-error)
   nil)
 
 (provide 'efrit-todo-build)

@@ -156,6 +156,27 @@ every change and copies a value set from outside into the module.")
 (defvar efrit-todo-compat--mirror-session nil
   "Session whose list `efrit-todo--current-todos' holds.")
 
+;; The Efrit adapter's mode, in efrit-todo-efrit.el, which may not be loaded.
+(defvar efrit-todo-efrit-mode)
+
+(defvar efrit-todo-compat--efrit-lists (make-hash-table :test 'equal)
+  "Sessions whose list Efrit's own code keeps, efrit-todo's adapter off.
+With `efrit-todo-efrit-mode' off, Efrit's todo_write stores its list
+through the names of this file, in the module; the list is still
+Efrit's, which no agent of efrit-todo reads, and the buffer and
+indicator leave it alone.")
+
+(defun efrit-todo-compat--note-writer (session)
+  "Record the keeper of SESSION's list, which Efrit's code is changing.
+That is Efrit alone, unless `efrit-todo-efrit-mode' is on."
+  (if (bound-and-true-p efrit-todo-efrit-mode)
+      (remhash session efrit-todo-compat--efrit-lists)
+    (puthash session t efrit-todo-compat--efrit-lists)))
+
+(defun efrit-todo-compat--efrit-list-p (session)
+  "Return non-nil when SESSION's list is Efrit's own, kept without the adapter."
+  (gethash session efrit-todo-compat--efrit-lists))
+
 (defun efrit-todo-compat--status-from-efrit (status)
   "Return the module spelling of Efrit's STATUS symbol."
   (pcase status
@@ -212,6 +233,7 @@ The struct is a plain vector, so this is the only test there is."
 (defun efrit-todo-compat--adopt (todos)
   "Copy TODOS, a list Efrit set directly, into the current session."
   (let ((session (efrit-todo--session nil)))
+    (efrit-todo-compat--note-writer session)
     (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
     ;; The variable keeps what was set; when that is not a list of structs
@@ -269,10 +291,12 @@ PRIORITY is low, medium (the default) or high."
             (list (format "priority: expected low, medium or high, got %s"
                           (efrit-todo--describe priority)))))
   (let* ((session (efrit-todo--session nil))
-         (plist (efrit-todo--module-add session content
+         (plist (progn
+                  (efrit-todo-compat--note-writer session)
+                  (efrit-todo--module-add session content
                                         (symbol-name (or priority 'medium))
                                         efrit-todo-max-items
-                                        efrit-todo-max-content-length)))
+                                        efrit-todo-max-content-length))))
     (efrit-todo--changed session)
     (efrit-todo-compat--find-struct (plist-get plist :id))))
 
@@ -283,8 +307,10 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
     (signal 'efrit-todo-invalid-input
             (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
   (let* ((session (efrit-todo--session nil))
-         (plist (efrit-todo--module-set-status
-                 session id (efrit-todo-compat--status-from-efrit new-status))))
+         (plist (progn
+                  (efrit-todo-compat--note-writer session)
+                  (efrit-todo--module-set-status
+                   session id (efrit-todo-compat--status-from-efrit new-status)))))
     (when plist
       (efrit-todo--changed session)
       (efrit-todo-compat--find-struct id))))
@@ -303,6 +329,7 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
     (signal 'efrit-todo-invalid-input
             (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
   (let ((session (efrit-todo--session nil)))
+    (efrit-todo-compat--note-writer session)
     (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
                                 efrit-todo-max-items efrit-todo-max-content-length)
     (efrit-todo--changed session)
@@ -313,6 +340,7 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
 Unlike Efrit's counter, the id counter keeps counting so that an id
 never comes back with another meaning."
   (let ((session (efrit-todo--session nil)))
+    (efrit-todo-compat--note-writer session)
     (efrit-todo--module-clear session)
     (efrit-todo--changed session)))
 

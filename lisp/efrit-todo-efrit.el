@@ -594,9 +594,16 @@ keeps every tool result, and is what later prompts see as the last
 result."
   (let* ((name (efrit-todo-efrit--name session))
          (command (efrit-session-command session))
-         (text (efrit-todo-efrit--outcome name stop-reason))
          (succeeded (and (member stop-reason '("end_turn" "session-complete"))
-                         (not (efrit-todo-efrit--tripped name)))))
+                         (not (efrit-todo-efrit--tripped name))))
+         ;; With no tool call and no list there is nothing to report:
+         ;; Efrit's own line, not a report of nothing (which Efrit also
+         ;; copies into *Messages* when the command failed).
+         (text (if (and (not succeeded)
+                        (null (efrit-todo-ledger name))
+                        (zerop (efrit-todo--item-count name)))
+                   (format "Session ended: %s" stop-reason)
+                 (efrit-todo-efrit--outcome name stop-reason))))
     (setq efrit-do--last-result text)
     (when (fboundp 'efrit-do--capture-context)
       (efrit-do--capture-context command (efrit-todo-efrit--context-text name stop-reason)))

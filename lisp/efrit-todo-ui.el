@@ -118,10 +118,12 @@ a glyph (`char-displayable-p'), ASCII otherwise."
     (cancelled "✗" "[-]")
     (blocked "⊘" "[b]")
     (folded "▸" "+")
-    (unfolded "▾" "-"))
+    (unfolded "▾" "-")
+    (separator "·" "-"))
   "Glyphs for statuses and fold state: (KEY UNICODE ASCII).
 KEY is a status symbol, `blocked' (a pending item that waits for an
-open blocker, its own or a parent's), `folded' or `unfolded'."
+open blocker, its own or a parent's), `folded', `unfolded' or
+`separator' (between the parts of the header line)."
   :type '(repeat (list (symbol :tag "Key")
                        (string :tag "Unicode")
                        (string :tag "ASCII")))
@@ -213,6 +215,9 @@ other change redraws through `efrit-todo-change-functions'."
 (defconst efrit-todo-buffer-name "*efrit-todos*"
   "Name of the buffer that shows the todo lists.")
 
+;; The Efrit adapter's mode, in efrit-todo-efrit.el, which may not be loaded.
+(defvar efrit-todo-efrit-mode)
+
 (defvar efrit-todo-ui--list-buffer nil
   "The buffer named `efrit-todo-buffer-name' that was last put in its mode.
 Kept so that the change hook, run on every tool call, need not look
@@ -298,7 +303,9 @@ is marked by one string object.")
   "Hash table of sessions whose items are hidden.")
 
 (defvar-local efrit-todo-ui--summaries nil
-  "Hash table from sessions to their header-line summaries.")
+  "Hash table from sessions to their header-line summaries.
+Each is (FULL SHORT TINY), for ever narrower windows: SHORT leaves out
+the breaker, TINY the session's name too.")
 
 (defvar-local efrit-todo-ui--selected nil
   "Session chosen with \\[efrit-todo-choose-session], or nil.")
@@ -324,9 +331,12 @@ A session with items does, and so does one whose items were all
 removed: its history tells what became of them, and `efrit-todo-undo-change'
 brings them back.  A session that never had an item does not: an
 agent command that failed before planning, or an undo with nothing
-to undo, would otherwise leave an empty section behind."
-  (or (> (efrit-todo--item-count session) 0)
-      (efrit-todo-history session)))
+to undo, would otherwise leave an empty section behind.  Efrit's own
+list, kept while `efrit-todo-efrit-mode' is off, does not: no agent
+of efrit-todo reads it, and Efrit shows it itself."
+  (and (not (efrit-todo-compat--efrit-list-p session))
+       (or (> (efrit-todo--item-count session) 0)
+           (efrit-todo-history session))))
 
 (defun efrit-todo-ui--shown-sessions ()
   "Return the sessions that get a section, oldest first."
@@ -605,7 +615,10 @@ A session whose command stopped with items open says so and why."
                          (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
                          "  "))
          (breaker-start (+ (length name) (length middle))))
-    (puthash key (format "%s: %s · %s" key (efrit-todo-ui--progress counts) breaker-text)
+    (puthash key (list (format "%s: %s %s %s" key (efrit-todo-ui--progress counts)
+                               (alist-get 'separator glyphs "-") breaker-text)
+                       (format "%s: %s" key (efrit-todo-ui--progress counts))
+                       (efrit-todo-ui--progress counts))
              efrit-todo-ui--summaries)
     (efrit-todo-ui--insert-line
      (concat name middle breaker-text)
@@ -763,6 +776,15 @@ nil stands for the buffer's own point."
               "A list appears here when an agent calls todo_write;\n"
               (substitute-command-keys
                "\\<efrit-todo-list-mode-map>\\[efrit-todo-add-item] adds an item yourself, \\[efrit-todo-help] lists the keys.\n")))
+    (when (and (not (bound-and-true-p efrit-todo-efrit-mode))
+               (seq-some (lambda (session)
+                      (and (efrit-todo-compat--efrit-list-p session)
+                           (> (efrit-todo--item-count session) 0)))
+                    (efrit-todo-sessions)))
+      (insert (propertize
+               (substitute-command-keys
+                "efrit-todo-efrit-mode is off: Efrit keeps its list itself, not shown here\n(\\[efrit-todo-efrit-mode] turns the mode on for the next command).\n")
+               'face 'efrit-todo-time)))
     (efrit-todo-ui--restore-places places)
     (unless places (goto-char (point-min)))))
 
@@ -871,17 +893,32 @@ The function `efrit-todo-ui--header-keys' makes them.")
 (defun efrit-todo-ui--header-line (&optional width)
   "Return the header line for a window WIDTH columns wide.
 It is the summary of the header session, then as many of the key
-hints as fit.  WIDTH defaults to the width of the window whose
-header line is drawn."
+hints as fit.  The hint for the help key stays even in a narrow
+window: the summary leaves out the breaker first, then the session's
+name, then is cut.
+WIDTH defaults to the width of the window whose header line is drawn."
   (let* ((session (ignore-errors (efrit-todo-ui--header-session)))
-         (summary (if session
-                      (or (gethash session efrit-todo-ui--summaries) session)
-                    "no todo lists"))
-         (room (- (or width (window-total-width)) (string-width summary) 4))
-         (keys (seq-find (lambda (keys) (<= (string-width keys) room))
-                         (or efrit-todo-ui--header-keys
-                             (setq efrit-todo-ui--header-keys (efrit-todo-ui--header-keys))))))
-    (efrit-todo-ui--escape (if keys (concat summary "  · " keys) summary))))
+         (summaries (if session
+                        (or (gethash session efrit-todo-ui--summaries) (list session))
+                      (list "no todo lists")))
+         (separator (concat "  " (alist-get 'separator (efrit-todo-ui--glyph-table) "-") " "))
+         (width (- (or width (window-total-width)) 4))
+         (hints (or efrit-todo-ui--header-keys
+                    (setq efrit-todo-ui--header-keys (efrit-todo-ui--header-keys))))
+         (fits (lambda (summary)
+                 (let ((keys (seq-find (lambda (keys)
+                                         (<= (+ (string-width summary) (string-width separator)
+                                                (string-width keys))
+                                             width))
+                                       hints)))
+                   (and keys (concat summary separator keys))))))
+    (efrit-todo-ui--escape
+     (or (seq-some fits summaries)
+         (let ((help (car (last hints))))
+           (concat (truncate-string-to-width
+                    (car (last summaries))
+                    (max 1 (- width (string-width separator) (string-width help))))
+                   separator help))))))
 
 ;;;; The mode and its commands
 
@@ -903,6 +940,7 @@ header line is drawn."
     ("M-<down>" efrit-todo-move-item-down "move the item down")
     ("s" efrit-todo-choose-session "choose the session of the header line and of new items")
     ("d" efrit-todo-clear-finished "remove the session's completed and cancelled items")
+    ("D" efrit-todo-clear-list "clear the session's whole list (asks first; u brings it back)")
     ("u" efrit-todo-undo-change "undo the session's newest change, by the agent or by you")
     ("x" efrit-todo-drop-stopped "let a stopped session's list go: the next command starts afresh")
     ("?" efrit-todo-help "this help")
@@ -1241,8 +1279,22 @@ A cancelled item goes back to pending."
 (defun efrit-todo-add-item (content)
   "Add a pending item with CONTENT at the end of the session at point."
   (interactive (list (read-string (format "Add to %s: " (efrit-todo-ui--session-at-point)))))
-  (let ((session (efrit-todo-ui--session-at-point)))
-    (efrit-todo-ui--apply-edit #'efrit-todo-user-add content session)))
+  (let* ((session (efrit-todo-ui--session-at-point))
+         (before (mapcar (lambda (item) (plist-get item :id)) (efrit-todo-list session)))
+         (note (efrit-todo-ui--apply-edit #'efrit-todo-user-add content session))
+         (added (seq-find (lambda (item) (not (member (plist-get item :id) before)))
+                          (efrit-todo-list session))))
+    (when added
+      (efrit-todo-ui--goto-item session (plist-get added :id)))
+    note))
+
+(defun efrit-todo-ui--goto-item (session id)
+  "Move point, and the window's point, to item ID of SESSION, if it is drawn."
+  (when-let* ((pos (efrit-todo-ui--find-place
+                    (list (efrit-todo-ui--key session) id 'item nil 0 0))))
+    (goto-char pos)
+    (dolist (window (get-buffer-window-list (current-buffer) nil t))
+      (set-window-point window pos))))
 
 (defun efrit-todo-ui--find-item (session id)
   "Return the plist of item ID of SESSION, or nil."
@@ -1303,7 +1355,23 @@ blockers, the first one by default."
                     blockers)
             (car blockers)))))
   (pcase-let ((`(,session . ,id) (efrit-todo-ui--item-at-point)))
-    (efrit-todo-ui--apply-edit #'efrit-todo-user-remove-blocker id blocker session)))
+    (efrit-todo-ui--apply-edit
+     (lambda (id blocker session)
+       (let ((note (efrit-todo-user-remove-blocker id blocker session)))
+         (when (string-empty-p note)
+           (efrit-todo-ui--user-error "Efrit-todo: %s is not a blocker of %s" blocker id))
+         note))
+     id blocker session)))
+
+(defun efrit-todo-ui--under-p (item ancestor items)
+  "Return non-nil when ITEM is a subtask of ANCESTOR, at any depth, in ITEMS."
+  (let ((parent (plist-get item :parent))
+        (steps 0))
+    (while (and parent (not (equal parent ancestor)) (< steps 10))
+      (setq parent (plist-get (seq-find (lambda (other) (equal (plist-get other :id) parent)) items)
+                              :parent)
+            steps (1+ steps)))
+    (and parent (equal parent ancestor))))
 
 (defun efrit-todo-ui--move (offset)
   "Move the item at point OFFSET places, refusing to move past either end."
@@ -1313,6 +1381,17 @@ blockers, the first one by default."
                (target (+ (or index 0) offset)))
     (unless (and index (<= 0 target) (< target (length items)))
       (efrit-todo-ui--user-error "Efrit-todo: %s is already %s" id (if (< offset 0) "first" "last")))
+    ;; A subtask moves among its parent's subtasks, never out of them;
+    ;; on the way down, past its own subtasks.
+    (let ((parent (plist-get (nth index items) :parent))
+          (next (if (< offset 0)
+                    (nth target items)
+                  (seq-find (lambda (other) (not (efrit-todo-ui--under-p other id items)))
+                            (nthcdr target items)))))
+      (when (and parent
+                 (not (and next (efrit-todo-ui--under-p next parent items))))
+        (efrit-todo-ui--user-error "Efrit-todo: %s is already %s under %s"
+                                   id (if (< offset 0) "first" "last") parent)))
     (efrit-todo-ui--apply-edit #'efrit-todo-user-move id offset session)))
 
 ;;;###autoload
@@ -1332,6 +1411,21 @@ blockers, the first one by default."
   "Remove the completed and cancelled items of the session at point."
   (interactive)
   (efrit-todo-ui--apply-edit #'efrit-todo-user-clear-finished (efrit-todo-ui--session-at-point)))
+
+;;;###autoload
+(defun efrit-todo-clear-list ()
+  "Clear the whole list of the session at point, after asking.
+\\<efrit-todo-list-mode-map>\\[efrit-todo-undo-change] brings it back; the agent reads about it with its
+next tool result."
+  (interactive)
+  (let* ((session (efrit-todo-ui--session-at-point))
+         (count (efrit-todo--item-count session)))
+    (cond ((zerop count)
+           (message "Efrit-todo: the list of %s is empty already" session))
+          ((y-or-n-p (format "Clear the whole list of %s (%d item%s)? "
+                             session count (if (= count 1) "" "s")))
+           (efrit-todo-ui--apply-edit #'efrit-todo-user-clear session))
+          (t (message "Efrit-todo: nothing cleared")))))
 
 ;;;###autoload
 (defun efrit-todo-drop-stopped ()
@@ -1407,6 +1501,12 @@ session hides its items."
 (defun efrit-todo-help ()
   "Show the keys of the *efrit-todos* buffer."
   (interactive)
+  ;; Selected, so that q closes the help rather than the list.
+  (let ((help-window-select t))
+    (efrit-todo-ui--help-text)))
+
+(defun efrit-todo-ui--help-text ()
+  "Show the text of `efrit-todo-help' in the help window."
   (with-help-window (help-buffer)
     (princ "Keys of *efrit-todos*.  The agent is told about every edit with its next tool result.\n\n")
     (pcase-dolist (`(,key ,_ ,description) efrit-todo-ui--key-table)
@@ -1432,7 +1532,8 @@ session hides its items."
   "Show the buffer if SESSION has its first list.
 The caller checks that the user wants that: `efrit-todo-auto-show'."
   (when (and (not (gethash session efrit-todo-ui--auto-shown))
-             (> (efrit-todo--item-count session) 0))
+             (> (efrit-todo--item-count session) 0)
+             (efrit-todo-ui--shown-p session))
     (puthash session t efrit-todo-ui--auto-shown)
     (let ((buffer (efrit-todo-ui--buffer)))
       (unless (efrit-todo-ui--visible-p buffer)
@@ -1548,8 +1649,10 @@ is less than 8."
 (defun efrit-todo-ui--mode-line-item-width (width)
   "Return how many columns the running item gets in a mode line WIDTH wide.
 What the default mode line shows besides, the buffer name, position
-and major mode, takes about 60 columns."
-  (- width 60))
+and major mode, takes about 60 columns, and the progress 10: at 80
+columns the item's text is left out, so that the line number and the
+mode's name stay in view."
+  (- width 75))
 
 (defun efrit-todo-ui--mode-line (&optional width)
   "Return the indicator for a window WIDTH columns wide, computing it if needed.
@@ -1577,8 +1680,10 @@ one.  Runs inside redisplay, so it never signals."
         construct))))
 
 (defun efrit-todo-ui--has-list-p (session)
-  "Return non-nil when SESSION has at least one item."
-  (> (plist-get (efrit-todo-counts session) :total) 0))
+  "Return non-nil when SESSION has an item for efrit-todo to show.
+Efrit's own list, kept while `efrit-todo-efrit-mode' is off, is not one."
+  (and (not (efrit-todo-compat--efrit-list-p session))
+       (> (plist-get (efrit-todo-counts session) :total) 0)))
 
 (defun efrit-todo-ui--mode-line-follow (session)
   "Make the indicator follow SESSION, which changed."

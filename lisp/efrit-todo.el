@@ -365,12 +365,27 @@ Keys: :total :pending :in-progress :completed :cancelled."
   "Return the plist of the item in progress in SESSION, or nil."
   (efrit-todo--module-current (efrit-todo--session session)))
 
-(defun efrit-todo-reset (&optional session)
+;;;###autoload
+(defun efrit-todo-reset (&optional session ask)
   "Clear the list and all other state of SESSION.
-Ids already issued are not issued again."
+Ids already issued are not issued again.  The reset is a change like
+any other: `efrit-todo-undo' brings the list back, and the model reads
+about it at its next request.  With ASK non-nil, ask first, and do
+nothing on no.  Interactively, ask about the current session, or with
+a prefix argument about the session you name.  Return non-nil when
+the list was cleared."
+  (interactive (list (and current-prefix-arg
+                          (completing-read "Clear the list of session: " (efrit-todo-sessions)
+                                           nil t nil nil (efrit-todo--session nil)))
+                     t))
   (let ((session (efrit-todo--session session)))
-    (efrit-todo--module-reset session)
-    (efrit-todo--changed session)))
+    (if (and ask
+             (not (y-or-n-p (format "Clear the list of %s (%d items)? "
+                                    session (efrit-todo--item-count session)))))
+        (progn (message "Efrit-todo: nothing cleared") nil)
+      (efrit-todo--module-reset session)
+      (efrit-todo--changed session)
+      t)))
 
 (defun efrit-todo-sessions ()
   "Return the names of the live sessions, oldest first."
@@ -482,6 +497,12 @@ and change nothing.  The model reads about it at its next request."
 (defun efrit-todo-user-remove-blocker (id blocker &optional session)
   "Make item ID of SESSION no longer wait for item BLOCKER; return the note."
   (efrit-todo--user-edit "unblock" id blocker session))
+
+(defun efrit-todo-user-clear (&optional session)
+  "Remove every item of SESSION, as an edit by the user; return the note.
+The ids stay retired; `efrit-todo-undo' brings the items back.  The
+note is empty when the list was empty."
+  (efrit-todo--user-edit "clear" nil nil session))
 
 (defun efrit-todo-user-clear-finished (&optional session)
   "Remove the completed and cancelled items of SESSION; return the note.
@@ -1168,6 +1189,9 @@ Not in batch Emacs, which runs scripts rather than resuming work."
   (autoload 'efrit-todo-mode-line-text "efrit-todo-ui")
   (autoload 'efrit-todo-ui--on-change "efrit-todo-ui")
   (add-hook 'efrit-todo-change-functions #'efrit-todo-ui--on-change))
+
+(when (locate-file "efrit-todo-demo" (list efrit-todo--directory) (get-load-suffixes))
+  (autoload 'efrit-todo-demo (expand-file-name "efrit-todo-demo" efrit-todo--directory) nil t))
 
 ;;;; The adapters
 ;;

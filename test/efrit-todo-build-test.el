@@ -147,7 +147,7 @@ to the crate) and loaded into the same Emacs."
       (dolist (during (list (plist-get value :write) (plist-get value :compat)))
         (should (eq (nth 0 during) :error))
         (should (eq (nth 1 during) 'efrit-todo-error))
-        (should (string-match-p "still being built (2/3 crates, [0-9]+ s so far)" (nth 2 during)))
+        (should (string-match-p "still being built (last crate, compiling and linking the module, [0-9]+ s so far)" (nth 2 during)))
         (should (string-match-p "\\*efrit-todo-build\\*" (nth 2 during)))
         (should (string-match-p "(efrit-todo-build-wait)" (nth 2 during))))
       (should (equal (plist-get value :wait) '(:value t)))
@@ -417,6 +417,38 @@ The module is taken from where cargo's JSON message says it built it."
       (should (equal (car value) (cadr value)))
       (should (equal (car (nth 1 (car value)))
                      '(efrit-todo-invalid-input efrit-todo-error error))))))
+
+(defvar efrit-todo-build--started)
+(defvar efrit-todo-build--progress)
+(declare-function efrit-todo-build--progress-text "efrit-todo-build" ())
+(declare-function efrit-todo-build--command-error "efrit-todo-build" (show data context caller))
+
+;; Alone, not in a child: the count is text, whatever cargo does.
+(ert-deftest efrit-todo-build-test-last-crate-says-linking ()
+  "While cargo compiles and links the last crate, the progress says so."
+  (require 'efrit-todo-build)
+  (let ((efrit-todo-build--started (- (float-time) 41))
+        (efrit-todo-build--progress '(23 . 56)))
+    (should (string-match-p "\\`23/56 crates, 4[12] s\\'" (efrit-todo-build--progress-text)))
+    (setq efrit-todo-build--progress '(55 . 56))
+    (let ((text (efrit-todo-build--progress-text)))
+      (should (string-match-p "linking" text))
+      (should-not (string-match-p "55/56" text)))))
+
+;; The command loop's display itself needs an interactive Emacs: the
+;; function it calls is checked here, the terminal test sees *Messages*.
+(ert-deftest efrit-todo-build-test-errors-reach-the-user-as-sentences ()
+  "An efrit-todo error in a command shows its text plainly, with no function name."
+  (require 'efrit-todo-build)
+  (should (advice-function-member-p #'efrit-todo-build--command-error command-error-function))
+  (let ((shown (efrit-todo-build--command-error
+                #'list '(efrit-todo-error "The module \"x\" is not loaded") ""
+                'efrit-todo--module-sessions)))
+    (should (null (nth 2 shown)))
+    (should (equal (error-message-string (car shown))
+                   "efrit-todo error: The module \"x\" is not loaded")))
+  (let ((shown (efrit-todo-build--command-error #'list '(void-function foo) "" 'bar)))
+    (should (equal shown '((void-function foo) "" bar)))))
 
 (provide 'efrit-todo-build-test)
 ;;; efrit-todo-build-test.el ends here

@@ -132,7 +132,7 @@ if cargo_running; then
     tmux_ send-keys M-:
     tmux_ send-keys -l '(efrit-todo-list)'
     tmux_ send-keys Enter
-    wait_for "the call during the build" 10 'still being built.*crates'
+    wait_for "the call during the build" 10 'still being built.*crate'
 fi
 
 wait_for "the end of the build" 900 'module built in [0-9]+ s and loaded'

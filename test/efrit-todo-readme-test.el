@@ -405,6 +405,94 @@ build on first load would."
   (efrit-todo-readme-test--package
    'package-vc `((,efrit-todo-readme-test--url . ,efrit-todo-readme-test--root)) t))
 
+;;;; The demo
+
+(ert-deftest efrit-todo-readme-test-demo-is-a-command ()
+  "The command `efrit-todo-demo' needs lisp/ alone: it plays the session, q puts the windows back."
+  (efrit-todo-readme-test--with-home home
+    (efrit-todo-readme-test--child
+     home
+     `(("efrit-todo from lisp/ alone"
+        (progn (add-to-list 'load-path ,efrit-todo-readme-test--lisp)
+               (require 'efrit-todo)))
+       ("the demo, played fast, as if interactively"
+        (progn (setq efrit-todo-demo-speed 100)
+               (let ((noninteractive nil))
+                 (call-interactively #'efrit-todo-demo))
+               (let ((end (+ (float-time) 20)))
+                 (while (and efrit-todo-demo--timer (< (float-time) end))
+                   (accept-process-output nil 0.05))))))
+     '(("efrit-todo-demo was autoloaded by efrit-todo.el" (featurep 'efrit-todo-demo))
+       ("the demo is a command" (commandp 'efrit-todo-demo))
+       ("no file of test/ was loaded"
+        (not (seq-some (lambda (entry) (string-match-p "/test/" (car entry))) load-history)))
+       ("the session was played to its end"
+        (equal (efrit-todo-counts "demo")
+               '(:total 7 :pending 0 :in-progress 0 :completed 6 :cancelled 1)))
+       ("q in the narration ends it"
+        (progn (with-current-buffer "*efrit-todo-demo*" (efrit-todo-demo-stop))
+               (and (not (get-buffer "*efrit-todo-demo*")) (null efrit-todo-demo--timer))))))))
+
+;;;; The options table
+
+(defun efrit-todo-readme-test--defcustoms ()
+  "Return (OPTION . GROUP) for every `defcustom' in lisp/, read from the source.
+GROUP is the symbol its :group names."
+  (let (found)
+    (dolist (file (directory-files efrit-todo-readme-test--lisp t "\\`efrit-todo[a-z-]*\\.el\\'"))
+      (with-temp-buffer
+        (insert-file-contents file)
+        (goto-char (point-min))
+        (condition-case nil
+            (while t
+              (let ((form (read (current-buffer))))
+                (when (eq (car-safe form) 'defcustom)
+                  (let ((group (plist-get (nthcdr 4 form) :group)))
+                    (push (cons (nth 1 form) (if (eq (car-safe group) 'quote) (cadr group) group))
+                          found)))))
+          (end-of-file nil))))
+    (nreverse found)))
+
+(defun efrit-todo-readme-test--options-table ()
+  "Return (OPTION GROUP LINE) for every row of the README's option tables.
+The tables are in the section \"* Options\"; the group of a table is
+the last \"group =NAME=\" the text before it names."
+  (with-temp-buffer
+    (insert-file-contents (expand-file-name "README.org" efrit-todo-readme-test--root))
+    (goto-char (point-min))
+    (unless (re-search-forward "^\\* Options[ \t]*$" nil t)
+      (ert-fail "README.org has no section \"* Options\""))
+    (let ((end (save-excursion (if (re-search-forward "^\\* " nil t) (point) (point-max))))
+          (group nil)
+          (rows nil))
+      (while (< (point) end)
+        (let ((line (buffer-substring-no-properties (line-beginning-position) (line-end-position))))
+          (cond
+           ((string-match "\\`[ \t]*|[ \t]*=\\(efrit-todo-[a-z0-9-]+\\)=[ \t]*|" line)
+            (push (list (intern (match-string 1 line)) group (line-number-at-pos)) rows))
+           ((string-match "group =\\([a-z-]+\\)=" line)
+            (setq group (intern (match-string 1 line))))))
+        (forward-line 1))
+      (nreverse rows))))
+
+(ert-deftest efrit-todo-readme-test-options-table-is-the-defcustoms ()
+  "The README's option tables list every option once, under its real group."
+  (let ((defcustoms (efrit-todo-readme-test--defcustoms))
+        (rows (efrit-todo-readme-test--options-table)))
+    (should (> (length defcustoms) 30))
+    (dolist (row rows)
+      (let ((defined (assq (car row) defcustoms)))
+        (unless defined
+          (ert-fail (format "README.org:%d: %s is not an option of lisp/" (nth 2 row) (car row))))
+        (unless (eq (cdr defined) (nth 1 row))
+          (ert-fail (format "README.org:%d: %s is in the group %s, the README says %s"
+                            (nth 2 row) (car row) (cdr defined) (nth 1 row))))))
+    (dolist (option defcustoms)
+      (let ((listed (seq-count (lambda (row) (eq (car row) (car option))) rows)))
+        (unless (= listed 1)
+          (ert-fail (format "README.org's option tables list %s %d times, not once"
+                            (car option) listed)))))))
+
 ;;;; What the model sees
 
 (defun efrit-todo-readme-test--named (name)

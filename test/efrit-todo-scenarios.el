@@ -912,6 +912,47 @@ session_complete is in the next turn's request."
   (let ((outcome (efrit-todo-scenarios-play 'continuation 'off)))
     (should (null (efrit-todo-scenarios-continuations outcome)))))
 
+(ert-deftest efrit-todo-scenarios-mode-off-leaves-efrit-its-own-list ()
+  "After the mode is off, Efrit's own list is Efrit's, not efrit-todo's.
+*efrit-todos* does not draw it under efrit-todo's header (where a key
+would promise that an agent reads the edit), and the indicator does
+not follow it; the lists efrit-todo kept stay."
+  (require 'efrit-todo-ui)
+  (let ((efrit-todo-auto-show nil))
+    (efrit-todo-scenarios-play 'ids-survive)
+    (efrit-todo-mode-line-mode 1)
+    (unwind-protect
+        (progn
+          (efrit-todo-scenarios-run
+           "Plan without efrit-todo"
+           (list (efrit-todo-scenarios--todos '("Efrit's own first step" "in_progress")
+                                              '("Efrit's own second step" "pending"))
+                 (efrit-todo-scenarios--text "Planned."))
+           'off)
+          ;; Efrit kept its list, in its own shape.
+          (should (equal (mapcar #'efrit-todo-item-content (symbol-value 'efrit-do--current-todos))
+                         '("Efrit's own first step" "Efrit's own second step")))
+          (should-not (string-match-p "0/2" (or (efrit-todo-mode-line-text) "")))
+          (with-current-buffer (efrit-todo-ui--buffer)
+            (efrit-todo-refresh)
+            (let ((text (buffer-string)))
+              (should-not (string-match-p "Efrit's own" text))
+              (should (string-match-p "Read the code" text))
+              (should (string-match-p "efrit-todo-efrit-mode is off" text)))
+            (goto-char (point-min))
+            (while (not (eobp))
+              (should-not (member (get-text-property (point) 'efrit-todo-item) '("todo-1" "todo-2")))
+              (forward-line 1))))
+      (efrit-todo-mode-line-mode -1)
+      (when (get-buffer "*efrit-todos*")
+        (kill-buffer "*efrit-todos*")))))
+
+(ert-deftest efrit-todo-scenarios-a-failed-command-without-a-list-says-so-briefly ()
+  "A command that fails before any tool call or list gets Efrit's one line, no report."
+  (let ((outcome (efrit-todo-scenarios-run "Do something" (list 'api-error))))
+    (should (equal (plist-get outcome :stop) "api-error"))
+    (should (equal (plist-get outcome :last-result) "Session ended: api-error"))))
+
 (ert-deftest efrit-todo-scenarios-unfinished-list-carries-over ()
   "However a command stops with items open, the next one goes on with them.
 Its first request names the open items with their ids, its writes by

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Terminal test of the list and the mode line as a user sees them: tmux
-# runs `emacs -nw -Q' with test/efrit-todo-demo.el, and `tmux
+# runs `emacs -nw -Q' with the demo (lisp/efrit-todo-demo.el and
+# test/efrit-todo-demo-scenes.el), and `tmux
 # capture-pane' must show every item's text whole (wrapped, perhaps,
 # never cut) and the indicator in the mode line of the window the user
 # works in, at 80x24, 120x40 and 30x20, and after the terminal shrinks
@@ -35,7 +36,7 @@ start() {
     socket="efrit-todo-test-$$-$1"
     sockets="$sockets $socket"
     tmux_ new-session -d -x "$2" -y "$3" \
-        "env EFRIT_TODO_DEMO_SPEED=1.5 $EMACS -nw -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil)' -l test/efrit-todo-demo.el -f $4"
+        "env EFRIT_TODO_DEMO_SPEED=1.5 $EMACS -nw -Q -L lisp -L test --eval '(setq efrit-todo-state-directory nil inhibit-startup-screen t)' -l test/efrit-todo-demo-scenes.el -f $4"
 }
 
 stop() { tmux_ kill-server >/dev/null 2>&1 || true; }
@@ -105,7 +106,7 @@ still_waiting='list:(○|\[ \]) t3 Update the callers in main\.el and cli\.el'
 # A list part-way, at each size: every item whole, the indicator in
 # view; beside the window in use on a wide terminal, below it otherwise.
 for size in 120x40 80x24 30x20; do
-    start "still-$size" "${size%x*}" "${size#*x}" efrit-todo-demo-still
+    start "still-$size" "${size%x*}" "${size#*x}" efrit-todo-demo-scenes-still
     wait_for "$size: the list and the indicator" 20 \
         "$still_items" "$still_running" "$still_waiting" "$(indicator 1/3)" \
         'no:\$$'
@@ -121,7 +122,7 @@ done
 # The keys, at 80x24.  Entering the list puts point on the running item,
 # so n moves on to t3; i starts t3 (t2 waits again), c completes it, c
 # again says what would change it, r reopens it.
-start keys 80 24 efrit-todo-demo-still
+start keys 80 24 efrit-todo-demo-scenes-still
 wait_for "keys: shown" 20 "$still_running"
 keys C-x o
 keys n
@@ -153,13 +154,13 @@ graph_t1='list:(◐|\[>\]) t1 Writing the parser \(alice\) running [0-9]+s (▸|
 graph_t2='list:(⊘|\[b\]) t2 Write the tests blocked by t1'
 graph_t3='list:(⊘|\[b\]) t3 Document every form of the new syntax \(bob\) blocked by t1, t2'
 graph_t4='list:(○|\[ \]) t4 Announce the release'
-start graph-80x24 80 24 efrit-todo-demo-graph
+start graph-80x24 80 24 efrit-todo-demo-scenes-graph
 wait_for "graph 80x24: blockers, owners, folded description" 20 \
     "$graph_t1" "$graph_t2" "$graph_t3" "$graph_t4" 'no:Recursive descent'
 stop
 # At 30 columns every note wraps under the item's text; the list below
 # the narration has room for the first items, C-x 1 in it for all.
-start graph-30x20 30 20 efrit-todo-demo-graph
+start graph-30x20 30 20 efrit-todo-demo-scenes-graph
 wait_for "graph 30x20: the first items, wrapped" 20 "$graph_t1" "$graph_t2" \
     '^        blocked by t1$'
 keys C-x o
@@ -171,7 +172,7 @@ stop
 # The dependency keys, at 80x24: TAB shows t1's description; B on t2
 # takes its one blocker away (RET takes the first); B on t3 removes t2
 # only; b on t4 adds t3; b on t1 naming t4 would close a cycle: refused.
-start graph-keys 80 24 efrit-todo-demo-graph
+start graph-keys 80 24 efrit-todo-demo-scenes-graph
 wait_for "graph keys: shown" 20 "$graph_t1"
 keys C-x o
 keys TAB
@@ -203,16 +204,16 @@ wait_for "graph keys: a cycle is refused" 5 'Efrit-todo: .*cycle' "$graph_t1"
 keys ?
 wait_for "graph keys: ? opens the help" 5 '^Keys of \*efrit-todos\*'
 # The help window is small here: the dependency keys are further down.
-# It stands between *demo* and the list, two windows on from the list.
-keys C-x o
-keys C-x o
+# ? selected it, so C-s searches it and q closes it, not the list.
 keys C-s 'add a blocker' Enter
 wait_for "graph keys: the help names b and B" 5 '^b +add a blocker' '^B +remove one of the item.s blockers'
+keys q
+wait_for "graph keys: q closes the help, the list stays" 5 'no:Keys of \*efrit-todos\*' "$graph_t1"
 stop
 
 # A terminal shrunk from 160 to 80 columns: the list keeps its share of
 # the width, the window beside it too, and the items stay whole.
-start resize 160 40 efrit-todo-demo-still
+start resize 160 40 efrit-todo-demo-scenes-still
 wait_for "resize: beside at 160" 20 "$still_items" "$still_running" "$still_waiting"
 before=$(divider_column)
 tmux_ resize-window -x 80 -y 24
@@ -229,10 +230,10 @@ stop
 # The live demo at 80x24, the size `make demo' is tried at: the list
 # below the narration, subtasks under their parent, the running item's
 # `%' as is, and at the end all seven items whole.
-start live 80 24 efrit-todo-demo-live
+start live 80 24 efrit-todo-demo
 wait_for "live: t4 running" 40 \
     'list:(◐|\[>\]) t4 Running the tests: 100%-pass running' \
-    "$(indicator '5/7 Running the tests')" \
+    'Todo 5/7  \*efrit-todo-demo\* .*L[0-9]+ .*\(Efrit-Todo-Demo\)' \
     '^  (✓|\[x\]) t3  Update the callers' \
     '^    (✓|\[x\]) t6  Update main\.el  took' \
     '^    (✓|\[x\]) t7  Update cli\.el  took'
@@ -244,7 +245,7 @@ wait_for "live: all done" 30 \
     'list:(✓|\[x\]) t7 Update cli\.el took' \
     'list:(✓|\[x\]) t4 Run the test suite: 100%-pass took' \
     'list:(✗|\[-\]) t5 Update the docs' \
-    "$(indicator '6/7 done')" \
+    'Todo 6/7 done  \*efrit-todo-demo\*' \
     '(▾|-) demo  6/7 done  breaker ok'
 stop
 

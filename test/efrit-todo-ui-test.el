@@ -797,11 +797,11 @@ x lets its list go: it is no longer stopped, and the list stays."
             (efrit-todo-ui-test--write session
                                        '("Rename it" "in_progress" "Renaming parse-config to config-parse everywhere")
                                        '("Test it" "pending"))
-            ;; 80 columns: progress and the start of the running item, in
+            ;; 100 columns: progress and the start of the running item, in
             ;; few enough columns to leave the buffer name and position.
-            (let ((text (concat (cadr (efrit-todo-ui--mode-line 80)))))
+            (let ((text (concat (cadr (efrit-todo-ui--mode-line 100)))))
               (should (string-prefix-p "Todo 0/2 Renaming parse" text))
-              (should (<= (string-width text) 30)))
+              (should (<= (string-width text) 40)))
             ;; 30 columns: the progress alone.
             (should (equal (substring-no-properties (cadr (efrit-todo-ui--mode-line 30)))
                            "Todo 0/2"))
@@ -1238,6 +1238,144 @@ through its parent."
     (with-current-buffer "*Help*"
       (should (string-match-p "^⊘    pending, waiting" (buffer-string)))
       (should (string-match-p "^○    pending, ready to start" (buffer-string))))))
+
+;;;; What a new user met at 80 columns
+
+(ert-deftest efrit-todo-ui-test-ascii-header-has-no-unicode ()
+  "With ASCII glyphs, the header line and summaries are ASCII too."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--sample session)
+    (let ((efrit-todo-use-unicode nil))
+      (efrit-todo-show)
+      (with-current-buffer efrit-todo-buffer-name
+        (efrit-todo-choose-session session)
+        (dolist (width '(200 80 28))
+          (should (string-match-p "\\`[[:ascii:]]*\\'" (efrit-todo-ui--header-line width))))))
+    (let ((efrit-todo-use-unicode 'auto))
+      (cl-letf (((symbol-function 'char-displayable-p) (lambda (char) (< char 128))))
+        (with-current-buffer efrit-todo-buffer-name
+          (efrit-todo-refresh)
+          (should (string-match-p "\\`[[:ascii:]]*\\'" (efrit-todo-ui--header-line 80))))))))
+
+(ert-deftest efrit-todo-ui-test-narrow-header-keeps-the-help-key ()
+  "In a window as narrow as a side window, the header still names ? for the keys."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session)
+    (with-current-buffer efrit-todo-buffer-name
+      (efrit-todo-choose-session session)
+      (dolist (width '(28 34 40))
+        (let ((header (efrit-todo-ui--header-line width)))
+          (should (string-match-p "\\? keys\\'" header))
+          (should (<= (string-width header) width))
+          (should (string-match-p "1/4 done" header)))))))
+
+(ert-deftest efrit-todo-ui-test-mode-line-leaves-room-at-80-columns ()
+  "At 80 columns the indicator is short: line number and mode name stay in view.
+Wider, the running item comes back."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write session
+                               '("Rename it" "in_progress" "Renaming parse-config to config-parse everywhere")
+                               '("Test it" "pending"))
+    (let ((efrit-todo-ui--mode-line-session session))
+      (efrit-todo-mode-line-mode 1)
+      (setq efrit-todo-ui--mode-line-session session
+            efrit-todo-ui--mode-line-dirty t)
+      ;; What Emacs's own mode line takes of an 80-column window, for
+      ;; *efrit-todos*: "-UUU:%*--F1  *efrit-todos*   All L3     (Efrit-Todos) "
+      ;; is 56 columns.  The indicator must fit in the rest.
+      (let ((text (apply #'concat (efrit-todo-ui--mode-line 80))))
+        (should (string-prefix-p "Todo 0/2" text))
+        (should (<= (+ 56 (string-width text)) 80)))
+      (should (string-match-p "\\`Todo 0/2 Renaming parse"
+                              (apply #'concat (efrit-todo-ui--mode-line 140)))))))
+
+(ert-deftest efrit-todo-ui-test-help-is-selected ()
+  "? selects the help, so that the q it mentions closes the help, not the list."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session)
+    (efrit-todo-ui-test--press "?")
+    (should (equal (buffer-name (window-buffer (selected-window))) "*Help*"))
+    (execute-kbd-macro (kbd "q"))
+    (should (get-buffer-window efrit-todo-buffer-name))
+    (should-not (get-buffer-window "*Help*"))))
+
+(ert-deftest efrit-todo-ui-test-key-add-moves-to-the-new-item ()
+  "After a, point is on the item just added."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session "t1")
+    (efrit-todo-ui-test--press "a" "Update the docs")
+    (with-current-buffer efrit-todo-buffer-name
+      (should (equal (get-text-property (line-beginning-position) 'efrit-todo-item) "t5"))
+      (should (equal (get-text-property (window-point (get-buffer-window (current-buffer)))
+                                        'efrit-todo-item)
+                     "t5")))))
+
+(ert-deftest efrit-todo-ui-test-subtask-moves-stay-under-the-parent ()
+  "M-up on a first subtask, M-down on a last one, is refused: it stays under its parent."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--subtask-sample session)
+    (efrit-todo-show)
+    (let ((before (efrit-todo-ui-test--ids session)))
+      (efrit-todo-ui-test--goto-item session "t5")
+      (should (string-match-p "t5 is already first under t3"
+                              (cadr (should-error (efrit-todo-ui-test--press "M-<up>")
+                                                  :type 'user-error))))
+      (efrit-todo-ui-test--goto-item session "t6")
+      (should (string-match-p "t6 is already last under t3"
+                              (cadr (should-error (efrit-todo-ui-test--press "M-<down>")
+                                                  :type 'user-error))))
+      (should (equal (efrit-todo-ui-test--ids session) before))
+      (should-not (string-match-p "(under " (efrit-todo-ui-test--section session))))
+    ;; Between siblings it moves.
+    (efrit-todo-ui-test--goto-item session "t6")
+    (efrit-todo-ui-test--press "M-<up>")
+    (should (equal (seq-take (efrit-todo-ui-test--ids session) 4) '("t1" "t2" "t3" "t6")))))
+
+(ert-deftest efrit-todo-ui-test-key-B-names-an-id-that-is-not-a-blocker ()
+  "B with an id that is not a blocker of the item says so, and changes nothing."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t2")
+    (should (string-match-p "t3 is not a blocker of t2"
+                            (cadr (should-error (efrit-todo-ui-test--press "B" "t3")
+                                                :type 'user-error))))
+    (should (equal (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by) '("t1")))))
+
+(ert-deftest efrit-todo-ui-test-key-D-clears-the-list-after-asking ()
+  "D asks, then clears the session's list; u brings it back; no leaves it."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--show-sample session "t2")
+    (let ((asked nil))
+      (cl-letf (((symbol-function 'y-or-n-p) (lambda (prompt) (setq asked prompt) nil)))
+        (efrit-todo-ui-test--press "D"))
+      (should (string-match-p (regexp-quote session) asked))
+      (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t3" "t4")))
+      (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) t)))
+        (efrit-todo-ui-test--press "D")))
+    (should (null (efrit-todo-list session)))
+    (should (string-match-p "no items" (efrit-todo-ui-test--section session)))
+    (should (string-match-p "the user cleared the list, removing t1, t2, t3, t4"
+                            (efrit-todo-ui-test--model-reads session)))
+    (efrit-todo-ui-test--goto-item-line session 'heading)
+    (efrit-todo-ui-test--press "u")
+    (should (equal (efrit-todo-ui-test--ids session) '("t1" "t2" "t3" "t4")))
+    (should (eq (lookup-key efrit-todo-list-mode-map "D") 'efrit-todo-clear-list))))
+
+(ert-deftest efrit-todo-ui-test-reset-is-a-command ()
+  "The command `efrit-todo-reset' clears a session's list, asking first; it is autoloaded."
+  (should (commandp 'efrit-todo-reset))
+  (with-temp-buffer
+    (insert-file-contents (locate-library "efrit-todo.el"))
+    (should (re-search-forward "^;;;###autoload\n(defun efrit-todo-reset " nil t)))
+  (let ((efrit-todo-current-session (format "reset-%s" (cl-gensym))))
+    (efrit-todo-ui-test--sample efrit-todo-current-session)
+    (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) nil)))
+      (call-interactively #'efrit-todo-reset))
+    (should (= (length (efrit-todo-list)) 4))
+    (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) t)))
+      (call-interactively #'efrit-todo-reset))
+    (should (null (efrit-todo-list)))))
 
 (ert-deftest efrit-todo-ui-test-graph-redraw-matches-full ()
   "Blocking, unblocking and finishing redraw only what changed, as a full redraw would."

@@ -312,6 +312,7 @@ fn user_edit<'e>(
                 )),
             }),
             "clear-finished" => Ok(UserEdit::ClearFinished),
+            "clear" => Ok(UserEdit::Clear),
             "block" | "unblock" => id().and_then(|id| {
                 let blocker = validate::id_value(&arg, || "blocker".to_string())?;
                 Ok(if op == "block" {

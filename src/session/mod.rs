@@ -147,6 +147,8 @@ pub enum UserEdit {
     },
     /// Removes completed and cancelled items (their ids stay retired).
     ClearFinished,
+    /// Removes every item (their ids stay retired).
+    Clear,
     /// Makes ID wait for BLOCKER.
     Block {
         id: String,
@@ -550,6 +552,27 @@ mod tests {
         s.write(&input(todos), &Options::default(), false, vec![])
             .unwrap();
         s
+    }
+
+    #[test]
+    fn clearing_the_list_retires_every_item_and_can_be_undone() {
+        let mut s = edit_session();
+        let before = s.items.clone();
+        let note = s
+            .user_edit(UserEdit::Clear, &Options::default().limits)
+            .unwrap();
+        assert_eq!(note, "the user cleared the list, removing t1, t2, t3");
+        assert!(s.items.is_empty());
+        assert!(["t1", "t2", "t3"]
+            .iter()
+            .all(|id| s.retired.contains_key(*id)));
+        assert_eq!(s.user_notes.last().map(String::as_str), Some(note.as_str()));
+        assert!(s
+            .user_edit(UserEdit::Clear, &Options::default().limits)
+            .unwrap()
+            .is_empty());
+        assert!(s.undo().unwrap().contains("reset by the user"));
+        assert_eq!(s.items, before);
     }
 
     #[test]

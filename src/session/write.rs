@@ -742,6 +742,7 @@ impl Session {
             UserEdit::Add { .. } => ChangeKind::Add,
             UserEdit::Move { .. } => ChangeKind::Move,
             UserEdit::ClearFinished => ChangeKind::ClearFinished,
+            UserEdit::Clear => ChangeKind::Reset,
             UserEdit::Block { .. } | UserEdit::Unblock { .. } => ChangeKind::Edit,
         };
         let note = match edit {
@@ -825,6 +826,15 @@ impl Session {
                         },
                         moved_up.join(", ")
                     ));
+                }
+                note
+            }
+            UserEdit::Clear => {
+                let cleared = std::mem::take(&mut self.items);
+                let mut note = String::from("the user cleared the list, removing ");
+                crate::model::push_ids(&mut note, cleared.iter().map(|i| i.id.as_str()));
+                for item in cleared {
+                    self.retired.insert(item.id.clone(), item);
                 }
                 note
             }

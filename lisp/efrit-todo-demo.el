@@ -1,19 +1,42 @@
-;;; efrit-todo-demo.el --- Replay a realistic agent session -*- lexical-binding: t; -*-
+;;; efrit-todo-demo.el --- Watch a scripted agent session: M-x efrit-todo-demo -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The efrit-todo developers
+
+;; Author: The efrit-todo developers
+;; Maintainer: The efrit-todo developers
+;; Keywords: tools, convenience
+;; URL: https://github.com/efrit-todo/efrit-todo
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; This program is distributed in the hope that it will be useful,
+;; but WITHOUT ANY WARRANTY; without even the implied warranty of
+;; MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+;; GNU General Public License for more details.
+
+;; You should have received a copy of the GNU General Public License
+;; along with this program.  If not, see <https://www.gnu.org/licenses/>.
 
 ;;; Commentary:
 
-;; `make demo' replays what a model does while renaming a function across
-;; a small project: its todo_write calls, sent as Efrit would send them
-;; (hash tables parsed from JSON), two subtasks among them, its other tool
-;; calls, and one edit by the user.
+;;; Commentary:
+
+;; M-x efrit-todo-demo replays what a model does while renaming a
+;; function across a small project, about 30 seconds of it: its
+;; todo_write calls, sent as Efrit would send them (hash tables parsed
+;; from JSON), two subtasks among them, its other tool calls, and one
+;; edit by the user.  *efrit-todos* pops up by itself and follows every
+;; step, and the mode line shows the progress.  Nothing is sent to a
+;; model, and the demo's list is never saved.  q in the narration stops
+;; the demo and puts the windows back.
 ;;
-;; - `efrit-todo-demo-live' plays it in a running Emacs over about 30
-;;   seconds: *efrit-todos* pops up by itself (`efrit-todo-auto-show') and
-;;   follows every step, and `efrit-todo-mode-line-mode' shows progress.
-;;   `efrit-todo-demo-speed' (or the environment variable
-;;   EFRIT_TODO_DEMO_SPEED) plays it faster; the terminal test does.
-;; - `efrit-todo-demo-run' prints every step with the text the model
-;;   would read, in batch.
+;; In batch, `efrit-todo-demo-run' prints every step with the text the
+;; model would read.  `make demo' runs one or the other.
 
 ;;; Code:
 
@@ -83,7 +106,7 @@
          tool "run_tests" "make test" "Ran 42 tests, 0 failures")
     (1.5 "You press k on t5 in *efrit-todos*: cancelled, and the model is told with its next tool result."
          cancel "t5")
-    (2.0 "All done: 6/7, t5 cancelled; t4 completed by its id alone.  q leaves the list, C-x C-c quits Emacs."
+    (2.0 "All done: 6/7, t5 cancelled; t4 completed by its id alone.  q here ends the demo."
          write "{\"merge\": true, \"todos\": [{\"id\": \"t4\", \"status\": \"completed\"}]}"))
   "Steps of the demo: (SECONDS CAPTION [ACTION ARGS...]).
 SECONDS is the pause before the step.  ACTION is `write' with the
@@ -123,9 +146,21 @@ or `cancel' with the id the user cancels.")
           (terpri))))
     (princ (format "\nFinal counts: %S\n" (efrit-todo-counts session)))))
 
+(defconst efrit-todo-demo-buffer-name "*efrit-todo-demo*"
+  "The buffer that narrates the demo.")
+
+(defvar efrit-todo-demo--timer nil
+  "The timer of the demo's next step, or nil.")
+
+(defvar efrit-todo-demo--windows nil
+  "The window configuration before the demo, put back when it stops.")
+
+(defvar efrit-todo-demo--indicator nil
+  "Non-nil when the demo turned the mode-line indicator on.")
+
 (defun efrit-todo-demo--narrate (caption)
   "Append CAPTION to the demo buffer and echo it."
-  (with-current-buffer (get-buffer-create "*demo*")
+  (with-current-buffer (get-buffer-create efrit-todo-demo-buffer-name)
     (let ((inhibit-read-only t))
       (goto-char (point-max))
       (insert "- " caption "\n")))
@@ -133,87 +168,97 @@ or `cancel' with the id the user cancels.")
 
 (defun efrit-todo-demo--play (steps)
   "Perform the first step of a list and schedule the rest.
-STEPS is that list."
-  (when steps
+STEPS is that list.  The demo's list stays in memory: nothing is saved."
+  (setq efrit-todo-demo--timer nil)
+  (when (and steps (get-buffer efrit-todo-demo-buffer-name))
     (let ((step (car steps)))
-      (run-with-timer
-       (/ (car step) efrit-todo-demo-speed) nil
-       (lambda ()
-         (efrit-todo-demo--narrate (cadr step))
-         (let ((text (efrit-todo-demo--perform step efrit-todo-demo-session)))
-           (when (and text (string-prefix-p "Refused" text))
-             (efrit-todo-demo--narrate text)))
-         (efrit-todo-demo--play (cdr steps)))))))
+      (setq efrit-todo-demo--timer
+            (run-with-timer
+             (/ (car step) efrit-todo-demo-speed) nil
+             (lambda ()
+               (let ((efrit-todo-state-directory nil))
+                 (efrit-todo-demo--narrate (cadr step))
+                 (let ((text (efrit-todo-demo--perform step efrit-todo-demo-session)))
+                   (when (and text (string-prefix-p "Refused" text))
+                     (efrit-todo-demo--narrate text))))
+               (efrit-todo-demo--play (cdr steps))))))))
+
+(defvar efrit-todo-demo-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "q") #'efrit-todo-demo-stop)
+    map)
+  "Keymap of `efrit-todo-demo-mode'.")
+
+(define-derived-mode efrit-todo-demo-mode special-mode "Efrit-Todo-Demo"
+  "Major mode of the demo's narration.
+\\[efrit-todo-demo-stop] stops the demo and puts the windows back."
+  :group 'efrit-todo-ui
+  (setq-local word-wrap t)
+  (add-hook 'kill-buffer-hook #'efrit-todo-demo--cancel nil t))
+
+(defun efrit-todo-demo--cancel ()
+  "Cancel the demo's next step and give the mode line back."
+  (when efrit-todo-demo--timer
+    (cancel-timer efrit-todo-demo--timer)
+    (setq efrit-todo-demo--timer nil))
+  (when efrit-todo-demo--indicator
+    (setq efrit-todo-demo--indicator nil)
+    (efrit-todo-mode-line-mode -1)))
+
+(defun efrit-todo-demo-stop ()
+  "Stop the demo, close its buffer and put the windows back as they were."
+  (interactive)
+  (efrit-todo-demo--cancel)
+  (let ((windows efrit-todo-demo--windows))
+    (setq efrit-todo-demo--windows nil)
+    (when (get-buffer efrit-todo-demo-buffer-name)
+      (kill-buffer efrit-todo-demo-buffer-name))
+    (when windows
+      (set-window-configuration windows))))
+
+;;;###autoload
+(defun efrit-todo-demo ()
+  "Watch a scripted agent session replayed, about 30 seconds of it.
+*efrit-todos* pops up beside or below the narration and follows every
+step, and the mode line shows the progress.  No model is asked and
+nothing is saved.  \\<efrit-todo-demo-mode-map>\\[efrit-todo-demo-stop] in the narration stops the demo and puts
+the windows back.  In batch Emacs, print what the model reads at each
+step instead."
+  (interactive)
+  (if noninteractive
+      (efrit-todo-demo-run)
+    (efrit-todo-demo-live)))
 
 (defun efrit-todo-demo-live ()
   "Replay the demo session live: watch *efrit-todos* and the mode line."
-  (interactive)
-  (setq inhibit-startup-screen t)
-  (efrit-todo-reset efrit-todo-demo-session)
-  (efrit-todo-mode-line-mode 1)
-  (switch-to-buffer (get-buffer-create "*demo*"))
+  (efrit-todo-demo--cancel)
+  (unless (get-buffer efrit-todo-demo-buffer-name)
+    (setq efrit-todo-demo--windows (current-window-configuration)))
+  (let ((efrit-todo-state-directory nil))
+    (efrit-todo-reset efrit-todo-demo-session))
+  ;; Popped up again for this run, as the first list of a session is.
+  (remhash efrit-todo-demo-session efrit-todo-ui--auto-shown)
+  (unless efrit-todo-mode-line-mode
+    (efrit-todo-mode-line-mode 1)
+    (setq efrit-todo-demo--indicator t))
+  (pop-to-buffer-same-window (get-buffer-create efrit-todo-demo-buffer-name))
   (delete-other-windows)
+  (efrit-todo-demo-mode)
   (let ((inhibit-read-only t))
     (erase-buffer)
     (insert "efrit-todo demo: a scripted agent session, replayed live.\n\n"
             "The list and the mode line follow each step.  C-x o goes to the list:\n"
             "n/p move, TAB folds, c/i/r/k complete/start/reopen/cancel, ? lists\n"
-            "the keys, q closes it.\n\n"))
-  (special-mode)
-  (setq-local word-wrap t)
+            (substitute-command-keys
+             "the keys, q closes it.  \\<efrit-todo-demo-mode-map>\\[efrit-todo-demo-stop] here ends the demo.\n\n")))
   ;; The list goes beside the narration on a wide terminal, below it on
   ;; an 80-column one: `efrit-todo-display-buffer-action' as it comes.
   (efrit-todo-demo--play efrit-todo-demo-steps))
 
-(defconst efrit-todo-demo-still-list
-  "{\"todos\": [
-    {\"content\": \"Find every call of parse-config\", \"status\": \"completed\"},
-    {\"content\": \"Rename it in config.el\", \"status\": \"in_progress\", \"activeForm\": \"Renaming it: 100% of calls\"},
-    {\"content\": \"Update the callers in main.el and cli.el\", \"status\": \"pending\"}]}"
-  "The list `efrit-todo-demo-still' shows: one item done, one running.")
-
-(defun efrit-todo-demo-still ()
-  "Show a list that an agent left part-way, and stay still.
-The terminal test looks at it at several terminal sizes: the list pops
-up as it does for a user, beside or below the window that keeps the
-focus, and the indicator is in the mode line."
-  (interactive)
-  (setq inhibit-startup-screen t)
-  (efrit-todo-reset efrit-todo-demo-session)
-  (efrit-todo-mode-line-mode 1)
-  (switch-to-buffer (get-buffer-create "*demo*"))
-  (delete-other-windows)
-  (let ((inhibit-read-only t))
-    (erase-buffer)
-    (insert "efrit-todo: a list part-way.\n"))
-  (special-mode)
-  (efrit-todo-write (efrit-todo-demo--parse efrit-todo-demo-still-list)
-                    efrit-todo-demo-session))
-
-(defconst efrit-todo-demo-graph-list
-  "{\"todos\": [
-    {\"content\": \"Write the parser\", \"status\": \"in_progress\", \"activeForm\": \"Writing the parser\",
-     \"owner\": \"alice\", \"description\": \"Recursive descent.\\nErrors keep their line and column.\"},
-    {\"content\": \"Write the tests\", \"status\": \"pending\", \"blocked_by\": [\"t1\"]},
-    {\"content\": \"Document every form of the new syntax\", \"status\": \"pending\",
-     \"blocked_by\": [\"t1\", \"t2\"], \"owner\": \"bob\"},
-    {\"content\": \"Announce the release\", \"status\": \"pending\"}]}"
-  "The list `efrit-todo-demo-graph' shows: a small task graph.")
-
-(defun efrit-todo-demo-graph ()
-  "Show a task graph part-way: blockers, owners, a folded description.
-The terminal test presses the dependency keys on it."
-  (interactive)
-  (setq inhibit-startup-screen t)
-  (efrit-todo-mode-line-mode 1)
-  (switch-to-buffer (get-buffer-create "*demo*"))
-  (delete-other-windows)
-  (let ((inhibit-read-only t))
-    (erase-buffer)
-    (insert "efrit-todo: a task graph part-way.\n"))
-  (special-mode)
-  (efrit-todo-write (efrit-todo-demo--parse efrit-todo-demo-graph-list)
-                    efrit-todo-demo-session))
-
 (provide 'efrit-todo-demo)
+
+;; Local Variables:
+;; package-lint-main-file: "efrit-todo.el"
+;; End:
+
 ;;; efrit-todo-demo.el ends here

@@ -1143,14 +1143,20 @@ warning and refusal in another."
            (results (efrit-todo-gptel-test-tool-results requests))
            (warning (seq-find (lambda (text) (string-search "other tools will be refused" text))
                               results))
-           (refusal (seq-find (lambda (text) (string-search "was not run" text)) results)))
-      (efrit-todo-gptel-test--check-requests requests)
-      (should (plist-get (efrit-todo-breaker (efrit-todo-gptel-session chat)) :tripped))
-      (dolist (text (list warning refusal))
-        (should (stringp text))
-        (should (efrit-todo-gptel-test--names-task-tools-only text)))
-      (dolist (text results)
-        (should-not (string-search "todo_write" text))))))
+           (refusal (seq-find (lambda (text) (string-search "was not run" text)) results))
+           (session (efrit-todo-gptel-session chat)))
+      (unwind-protect
+          (progn
+            (efrit-todo-gptel-test--check-requests requests)
+            (should (plist-get (efrit-todo-breaker session) :tripped))
+            (dolist (text (list warning refusal))
+              (should (stringp text))
+              (should (efrit-todo-gptel-test--names-task-tools-only text)))
+            (dolist (text results)
+              (should-not (string-search "todo_write" text))))
+        ;; A tripped breaker anywhere makes every session's check go to
+        ;; the module: leave none behind for the other tests.
+        (efrit-todo-breaker-reset session)))))
 
 (ert-deftest efrit-todo-gptel-test-a-plan-made-one-task-at-a-time-goes-through ()
   "Thirty TaskCreate calls, one per response: none refused, none warned about."

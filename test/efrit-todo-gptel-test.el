@@ -1106,7 +1106,7 @@ system text, for the request that names it only."
           (number-sequence 1 n)))
 
 (ert-deftest efrit-todo-gptel-test-texts-name-only-the-task-tools ()
-  "In the style tasks, what efrit-todo tells the model names TaskUpdate, never todo_write.
+  "In the style tasks, efrit-todo's texts name TaskUpdate, never todo_write.
 The reminder and the continuations in one chat; the breaker's
 warning and refusal in another."
   (efrit-todo-gptel-test--with-mode

@@ -699,7 +699,7 @@ Return the refusal, or the result as the model would get it."
 ;;;; Every text names only the tools of the style
 
 (defun efrit-todo-graph-test--names-only-tools-of (style text)
-  "Return non-nil if TEXT names only tools STYLE offers for marking items.
+  "Return non-nil if TEXT names only the tools of STYLE that mark items.
 In the style `todo' that is todo_write; in `tasks' TaskUpdate (or
 TaskCreate); in `both' either."
   (let ((todo (string-search "todo_write" text))
@@ -739,7 +739,7 @@ A plist: :reminder, :continuation, :completion, :warning and :refusal."
     texts))
 
 (ert-deftest efrit-todo-graph-test-texts-name-the-tools-of-the-style ()
-  "Reminder, continuation, completion refusal, warning and refusal follow the style.
+  "Reminder, continuation, completion guard, warning and refusal follow the style.
 In the style `tasks' none of them names todo_write, which is not offered."
   (dolist (style '(todo tasks both))
     (let ((efrit-todo-tool-style style))

@@ -1363,12 +1363,12 @@ The tool results, then the continuations."
   (and (string-search "TaskUpdate" text) (not (string-search "todo_write" text))))
 
 (defun efrit-todo-scenarios--reads (n)
-  "Return N eval_sexp calls, each with another expression."
+  "Return N answers calling eval_sexp, each with another expression."
   (cl-loop for k from 0 below n
            collect (efrit-todo-scenarios--tool "eval_sexp" `(("expr" . ,(format "(+ %d 1)" k))))))
 
 (ert-deftest efrit-todo-scenarios-texts-name-only-the-task-tools ()
-  "In the style tasks, what efrit-todo tells the model names TaskUpdate, never todo_write.
+  "In the style tasks, efrit-todo's texts name TaskUpdate, never todo_write.
 The reminder, the completion guard's refusal and the continuations
 in one run; the breaker's warning and refusal in another."
   (let* ((efrit-todo-tool-style 'tasks)

@@ -30,7 +30,10 @@
 ;; directory above.  efrit-todo.el calls `efrit-todo-build--ensure' when
 ;; it loads: a module that is there is loaded; a missing one is built,
 ;; after asking (`efrit-todo-module-auto-build'), and only where the
-;; source is.
+;; source is.  Loading never fails for want of the module: the question
+;; comes once at most, never in batch Emacs, a starting daemon or while
+;; a file is byte-compiled (the adapters' modes ask when turned on),
+;; and a module not built leaves one warning that says how to get it.
 ;;
 ;; cargo runs as an asynchronous process writing to *efrit-todo-build*,
 ;; so Emacs stays usable for the minute or more a first build takes.
@@ -150,6 +153,15 @@ The count shown when cargo prints no progress bar (an old cargo).")
 (defvar efrit-todo-build--failure nil
   "Why the last build failed, as a sentence, or nil.")
 
+(defvar efrit-todo-build--asked nil
+  "Non-nil once this Emacs has asked whether to build the module.
+It asks at most once: an answer of no stands until the user runs
+\\[efrit-todo-build-module].")
+
+(defvar efrit-todo-build--warned nil
+  "Non-nil once the warning that the module is missing has been shown.
+A build started clears it: its failure is worth a warning of its own.")
+
 (defvar efrit-todo-build--timer nil
   "The timer that shows the running build's progress.")
 
@@ -259,7 +271,9 @@ CRATE/target."
                      efrit-todo-build--failure efrit-todo-build-buffer-name))
     ('cancelled
      "the module is not loaded: its build was cancelled; M-x efrit-todo-build-module builds it")
-    (_ "the module is not loaded; M-x efrit-todo-build-module builds it")))
+    (_ (or (efrit-todo-build--problem)
+           (concat "the module is not loaded; M-x efrit-todo-build-module builds it"
+                   (efrit-todo-build--batch-advice))))))
 
 (defun efrit-todo-build--not-loaded (&rest _)
   "Stand in for a module function: signal that the module is not loaded yet."
@@ -456,7 +470,11 @@ that file would crash Emacs, replacing it does not."
                            (round (- (float-time) efrit-todo-build--started))
                            reason efrit-todo-build-buffer-name))
   (when-let* ((buffer (get-buffer efrit-todo-build-buffer-name)))
-    (display-buffer buffer)))
+    (display-buffer buffer))
+  (unless (efrit-todo-build-module-loaded-p)
+    (efrit-todo-build--warn
+     (format-message "its module could not be built (%s), so Efrit and gptel run without efrit-todo for now.  See the buffer %s for why, then M-x efrit-todo-build-module to build it again"
+                     reason efrit-todo-build-buffer-name))))
 
 (defun efrit-todo-build--succeed ()
   "Copy the module cargo built beside the Lisp files, and load it."
@@ -481,11 +499,15 @@ that file would crash Emacs, replacing it does not."
                          "efrit-todo is ready"
                        "(require 'efrit-todo) loads efrit-todo now"))))
     (unless was-loaded
-      (condition-case err
-          (run-hooks 'efrit-todo-build-loaded-hook)
-        (error (display-warning 'efrit-todo
-                                (format "after loading the module: %s"
-                                        (error-message-string err))))))))
+      (efrit-todo-build--run-loaded-hook))))
+
+(defun efrit-todo-build--run-loaded-hook ()
+  "Run `efrit-todo-build-loaded-hook', reporting an error as a warning."
+  (condition-case err
+      (run-hooks 'efrit-todo-build-loaded-hook)
+    (error (display-warning 'efrit-todo
+                            (format "after loading the module: %s"
+                                    (error-message-string err))))))
 
 (defun efrit-todo-build--sentinel (process _event)
   "End the build when PROCESS, cargo, has ended."
@@ -501,7 +523,10 @@ that file would crash Emacs, replacing it does not."
           (not (buffer-live-p (process-buffer process))))
       (efrit-todo-build--end
        'cancelled (format "Efrit-todo: module build cancelled after %d s; M-x efrit-todo-build-module starts it again"
-                          (round (- (float-time) efrit-todo-build--started)))))
+                          (round (- (float-time) efrit-todo-build--started))))
+      (unless (efrit-todo-build-module-loaded-p)
+        (efrit-todo-build--warn
+         "its module build was cancelled, so Efrit and gptel run without efrit-todo for now.  M-x efrit-todo-build-module starts the build again")))
      ((and (eq (process-status process) 'exit) (zerop (process-exit-status process)))
       (condition-case err
           (efrit-todo-build--succeed)
@@ -534,6 +559,7 @@ that file would crash Emacs, replacing it does not."
        (format "Building efrit-todo's module in %s\n%s\n\n" crate
                (string-join command " "))))
     (setq efrit-todo-build--state 'running
+          efrit-todo-build--warned nil
           efrit-todo-build--started (float-time)
           efrit-todo-build--progress nil
           efrit-todo-build--compiled 0
@@ -634,6 +660,12 @@ not loaded."
 
 ;;;; At load time
 
+(defun efrit-todo-build--batch-advice ()
+  "Return how a batch script gets the module, or \"\" in an interactive Emacs."
+  (if noninteractive
+      "; a batch script builds it first with (require 'efrit-todo-build) (efrit-todo-build-module t)"
+    ""))
+
 (defun efrit-todo-build--no-source-text ()
   "Return what to do when the module is missing and cannot be built here."
   (format-message "the module %s is missing, and efrit-todo's source (Cargo.toml) is not in the directory above %s to build it from.  Get the source (git clone %s), run `make' in it (Rust from https://rustup.rs needed), and put its lisp/ directory in `load-path'; or copy a built efrit-todo-module%s into %s"
@@ -643,46 +675,112 @@ not loaded."
 
 (defun efrit-todo-build--no-cargo-text ()
   "Return what to do when the module is missing and cargo is not installed."
-  (format-message "the module %s is missing and cargo, which builds it, is not found (`efrit-todo-build-cargo-program' is %S): install Rust from https://rustup.rs, then run `make' in %s or M-x efrit-todo-build-module"
+  (format-message "the module %s is missing and cargo, which builds it, is not found (`efrit-todo-build-cargo-program' is %s): install Rust from https://rustup.rs, then run `make' in %s or M-x efrit-todo-build-module"
                   (file-name-nondirectory (efrit-todo-build-module-file))
                   efrit-todo-build-cargo-program (efrit-todo-build-crate-directory)))
 
+(defun efrit-todo-build--problem ()
+  "Return why the missing module cannot be built here, as a sentence, or nil."
+  (cond ((not module-file-suffix)
+         "this Emacs was built without dynamic module support, which efrit-todo needs")
+        ((not (efrit-todo-build-crate-directory)) (efrit-todo-build--no-source-text))
+        ((not (efrit-todo-build--cargo)) (efrit-todo-build--no-cargo-text))))
+
+(defun efrit-todo-build--compiling-p ()
+  "Return non-nil while a file is being byte-compiled.
+A package install compiles efrit-todo's files, which load this one:
+that is no time to ask anything."
+  (bound-and-true-p byte-compile-current-file))
+
+(defun efrit-todo-build--daemon-starting-p ()
+  "Return non-nil in a daemon with no client frame selected.
+Such an Emacs has no terminal to ask on: a question would read from
+its standard input."
+  (and (daemonp)
+       (or (null terminal-frame)
+           (eq (frame-terminal (selected-frame)) (frame-terminal terminal-frame)))))
+
+(defun efrit-todo-build--not-built-text ()
+  "Return the warning for a module left unbuilt by choice."
+  (format-message "its module %s is not built, so Efrit and gptel run without efrit-todo for now.  %sM-x efrit-todo-build-module builds it in the background (Emacs stays usable), or run `make' in %s%s"
+                  (file-name-nondirectory (efrit-todo-build-module-file))
+                  (if (and (eq efrit-todo-module-auto-build 'ask)
+                           (efrit-todo-build--daemon-starting-p))
+                      "A daemon cannot ask whether to build it.  "
+                    "")
+                  (efrit-todo-build-crate-directory)
+                  (efrit-todo-build--batch-advice)))
+
+(defun efrit-todo-build--warn (text)
+  "Show TEXT as efrit-todo's warning, unless one was shown already."
+  (unless efrit-todo-build--warned
+    (setq efrit-todo-build--warned t)
+    (display-warning 'efrit-todo text)))
+
 (defun efrit-todo-build--may-build-p ()
-  "Return non-nil when the missing module may be built now."
+  "Return non-nil when the missing module may be built now.
+Asks, once, where `efrit-todo-module-auto-build' says to ask and
+there is someone to ask."
   (pcase efrit-todo-module-auto-build
     ('ask (and (not noninteractive)
-               (y-or-n-p "Efrit-todo needs its module: build it with cargo in the background? ")))
+               (not (efrit-todo-build--daemon-starting-p))
+               (not efrit-todo-build--asked)
+               (progn
+                 (setq efrit-todo-build--asked t)
+                 (y-or-n-p "Efrit-todo needs its module: build it with cargo in the background? "))))
     (setting setting)))
 
+(defun efrit-todo-build-offer ()
+  "Build the missing module if the user wants it; else warn how to get it.
+Nothing happens while the module is loaded or being built, nor while
+a file is byte-compiled (a package install): the adapters' modes
+offer it when they are turned on.  A module put beside the Lisp files
+since efrit-todo was loaded is loaded.  The question is asked at most
+once per Emacs (see `efrit-todo-module-auto-build'), never in batch
+Emacs or in a daemon without a client frame; the warning is shown
+once.  Never signals: an init file goes on.  Return non-nil when the
+module is loaded or being built."
+  (cond
+   ((or (efrit-todo-build-module-loaded-p) (efrit-todo-build-running-p)) t)
+   ((efrit-todo-build--compiling-p) nil)
+   ;; Put there since efrit-todo was loaded, as the README's package
+   ;; install does: load it now, without a restart.
+   ((and module-file-suffix (file-exists-p (efrit-todo-build-module-file)))
+    (condition-case err
+        (progn (module-load (efrit-todo-build-module-file))
+               (efrit-todo-build--remove-stand-ins)
+               (efrit-todo-build--check-version efrit-todo-build--version)
+               (efrit-todo-build--run-loaded-hook)
+               t)
+      (error (efrit-todo-build--warn (error-message-string err))
+             (efrit-todo-build-module-loaded-p))))
+   (t
+    (let ((problem (efrit-todo-build--problem)))
+      (cond
+       (problem (efrit-todo-build--warn problem))
+       ((efrit-todo-build--may-build-p)
+        ;; A batch Emacs waits: a batch script goes on to call efrit-todo.
+        (condition-case err
+            (efrit-todo-build-module noninteractive)
+          (error (efrit-todo-build--warn (error-message-string err)))))
+       (t (efrit-todo-build--warn (efrit-todo-build--not-built-text)))))
+    (or (efrit-todo-build-module-loaded-p) (efrit-todo-build-running-p)))))
+
 (defun efrit-todo-build--ensure (version)
-  "Load the module and check that it has VERSION; build it when missing.
+  "Load the module and check that it has VERSION; offer to build it when missing.
 A build runs in the background, except in batch Emacs, which waits
-for it: a batch script goes on to call efrit-todo.  Signal
-`efrit-todo-error' when the module is missing and is not being built."
+for it.  A module that is missing and not built leaves stand-ins
+that say so when called, and one warning (see
+`efrit-todo-build-offer'): loading efrit-todo never fails for want
+of its module."
   (setq efrit-todo-build--version version)
   (unless (efrit-todo-build-module-loaded-p)
     (let ((file (efrit-todo-build-module-file)))
-      (cond
-       ((not module-file-suffix)
-        (efrit-todo-build--signal "this Emacs was built without dynamic module support, which efrit-todo needs"))
-       ((file-exists-p file)
-        (module-load file)
-        (efrit-todo-build--remove-stand-ins))
-       ((efrit-todo-build-running-p)
-        (efrit-todo-build--install-stand-ins))
-       ((not (efrit-todo-build-crate-directory))
-        (efrit-todo-build--signal "%s" (efrit-todo-build--no-source-text)))
-       ((not (efrit-todo-build--cargo))
-        (efrit-todo-build--signal "%s" (efrit-todo-build--no-cargo-text)))
-       ((efrit-todo-build--may-build-p)
-        (efrit-todo-build-module noninteractive))
-       (t
-        (efrit-todo-build--signal
-         "the module %s is missing; run `make' in %s or M-x efrit-todo-build-module%s"
-         file (efrit-todo-build-crate-directory)
-         (if noninteractive
-             "; a batch script can build it first with (require 'efrit-todo-build) (efrit-todo-build-module t)"
-           ""))))))
+      (if (and module-file-suffix (file-exists-p file))
+          (progn (module-load file)
+                 (efrit-todo-build--remove-stand-ins))
+        (efrit-todo-build--install-stand-ins)
+        (efrit-todo-build-offer))))
   (when (efrit-todo-build-module-loaded-p)
     (efrit-todo-build--check-version version)))
 

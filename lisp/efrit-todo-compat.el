@@ -33,6 +33,11 @@
 ;; variables mirror the current session's list after every change, and a
 ;; value Efrit sets directly is copied into the module.
 ;;
+;; Until the module is loaded (it is being built, or its build was
+;; declined), the names behave as Efrit's own file's do, on the two
+;; variables alone: Efrit then works exactly as without efrit-todo.
+;; When the module loads, the list Efrit holds is copied into it.
+;;
 ;; efrit-todo.el loads this file; it is not meant to be loaded alone.  It
 ;; calls the core's functions only when Efrit calls it, so it requires
 ;; nothing of the core, and the core requires it: one direction.
@@ -123,6 +128,7 @@
 (declare-function efrit-todo--module-raise-counter "efrit-todo-module"
                   (session n))
 (declare-function efrit-todo--module-clear "efrit-todo-module" (session))
+(declare-function efrit-todo-build-module-loaded-p "efrit-todo-build" ())
 
 (cl-defstruct (efrit-todo-item
                (:constructor efrit-todo-item-create)
@@ -149,6 +155,91 @@ every change and copies a value set from outside into the module.")
 
 (defvar efrit-todo--counter 0
   "How many ids the current session has issued.")
+
+;;;; Without the module: Efrit's own behaviour
+
+(defsubst efrit-todo-compat--plain-p ()
+  "Return non-nil while the module is not loaded: the names act as Efrit's."
+  (not (efrit-todo-build-module-loaded-p)))
+
+(defun efrit-todo-compat--plain-find (id)
+  "Return the item with ID in Efrit's list, or nil."
+  (seq-find (lambda (item) (equal (efrit-todo-item-id item) id))
+            efrit-todo--current-todos))
+
+(defun efrit-todo-compat--plain-line (item)
+  "Return ITEM as a line of Efrit's own: mark, priority, content and id."
+  (format "%s [%s] %s (%s)"
+          (pcase (efrit-todo-item-status item)
+            ('todo "\u2610")
+            ('in-progress "\u27f3")
+            ('completed "\u2611")
+            (_ ""))
+          (upcase (format "%s" (efrit-todo-item-priority item)))
+          (efrit-todo-item-content item)
+          (efrit-todo-item-id item)))
+
+(defun efrit-todo-compat--plain-sort (todos sort-by)
+  "Return TODOS in Efrit's order for SORT-BY (status, priority, nil)."
+  (let ((order (pcase sort-by
+                 ('status (cons '(in-progress todo completed) #'efrit-todo-item-status))
+                 ('priority (cons '(high medium low) #'efrit-todo-item-priority)))))
+    (if (not order)
+        todos
+      (sort (copy-sequence todos)
+            (lambda (a b)
+              (< (or (seq-position (car order) (funcall (cdr order) a)) 99)
+                 (or (seq-position (car order) (funcall (cdr order) b)) 99)))))))
+
+(defun efrit-todo-compat--plain (name &rest args)
+  "Do what Efrit's function NAME does with ARGS, on the variables alone."
+  (pcase (cons name args)
+    (`(generate-id)
+     (setq efrit-todo--counter (1+ efrit-todo--counter))
+     (format "efrit-todo-%d" efrit-todo--counter))
+    (`(add ,content ,priority)
+     (unless (and (stringp content) (not (string-empty-p (string-trim content))))
+       (error "TODO content must be a non-empty string"))
+     (unless (memq priority '(nil low medium high))
+       (error "TODO priority must be one of: low, medium, high"))
+     (let ((item (efrit-todo-item-create
+                  :id (efrit-todo-compat--plain 'generate-id) :content content :status 'todo
+                  :priority (or priority 'medium) :created-at (current-time))))
+       (push item efrit-todo--current-todos)
+       item))
+    (`(update-status ,id ,status)
+     (unless (and (stringp id) (not (string-empty-p id)))
+       (error "TODO ID must be a non-empty string"))
+     (unless (memq status '(todo in-progress completed))
+       (error "TODO status must be one of: todo, in-progress, completed"))
+     (when-let* ((item (efrit-todo-compat--plain-find id)))
+		(setf (efrit-todo-item-status item) status)
+		(when (eq status 'completed)
+		  (setf (efrit-todo-item-completed-at item) (current-time)))
+		item))
+    (`(clear) (setq efrit-todo--current-todos nil efrit-todo--counter 0))
+    (`(format-list ,todos ,sort-by)
+     (when todos
+       (mapconcat #'efrit-todo-compat--plain-line
+                  (efrit-todo-compat--plain-sort todos sort-by) "\n")))
+    (`(format-for-display)
+     (or (efrit-todo-compat--plain 'format-list efrit-todo--current-todos nil)
+         "No current TODOs"))
+    (`(format-for-prompt)
+     (if efrit-todo--current-todos
+         (concat "\n\nCURRENT TODOs:\n" (efrit-todo-compat--plain 'format-for-display) "\n")
+       ""))))
+
+(defun efrit-todo-compat--adopt-plain ()
+  "Copy the list Efrit kept while the module was not loaded into the module."
+  (let ((todos efrit-todo--current-todos)
+        (counter efrit-todo--counter))
+    (when (consp todos)
+      (efrit-todo-compat--watch-variables 'efrit-todo--current-todos todos 'set nil))
+    (when (and (natnump counter) (> counter 0))
+      (efrit-todo-compat--watch-variables 'efrit-todo--counter counter 'set nil))))
+
+;;;; With the module
 
 (defvar efrit-todo-compat--mirroring nil
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
@@ -246,7 +337,8 @@ The struct is a plain vector, so this is the only test there is."
   "Copy VALUE, set from outside into SYMBOL by OPERATION, into the module.
 Efrit clears its list with `setq' when a session starts; this keeps
 the module in step.  Never signals: it runs inside someone's `setq'."
-  (when (and (eq operation 'set) (not efrit-todo-compat--mirroring))
+  (when (and (eq operation 'set) (not efrit-todo-compat--mirroring)
+             (not (efrit-todo-compat--plain-p)))
     (condition-case err
         (pcase symbol
           ('efrit-todo--current-todos
@@ -273,10 +365,12 @@ the module in step.  Never signals: it runs inside someone's `setq'."
 
 (defun efrit-todo--generate-id ()
   "Reserve and return a fresh id in the current session."
-  (let* ((session (efrit-todo--session nil))
-         (id (efrit-todo--module-allocate-id session)))
-    (efrit-todo-compat--refresh-mirror session)
-    id))
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain 'generate-id)
+    (let* ((session (efrit-todo--session nil))
+           (id (efrit-todo--module-allocate-id session)))
+      (efrit-todo-compat--refresh-mirror session)
+      id)))
 
 (defun efrit-todo-compat--find-struct (id)
   "Return the mirrored item with ID, or nil."
@@ -286,6 +380,12 @@ the module in step.  Never signals: it runs inside someone's `setq'."
 (defun efrit-todo-add (content &optional priority)
   "Append a pending item with CONTENT and optional PRIORITY; return it.
 PRIORITY is low, medium (the default) or high."
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain 'add content priority)
+    (efrit-todo-compat--add content priority)))
+
+(defun efrit-todo-compat--add (content priority)
+  "Add an item with CONTENT and PRIORITY to the module; return it."
   (unless (memq priority '(nil low medium high))
     (signal 'efrit-todo-invalid-input
             (list (format "priority: expected low, medium or high, got %s"
@@ -303,6 +403,12 @@ PRIORITY is low, medium (the default) or high."
 (defun efrit-todo-update-status (id new-status)
   "Set the status of the item with ID to NEW-STATUS; return it, or nil.
 NEW-STATUS is todo, in-progress, completed or cancelled."
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain 'update-status id new-status)
+    (efrit-todo-compat--update-status id new-status)))
+
+(defun efrit-todo-compat--update-status (id new-status)
+  "Set the status of the module's item ID to NEW-STATUS; return it, or nil."
   (unless (and (stringp id) (not (string-empty-p id)))
     (signal 'efrit-todo-invalid-input
             (list (format "id: expected a non-empty string, got %s" (efrit-todo--describe id)))))
@@ -317,14 +423,24 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
 
 (defun efrit-todo-find (id)
   "Return the item with ID in the current session, or nil."
-  (efrit-todo-compat--find-struct id))
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain-find id)
+    (efrit-todo-compat--find-struct id)))
 
 (defun efrit-todo-get-all ()
   "Return the items of the current session as `efrit-todo-item' vectors."
-  (efrit-todo-compat--mirror))
+  (if (efrit-todo-compat--plain-p)
+      efrit-todo--current-todos
+    (efrit-todo-compat--mirror)))
 
 (defun efrit-todo-set-all (todos)
   "Replace the current session's list with TODOS, `efrit-todo-item' vectors."
+  (if (efrit-todo-compat--plain-p)
+      (setq efrit-todo--current-todos todos)
+    (efrit-todo-compat--set-all todos)))
+
+(defun efrit-todo-compat--set-all (todos)
+  "Replace the module's current list with TODOS."
   (unless (proper-list-p todos)
     (signal 'efrit-todo-invalid-input
             (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
@@ -339,22 +455,26 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
   "Remove every item of the current session.
 Unlike Efrit's counter, the id counter keeps counting so that an id
 never comes back with another meaning."
-  (let ((session (efrit-todo--session nil)))
-    (efrit-todo-compat--note-writer session)
-    (efrit-todo--module-clear session)
-    (efrit-todo--changed session)))
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain 'clear)
+    (let ((session (efrit-todo--session nil)))
+      (efrit-todo-compat--note-writer session)
+      (efrit-todo--module-clear session)
+      (efrit-todo--changed session))))
 
 (defun efrit-todo-count ()
   "Return the number of items in the current session."
-  (length (efrit-todo-compat--mirror)))
+  (length (efrit-todo-get-all)))
 
 (defun efrit-todo-set-counter (n)
   "Raise the id counter of the current session to N.
 It never goes down: lowering it would reissue ids."
-  (let ((session (efrit-todo--session nil)))
-    (efrit-todo--module-raise-counter session n)
-    (efrit-todo-compat--refresh-mirror session)
-    efrit-todo--counter))
+  (if (efrit-todo-compat--plain-p)
+      (setq efrit-todo--counter n)
+    (let ((session (efrit-todo--session nil)))
+      (efrit-todo--module-raise-counter session n)
+      (efrit-todo-compat--refresh-mirror session)
+      efrit-todo--counter)))
 
 (defun efrit-todo-compat--status-mark (status)
   "Return a short ASCII mark for STATUS."
@@ -382,6 +502,12 @@ It never goes down: lowering it would reissue ids."
   "Return TODOS as display lines, sorted by SORT-BY.
 SORT-BY is `status' (running first), `priority' (high first),
 `created' (oldest first) or nil (list order)."
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain 'format-list todos sort-by)
+    (efrit-todo-compat--format-list todos sort-by)))
+
+(defun efrit-todo-compat--format-list (todos sort-by)
+  "Return TODOS as efrit-todo's display lines, sorted by SORT-BY."
   (unless (proper-list-p todos)
     (signal 'efrit-todo-invalid-input
             (list (format "todos: expected a list, got a %s" (type-of todos)))))
@@ -402,7 +528,9 @@ SORT-BY is `status' (running first), `priority' (high first),
 
 (defun efrit-todo-format-for-display ()
   "Return the current session's items as display lines."
-  (or (efrit-todo-format-list (efrit-todo-compat--mirror)) "No current TODOs"))
+  (if (efrit-todo-compat--plain-p)
+      (efrit-todo-compat--plain 'format-for-display)
+    (or (efrit-todo-format-list (efrit-todo-compat--mirror)) "No current TODOs")))
 
 (defun efrit-todo-format-for-prompt ()
   "Return the current list for the system prompt, or \"\" without one.
@@ -411,17 +539,19 @@ It shows the live list, as Efrit's own function does; with
 `efrit-todo-efrit-mode' on, the prompt gets the fixed text of
 `efrit-todo-prompt-guidance' instead, which keeps the prompt cache."
   (condition-case err
-      (if-let* ((items (efrit-todo-list)))
-          (concat (let ((counts (efrit-todo-counts)))
-                    (format "\n\nTODO LIST (%d/%d done):\n"
-                            (plist-get counts :completed) (plist-get counts :total)))
-                  (mapconcat (lambda (item)
-                               (format "  %s [%s] %s" (plist-get item :id)
-                                       (string-replace "-" "_" (symbol-name (plist-get item :status)))
-                                       (plist-get item :content)))
-                             items "\n")
-                  "\n")
-        "")
+      (if-let* (((efrit-todo-compat--plain-p)))
+               (efrit-todo-compat--plain 'format-for-prompt)
+               (if-let* ((items (efrit-todo-list)))
+			(concat (let ((counts (efrit-todo-counts)))
+				  (format "\n\nTODO LIST (%d/%d done):\n"
+					  (plist-get counts :completed) (plist-get counts :total)))
+				(mapconcat (lambda (item)
+					     (format "  %s [%s] %s" (plist-get item :id)
+						     (string-replace "-" "_" (symbol-name (plist-get item :status)))
+						     (plist-get item :content)))
+					   items "\n")
+				"\n")
+			""))
     (error (message "Efrit-todo: %s" (error-message-string err))
            "")))
 

@@ -40,7 +40,10 @@
 ;;   request, the suggestion to plan.
 ;;
 ;; Everything is advice, added when the mode is turned on and removed
-;; when it is turned off.  Efrit is never required: the advice waits
+;; when it is turned off.  Until efrit-todo's module is loaded (it is
+;; being built, or its build was declined), the advice steps aside and
+;; Efrit runs exactly as without efrit-todo; once it is loaded,
+;; efrit-todo takes over from the next command.  Efrit is never required: the advice waits
 ;; for its functions to be defined.  Turning the mode on also turns on
 ;; the mode-line indicator (see `efrit-todo-show-mode-line').
 ;;
@@ -123,6 +126,35 @@ the session has no list and has not called a tool yet."
   "The advice of `efrit-todo-efrit-mode': (FUNCTION HOW ADVICE).
 Depth 100 puts each one innermost, so advice that others put on the
 same function (Efrit's own, a user's) keeps running around it.")
+
+(defvar efrit-todo-efrit--in-use nil
+  "Non-nil once efrit-todo runs Efrit's commands.
+Until the module is loaded, Efrit runs as without efrit-todo.  Once
+it is, the next command that starts sets this, never one half-way
+through: each command runs on one backend from start to end.")
+
+(defconst efrit-todo-efrit--command-starts
+  '(efrit-session-create efrit-repl-session-begin-turn efrit-execute)
+  "Efrit's functions that begin a command or a REPL turn.")
+
+(defun efrit-todo-efrit--guarded (function how advice)
+  "Return ADVICE, of kind HOW on FUNCTION, as :around advice.
+It runs ADVICE while `efrit-todo-efrit--in-use', and only FUNCTION
+otherwise."
+  (let ((starts (memq function efrit-todo-efrit--command-starts)))
+    (lambda (original &rest args)
+      (when (and starts (not efrit-todo-efrit--in-use))
+        (setq efrit-todo-efrit--in-use (efrit-todo-build-module-loaded-p)))
+      (if (not efrit-todo-efrit--in-use)
+          (apply original args)
+        (pcase how
+          (:around (apply advice original args))
+          (:override (apply advice args))
+          (:filter-return (funcall advice (apply original args)))
+          (:before-until (or (apply advice args) (apply original args)))
+          (:before (apply advice args) (apply original args))
+          (:after (prog1 (apply original args) (apply advice args)))
+          (_ (error "Efrit-todo: no guard for %s advice" how)))))))
 
 (defvar efrit-todo-efrit--efrit-ui-advice
   '(efrit-todos--after-todo-write-advice efrit-modeline--after-todo-write-advice)
@@ -263,7 +295,7 @@ Every stop of Efrit's async loop passes here, API errors included."
   "Mark the running Efrit command stopped, as Emacs is closing.
 Run from `kill-emacs-hook' before the lists are saved, so that the
 next Emacs goes on with the list."
-  (when (and (fboundp 'efrit-session-active) (efrit-session-active))
+  (when (and efrit-todo-efrit--in-use (fboundp 'efrit-session-active) (efrit-session-active))
     (efrit-todo-efrit--note-stop (efrit-todo-efrit--running-session)
                                  "Emacs was closed while the command ran")))
 
@@ -784,6 +816,9 @@ which makes the aliases, is not loaded."
 
 (defun efrit-todo-efrit--enable ()
   "Add the advice; save the values to restore later."
+  ;; A package install compiled efrit-todo without asking: ask now.
+  (efrit-todo-build-offer)
+  (setq efrit-todo-efrit--in-use (efrit-todo-build-module-loaded-p))
   (efrit-todo-efrit--check-feature)
   (efrit-todo-efrit--alias-efrit-variables)
   (setq efrit-todo-efrit--saved
@@ -793,8 +828,11 @@ which makes the aliases, is not loaded."
     (setq efrit-todo-known-tools
           (seq-uniq (append efrit-todo-known-tools
                             (mapcar #'car efrit-do--tool-dispatch-table)))))
+  ;; Named after ADVICE, so that `advice-remove' and `advice-member-p'
+  ;; know it by that name.
   (pcase-dolist (`(,function ,how ,advice) efrit-todo-efrit--advice)
-    (advice-add function how advice '((depth . 100))))
+    (advice-add function :around (efrit-todo-efrit--guarded function how advice)
+                `((depth . 100) (name . ,advice))))
   (efrit-todo-efrit--suspend-efrit-ui)
   ;; Efrit's UI file adds its advice when it is loaded, maybe later.
   (add-hook 'after-load-functions #'efrit-todo-efrit--suspend-efrit-ui)

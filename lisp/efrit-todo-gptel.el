@@ -52,6 +52,13 @@
 ;; `gptel-pre-response-hook', `gptel-post-response-functions', plus
 ;; advice on `gptel-abort'.  Turning the mode off removes them, and
 ;; unloading this file removes the tools and the preset as well.
+;;
+;; It needs gptel 0.9.9.4 or later.  A gptel without the tool hooks
+;; (0.9.9.4 had the pre-tool hook from its 21st commit on, the
+;; post-tool hook from its 23rd) has a managed request's tools run
+;; through copies that do the same checks around each call; the
+;; system message is `gptel-system-prompt' since 0.9.9.5's successors,
+;; `gptel--system-message' before.
 
 ;;; Code:
 
@@ -68,7 +75,7 @@
 ;; gptel's variables and functions, used only once gptel is loaded.
 (defvar gptel-tools)
 (defvar gptel-use-tools)
-(defvar gptel-system-prompt)
+(defvar gptel-version)
 (defvar gptel-backend)
 (defvar gptel-model)
 (defvar gptel-prompt-transform-functions)
@@ -82,9 +89,19 @@
 (declare-function gptel-make-tool "gptel-request" (&rest slots))
 (declare-function gptel-make-preset "gptel" (name &rest keys))
 (declare-function gptel-tool-name "gptel-request" (tool))
+(declare-function gptel-tool-function "gptel-request" (tool))
+(declare-function gptel-tool-args "gptel-request" (tool))
+(declare-function gptel-tool-async "gptel-request" (tool))
 (declare-function gptel-fsm-info "gptel-request" (fsm))
 (declare-function gptel-send "gptel" (&optional arg))
 (declare-function gptel-abort "gptel-request" (buf))
+(declare-function gptel-get-tool "gptel-request" (path))
+(declare-function gptel-make-fsm "gptel-request" (&rest slots))
+
+;; The agent-teams API of efrit-todo.el.
+(defvar efrit-todo-agent)
+(declare-function efrit-todo-agent-start "efrit-todo" (type &optional session))
+(declare-function efrit-todo-agent-end "efrit-todo" (name &optional session))
 
 (defgroup efrit-todo-gptel nil
   "Efrit-todo's todo tools, breaker and continuation in gptel chats."
@@ -114,12 +131,37 @@ holds."
   "The names of the tools this file gives gptel.
 All are registered; the preset offers those of `efrit-todo-tool-style'.")
 
+(defconst efrit-todo-gptel--agent-todo-tool "TodoWrite"
+  "The name of gptel-agent's todo tool, which efrit-todo serves.")
+
 (defconst efrit-todo-gptel--planning-tools
-  (cons "todo_write" efrit-todo-task-tool-names)
+  (append (list "todo_write" efrit-todo-gptel--agent-todo-tool) efrit-todo-task-tool-names)
   "The tools whose presence makes a request one that efrit-todo manages.")
 
 (defconst efrit-todo-gptel--category "efrit-todo"
   "The category of efrit-todo's tools in gptel's tool registry.")
+
+(defconst efrit-todo-gptel-minimum-gptel "0.9.9.4"
+  "The oldest gptel version `efrit-todo-gptel-mode' works with.")
+
+(defun efrit-todo-gptel--check-gptel-version ()
+  "Signal a `user-error' unless the loaded gptel is recent enough.
+See `efrit-todo-gptel-minimum-gptel'.  A gptel without
+`gptel-version' predates it."
+  (let ((version (and (boundp 'gptel-version) gptel-version)))
+    (unless (and (stringp version)
+                 (ignore-errors (version<= efrit-todo-gptel-minimum-gptel version)))
+      (user-error "Efrit-todo needs gptel %s or later; this gptel is %s"
+                  efrit-todo-gptel-minimum-gptel
+                  (if (stringp version) version "older (it has no `gptel-version')")))))
+
+(defun efrit-todo-gptel--system-variable ()
+  "Return the variable of gptel's system message.
+gptel 0.9.9.4 and 0.9.9.5 name it `gptel--system-message'; later
+versions `gptel-system-prompt', the old name an alias of it."
+  (if (boundp 'gptel--system-message)
+      (indirect-variable 'gptel--system-message)
+    'gptel-system-prompt))
 
 ;;;; Sessions: one per chat buffer
 
@@ -157,14 +199,25 @@ An alist of (VARIABLE . VALUE) for `efrit-todo-gptel--turn-settings',
 as that request was made with them; its continuations are sent with
 the same.")
 
-(defconst efrit-todo-gptel--turn-settings
-  '(gptel-backend gptel-model gptel-system-prompt gptel-tools gptel-use-tools)
-  "The gptel options every request of a turn is sent with, as its first was.
+(defun efrit-todo-gptel--turn-settings ()
+  "Return the gptel options every request of a turn is sent with, as its first was.
 A continuation is a request of its own, sent from the chat buffer: a
 preset applied to the first request only (@efrit-todo in the prompt)
 would not reach it, its todo_write would be an unknown tool, and a
 system text or tool list that changes within a turn breaks the
-provider's prompt cache.")
+provider's prompt cache."
+  (list 'gptel-backend 'gptel-model (efrit-todo-gptel--system-variable)
+        'gptel-tools 'gptel-use-tools))
+
+(defvar efrit-todo-gptel--sub-agent nil
+  "The name of the sub-agent whose request is being handled, or nil.
+Bound around every handler of a sub-agent's request: gptel's hooks
+run from them are not the lead's, and are left to the sub-agent's
+own checked tools.")
+
+(defvar efrit-todo-gptel--missing-checks nil
+  "The checks the loaded gptel has no hook for: :pre, :post or both.
+Set when the mode is turned on.")
 
 (defvar efrit-todo-gptel--buffers (make-hash-table :test 'equal :weakness 'value)
   "The chat buffer of each session this file named, by session name.")
@@ -330,7 +383,7 @@ continuation goes on with the turn.  Return the session."
 (defun efrit-todo-gptel--settings ()
   "Return the current buffer's turn settings as (VARIABLE . VALUE).
 The settings are `efrit-todo-gptel--turn-settings', those bound."
-  (cl-loop for variable in efrit-todo-gptel--turn-settings
+  (cl-loop for variable in (efrit-todo-gptel--turn-settings)
            when (boundp variable)
            collect (cons variable (symbol-value variable))))
 
@@ -345,7 +398,10 @@ sent with those settings, already has it."
         (tools (and (bound-and-true-p gptel-use-tools) (bound-and-true-p gptel-tools))))
     (when (buffer-live-p buffer)
       (cond
-       ((not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
+       ;; Until the module is loaded, gptel runs as without efrit-todo;
+       ;; once it is, from the next request on.
+       ((or (not (efrit-todo-build-module-loaded-p))
+            (not (seq-some #'efrit-todo-gptel--todo-tool-p tools)))
         (with-current-buffer buffer
           (unless (eq fsm efrit-todo-gptel--fsm)
             ;; The user wrote again: no continuation is due any more.
@@ -357,6 +413,10 @@ sent with those settings, already has it."
        ;; once from the preset's): it is prepared already.
        ((eq fsm (buffer-local-value 'efrit-todo-gptel--fsm buffer)))
        (t
+        ;; An agent that plans is offered the tools of the style.
+        (let ((offered (efrit-todo-gptel--with-style-tools tools)))
+          (unless (equal offered tools)
+            (setq tools (setq-local gptel-tools offered))))
         (let* ((continuation (and (buffer-local-value 'efrit-todo-gptel--continuing buffer)
                                   (buffer-local-value 'efrit-todo-gptel--turn buffer)))
                (session (with-current-buffer buffer
@@ -367,18 +427,27 @@ sent with those settings, already has it."
                                   (efrit-todo-prompt-guidance session)
                                 (error nil))))
                 (when (and guidance (not (string-empty-p guidance)))
-                  (setq-local gptel-system-prompt
-                              (efrit-todo-gptel--add-guidance gptel-system-prompt
-                                                              guidance)))))
+                  (let ((system (efrit-todo-gptel--system-variable)))
+                    (set (make-local-variable system)
+                         (efrit-todo-gptel--add-guidance (symbol-value system)
+                                                         guidance))))))
             (let ((settings (efrit-todo-gptel--settings)))
               (with-current-buffer buffer
-                (setq efrit-todo-gptel--turn settings))))))))))
+                (setq efrit-todo-gptel--turn settings))))
+          ;; A gptel without the tool hooks: the checks go with the tools.
+          (when (and efrit-todo-gptel--missing-checks gptel-use-tools)
+            (setq-local gptel-tools
+                        (efrit-todo-gptel--wrap-tools
+                         gptel-tools efrit-todo-gptel--missing-checks
+                         (lambda () (efrit-todo-gptel--end-if-tripped buffer fsm)))))))))))
 
 (defun efrit-todo-gptel--managed-buffer (call)
-  "Return the chat buffer of tool CALL when its request is managed."
+  "Return the chat buffer of tool CALL when its request is managed.
+A sub-agent's calls are not: its tools check themselves."
   (let ((buffer (or (and (plist-get call :buffer) (get-buffer (plist-get call :buffer)))
                     (current-buffer))))
-    (and (buffer-live-p buffer)
+    (and (not efrit-todo-gptel--sub-agent)
+         (buffer-live-p buffer)
          (buffer-local-value 'efrit-todo-gptel--active buffer)
          buffer)))
 
@@ -417,6 +486,9 @@ refusal is sent as the call's result, marked as an error."
                          nil))))
         (when refusal
           (push args efrit-todo-gptel--blocked)
+          ;; Without the post-tool hook, no later point sees the trip.
+          (when (memq :post efrit-todo-gptel--missing-checks)
+            (efrit-todo-gptel--end-if-tripped buffer efrit-todo-gptel--fsm))
           (list :block refusal))))))
 
 (defun efrit-todo-gptel--post-tool (call)
@@ -444,31 +516,160 @@ named as no output."
             (unless (equal text result)
               (list :result text))))))))
 
+(defun efrit-todo-gptel--note-trip (buffer)
+  "Note that the breaker of chat BUFFER's request tripped, if it did just now.
+Return the reason to stop the request with, or nil when the breaker
+has not tripped or the request was stopped already."
+  (with-current-buffer buffer
+    (let* ((session (efrit-todo-gptel-session))
+           (reason (and (not efrit-todo-gptel--ended) (efrit-todo-gptel--tripped session))))
+      (when reason
+        (setq efrit-todo-gptel--ended (concat "stopped by the circuit breaker: " reason))
+        (efrit-todo-gptel--note-stop session efrit-todo-gptel--ended)
+        (message "Efrit-todo: circuit breaker tripped in %s: %s (M-x efrit-todo-gptel-report)"
+                 (buffer-name) reason)
+        (concat "Stopped by the circuit breaker: " reason)))))
+
 (defun efrit-todo-gptel--stop-if-tripped (call)
   "Stop the request of tool CALL when the breaker has tripped.
 This runs after `efrit-todo-gptel--post-tool' has recorded every call
 of the response, so the results, refusals and notices stay in the
 chat; the request then ends without asking the model again."
-  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call)))
-    (with-current-buffer buffer
-      (let* ((session (efrit-todo-gptel-session))
-             (reason (and (not efrit-todo-gptel--ended) (efrit-todo-gptel--tripped session))))
-        (when reason
-          (setq efrit-todo-gptel--ended (concat "stopped by the circuit breaker: " reason))
-          (efrit-todo-gptel--note-stop session efrit-todo-gptel--ended)
-          (message "Efrit-todo: circuit breaker tripped in %s: %s (M-x efrit-todo-gptel-report)"
-                   (buffer-name) reason)
-          (list :stop t :stop-reason (concat "Stopped by the circuit breaker: " reason)))))))
+  (when-let* ((buffer (efrit-todo-gptel--managed-buffer call))
+              (reason (efrit-todo-gptel--note-trip buffer)))
+    (list :stop t :stop-reason reason)))
+
+(defun efrit-todo-gptel--end-if-tripped (buffer fsm)
+  "End the request of state FSM from chat BUFFER if its breaker tripped.
+For a gptel without the post-tool hook: the request ends with the
+reason as its error once the calls of the response have run, as
+the hook's stop would end it."
+  (when (buffer-live-p buffer)
+    (when-let* ((reason (efrit-todo-gptel--note-trip buffer))
+                (info (and fsm (gptel-fsm-info fsm))))
+      (plist-put info :stop-reason reason)
+      (plist-put info :error reason))))
+
+;;;; Tools that carry the checks themselves
+
+(defvar efrit-todo-gptel--originals (make-hash-table :test 'eq :weakness 'key)
+  "The tool each of the tool copies made here stands for.")
+
+(defun efrit-todo-gptel--to-string (value)
+  "Return VALUE, a tool's result or error data, as text, as gptel does."
+  (cond ((stringp value) value)
+        ((symbolp value) (symbol-name value))
+        (t (prin1-to-string value))))
+
+(defun efrit-todo-gptel--refuse (name input session checks after)
+  "Return the breaker's refusal of the call of tool NAME with INPUT, or nil.
+SESSION is the chat's; only with :pre in CHECKS is the breaker asked.
+AFTER is called once a refusal is recorded."
+  (when (memq :pre checks)
+    (when-let* ((refusal (condition-case err
+                             (efrit-todo-before-tool name input session)
+                           (efrit-todo-invalid-input
+                            (message "Efrit-todo: %s" (cadr err))
+                            nil))))
+      (funcall after)
+      (concat "<tool_call_error>\n" refusal "\n</tool_call_error>"))))
+
+(defun efrit-todo-gptel--record (name input session checks after result error-p)
+  "Return the RESULT of tool NAME's call with INPUT, recorded if asked.
+SESSION is the chat's; with :post in CHECKS the call is recorded
+and the text the model gets has the notices after the output.
+ERROR-P non-nil when the tool failed.  AFTER is called once it is
+recorded."
+  (if (not (memq :post checks))
+      result
+    (let* ((output (cond ((null result) nil)
+                         ((stringp result) (and (not (string-empty-p result)) result))
+                         (t (efrit-todo-gptel--to-string result))))
+           (text (condition-case err
+                     (efrit-todo-after-tool name input output
+                                            (or error-p (efrit-todo-gptel--error-result-p output))
+                                            session)
+                   (efrit-todo-invalid-input
+                    (format "%s\n[efrit-todo could not record this call: %s]"
+                            (or output "") (cadr err))))))
+      (funcall after)
+      text)))
+
+(defun efrit-todo-gptel--checked-function (tool checks after &optional agent live-p)
+  "Return TOOL's function, wrapped for the breaker.
+With :pre in CHECKS the breaker is asked before each call, with
+:post the call is recorded; AFTER is called once a call is refused
+or recorded.  AGENT, a sub-agent's name, is `efrit-todo-agent' for
+all of it and for the tool itself; once LIVE-P says it has ended, a
+call is not run, and a call that ends later is not recorded."
+  (let ((function (gptel-tool-function tool))
+        (name (gptel-tool-name tool))
+        (keys (mapcar (lambda (arg) (intern (concat ":" (plist-get arg :name))))
+                      (gptel-tool-args tool)))
+        (ended (lambda () (and live-p (not (funcall live-p)))))
+        (refusal (format "<tool_call_error>\n%s has stopped: this call was not run\n</tool_call_error>"
+                         agent)))
+    (if (gptel-tool-async tool)
+        (lambda (callback &rest values)
+          (let* ((efrit-todo-agent agent)
+                 (buffer (current-buffer))
+                 (session (efrit-todo-gptel-session))
+                 (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values)))
+                 (finish (lambda (result error-p)
+                           (funcall callback
+                                    (if (and (buffer-live-p buffer) (not (funcall ended)))
+                                        (with-current-buffer buffer
+                                          (let ((efrit-todo-agent agent))
+                                            (efrit-todo-gptel--record name input session checks
+                                                                      after result error-p)))
+                                      result)))))
+            (if-let* ((refusal (if (funcall ended)
+                                   refusal
+                                 (efrit-todo-gptel--refuse name input session checks after))))
+                (funcall callback refusal)
+              (condition-case err
+                  (apply function (lambda (result) (funcall finish result nil)) values)
+                (error (funcall finish (mapconcat #'efrit-todo-gptel--to-string err " ") t))))))
+      (lambda (&rest values)
+        (let* ((efrit-todo-agent agent)
+               (session (efrit-todo-gptel-session))
+               (input (efrit-todo-gptel--input (efrit-todo-gptel--tool-input keys values))))
+          (or (and (funcall ended) refusal)
+              (efrit-todo-gptel--refuse name input session checks after)
+              (pcase-let ((`(,result . ,error-p)
+                           (condition-case err
+                               (cons (apply function values) nil)
+                             (error (cons (mapconcat #'efrit-todo-gptel--to-string err " ")
+                                          t)))))
+                (efrit-todo-gptel--record name input session checks after result
+                                          error-p))))))))
+
+(defun efrit-todo-gptel--wrap-tools (tools checks after &optional agent live-p)
+  "Return copies of TOOLS whose functions are checked around each call.
+CHECKS has :pre to ask the breaker before a call, :post to record it
+after; AFTER is called with no argument after each refusal or record.
+AGENT is the sub-agent whose tools they are, or nil for the lead;
+LIVE-P says whether it is still running.
+The copies keep the name, schema and everything else; a copy made
+here is copied from the tool it stands for, never wrapped twice."
+  (mapcar (lambda (tool)
+            (let* ((original (gethash tool efrit-todo-gptel--originals tool))
+                   (copy (copy-sequence original)))
+              (aset copy (cl-struct-slot-offset 'gptel-tool 'function)
+                    (efrit-todo-gptel--checked-function original checks after agent live-p))
+              (puthash copy original efrit-todo-gptel--originals)
+              copy))
+          tools))
 
 (defun efrit-todo-gptel--request-sent ()
   "Note that a request left this buffer: no response yet, nothing refused."
-  (when efrit-todo-gptel--active
+  (when (and efrit-todo-gptel--active (not efrit-todo-gptel--sub-agent))
     (setq efrit-todo-gptel--response-ok nil
           efrit-todo-gptel--blocked nil)))
 
 (defun efrit-todo-gptel--response-arrived ()
   "Note that the response to this buffer's latest request arrived."
-  (when efrit-todo-gptel--active
+  (when (and efrit-todo-gptel--active (not efrit-todo-gptel--sub-agent))
     (setq efrit-todo-gptel--response-ok t)))
 
 (defun efrit-todo-gptel--cancel-timer ()
@@ -504,8 +705,9 @@ through `efrit-todo-gptel--transform', whatever the buffer's own."
 (defun efrit-todo-gptel--post-response (&rest _)
   "End this buffer's managed request: go on, or note why it stopped.
 Run from `gptel-post-response-functions', which gptel runs after a
-response, an error and an abort alike."
-  (when efrit-todo-gptel--active
+response, an error and an abort alike.  A sub-agent's request ends
+with its Agent call, not here."
+  (when (and efrit-todo-gptel--active (not efrit-todo-gptel--sub-agent))
     (setq efrit-todo-gptel--active nil)
     (let ((session (efrit-todo-gptel-session)))
       (cond
@@ -550,6 +752,156 @@ Run from `kill-emacs-hook' before the lists are saved."
         (efrit-todo-gptel--note-stop (efrit-todo-gptel-session)
                                      "Emacs was closed while the request ran")))))
 
+;;;; Sub-agents (gptel-agent)
+
+;; gptel-agent's Agent tool runs `gptel-agent--task' in the chat buffer:
+;; it applies the agent's preset and calls `gptel-request' with a state
+;; machine of its own and no prompt transforms, so neither our
+;; transform nor, before later gptel-agent versions, the tool hooks see
+;; the sub-agent's request.  Around the Agent call the sub-agent gets a
+;; name (`efrit-todo-agent-start'); the request it makes then gets
+;; tools that check themselves as that agent, and handlers that say,
+;; while they run, whose request it is; and its end, whatever ends it,
+;; is the Agent call's result, once.
+
+(defvar efrit-todo-gptel-mode)
+
+(defvar efrit-todo-gptel--agent-starting nil
+  "While a sub-agent starts: (NAME SESSION FINISH LIVE-P) for its request.
+FINISH ends the Agent call with a result text; LIVE-P says whether
+it has not yet.")
+
+(defun efrit-todo-gptel--with-style-tools (tools)
+  "Return TOOLS with the tools of `efrit-todo-tool-style' added.
+Only when TOOLS plan (gptel-agent's TodoWrite, or efrit-todo's):
+an agent that keeps a todo list gets efrit-todo's."
+  (if (not (seq-some #'efrit-todo-gptel--todo-tool-p tools))
+      tools
+    (let ((names (mapcar (lambda (tool) (ignore-errors (gptel-tool-name tool))) tools)))
+      (append tools
+              (delq nil (mapcar (lambda (name)
+                                  (unless (member name names)
+                                    (ignore-errors (gptel-get-tool name))))
+                                (efrit-todo-tool-names)))))))
+
+(defun efrit-todo-gptel--agents-p ()
+  "Return non-nil if efrit-todo.el knows agents (its agent-teams API)."
+  (and (fboundp 'efrit-todo-agent-start) (fboundp 'efrit-todo-agent-end)))
+
+(defun efrit-todo-gptel--run-sub-agent (task main-cb agent-type description prompt)
+  "Run gptel-agent's TASK as a sub-agent of the chat's managed request.
+Around `gptel-agent--task': MAIN-CB, AGENT-TYPE, DESCRIPTION and
+PROMPT are its arguments.  The sub-agent is named by
+`efrit-todo-agent-start'; when it ends, however it ends, MAIN-CB
+gets its result once, with what `efrit-todo-agent-end' says after
+it (the tasks it left unfinished)."
+  (if (not (and efrit-todo-gptel-mode
+                (efrit-todo-gptel--agents-p)
+                efrit-todo-gptel--active
+                (not efrit-todo-gptel--sub-agent)))
+      (funcall task main-cb agent-type description prompt)
+    (let* ((session (efrit-todo-gptel-session))
+           (name (efrit-todo-agent-start (format "%s" agent-type) session))
+           (buffer (current-buffer))
+           (done nil)
+           (finish
+            (lambda (result)
+              (unless done
+                (setq done t)
+                (let* ((efrit-todo-gptel--sub-agent nil)
+                       (efrit-todo-agent nil)
+                       (left (condition-case err
+                                 (efrit-todo-agent-end name session)
+                               (error (message "Efrit-todo: could not end agent %s: %s"
+                                               name (error-message-string err))
+                                      nil)))
+                       (text (efrit-todo-gptel--to-string result)))
+                  (with-current-buffer (if (buffer-live-p buffer) buffer (current-buffer))
+                    (funcall main-cb (if left (concat text "\n\n" left) text))))))))
+      (condition-case err
+          (let ((efrit-todo-gptel--agent-starting
+                 (list name session finish (lambda () (not done)))))
+            (funcall task finish agent-type description prompt))
+        (error (funcall finish (format "Error: agent %s could not start: %s"
+                                       name (error-message-string err))))))))
+
+(defun efrit-todo-gptel--as-agent-handlers (handlers table name)
+  "Return the state HANDLERS of a request, each run as sub-agent NAME's.
+TABLE is the request's transitions: when it has gptel 0.9.9.5's TRET
+state and HANDLERS have none for it (gptel-agent's snapshot, written
+before that state), gptel's own handler is added, without which the
+sub-agent would wait forever after its first tool calls."
+  (when (and (assq 'TRET table) (not (assq 'TRET handlers))
+             (fboundp 'gptel--handle-tool-result))
+    (setq handlers (append handlers (list (list 'TRET 'gptel--handle-tool-result)))))
+  (mapcar (lambda (entry)
+            (cons (car entry)
+                  (mapcar (lambda (handler)
+                            (lambda (fsm)
+                              (let ((efrit-todo-gptel--sub-agent name))
+                                (funcall handler fsm))))
+                          (cdr entry))))
+          handlers))
+
+(defun efrit-todo-gptel--sub-agent-stopper (fsm name session finish)
+  "Return what ends sub-agent NAME's request of state FSM when its breaker trips.
+SESSION is the chat's; FINISH ends the Agent call."
+  (let ((stopped nil))
+    (lambda ()
+      (unless stopped
+        (when-let* ((reason (let ((efrit-todo-agent name))
+                              (efrit-todo-gptel--tripped session))))
+          (setq stopped t)
+          (let ((info (gptel-fsm-info fsm))
+                (text (format "Error: %s was stopped by the circuit breaker: %s" name reason)))
+            ;; No further request of the sub-agent: its state machine
+            ;; ends with this error once the response's calls have run.
+            (plist-put info :stop-reason text)
+            (plist-put info :error text)
+            (message "Efrit-todo: %s" text)
+            (funcall finish text)))))))
+
+(defun efrit-todo-gptel--sub-agent-request (request &rest args)
+  "Have the `gptel-request' of a starting sub-agent check its own tools.
+REQUEST is `gptel-request', ARGS its arguments.  Only the first
+request made while `efrit-todo-gptel--agent-starting' is set is
+changed: its state machine's handlers run as the sub-agent's, and its
+tools (with efrit-todo's when it plans) ask the sub-agent's breaker
+before each call and record each call as the sub-agent's."
+  (if (not efrit-todo-gptel--agent-starting)
+      (apply request args)
+    (pcase-let* ((`(,name ,session ,finish ,live-p) efrit-todo-gptel--agent-starting)
+                 (efrit-todo-gptel--agent-starting nil)
+                 (fsm (or (plist-get (cdr args) :fsm)
+                          (let ((fsm (gptel-make-fsm)))
+                            (setq args (append args (list :fsm fsm)))
+                            fsm)))
+                 (handlers-slot (cl-struct-slot-offset 'gptel-fsm 'handlers))
+                 (table (aref fsm (cl-struct-slot-offset 'gptel-fsm 'table))))
+      (aset fsm handlers-slot
+            (efrit-todo-gptel--as-agent-handlers (aref fsm handlers-slot) table name))
+      (let ((gptel-tools (and (bound-and-true-p gptel-use-tools)
+                              (efrit-todo-gptel--wrap-tools
+                               (efrit-todo-gptel--with-style-tools gptel-tools)
+                               '(:pre :post)
+                               (efrit-todo-gptel--sub-agent-stopper fsm name session finish)
+                               name live-p))))
+        (apply request args)))))
+
+(defun efrit-todo-gptel--agent-todo-write (write todos)
+  "Serve gptel-agent's TodoWrite with efrit-todo: the chat's list, ids.
+WRITE is gptel-agent's own, used while the mode is off; TODOS its
+argument."
+  (if (not efrit-todo-gptel-mode)
+      (funcall write todos)
+    (efrit-todo-gptel--run-tool "todo_write" (list :todos todos))))
+
+(defconst efrit-todo-gptel--advice
+  '((gptel-agent--task efrit-todo-gptel--run-sub-agent)
+    (gptel-request efrit-todo-gptel--sub-agent-request)
+    (gptel-agent--write-todo efrit-todo-gptel--agent-todo-write))
+  "The functions the mode advises (around) for gptel-agent's sub-agents.")
+
 ;;;; Commands
 
 ;;;###autoload
@@ -582,15 +934,26 @@ The breaker's stop comes after every call of a response is recorded.")
   "Register the tools and add the hooks and the advice."
   (unless (require 'gptel nil t)
     (user-error "Efrit-todo: gptel is not installed"))
+  (efrit-todo-gptel--check-gptel-version)
+  ;; A package install compiled efrit-todo without asking: ask now.
+  (efrit-todo-build-offer)
   (efrit-todo-gptel--register)
+  ;; A hook this gptel does not have is left undefined: its check is
+  ;; made by the tools of a managed request instead.
+  (setq efrit-todo-gptel--missing-checks
+        (append (unless (boundp 'gptel-pre-tool-call-functions) '(:pre))
+                (unless (boundp 'gptel-post-tool-call-functions) '(:post))))
   ;; In a buffer where a hook has a local value without t, `add-hook'
   ;; changes that value instead of the global one, and a preset applied
   ;; to one request turns the mode on in gptel's prompt buffer, where
   ;; `gptel-prompt-transform-functions' is local.
   (with-temp-buffer
     (pcase-dolist (`(,hook ,function ,depth) efrit-todo-gptel--hooks)
-      (add-hook hook function depth)))
+      (when (boundp hook)
+        (add-hook hook function depth))))
   (advice-add 'gptel-abort :before #'efrit-todo-gptel--abort)
+  (pcase-dolist (`(,function ,advice) efrit-todo-gptel--advice)
+    (advice-add function :around advice))
   ;; Before the lists are saved on exit (depth 90).
   (add-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit 50)
   (efrit-todo--hold-mode-line 'efrit-todo-gptel-mode t))
@@ -609,6 +972,8 @@ The breaker's stop comes after every call of a response is recorded.")
   "Remove the hooks and the advice; cancel pending continuations."
   (efrit-todo-gptel--remove-hooks)
   (advice-remove 'gptel-abort #'efrit-todo-gptel--abort)
+  (pcase-dolist (`(,function ,advice) efrit-todo-gptel--advice)
+    (advice-remove function advice))
   (remove-hook 'kill-emacs-hook #'efrit-todo-gptel--note-exit)
   (efrit-todo--hold-mode-line 'efrit-todo-gptel-mode nil)
   (dolist (buffer (buffer-list))

@@ -602,9 +602,33 @@ description and its tool calls.  Return the number of lines inserted."
         (format "stopped: %s" (efrit-todo-ui--one-line (plist-get stopped :reason)))
       (efrit-todo-ui--breaker-text breaker))))
 
+(declare-function efrit-todo-agents "efrit-todo" (&optional session))
+
+(defun efrit-todo-ui--agents-text (session)
+  "Return the running sub-agents of SESSION and their running items, or \"\".
+Each agent is named, with the id and activeForm of its running item."
+  (let ((agents (and (fboundp 'efrit-todo-agents)
+                     (ignore-errors (efrit-todo-agents session)))))
+    (if (null agents)
+        ""
+      (concat "  agents: "
+              (mapconcat
+               (lambda (agent)
+                 (let ((name (efrit-todo-ui--one-line (format "%s" (plist-get agent :name))))
+                       (item (plist-get agent :current)))
+                   (if item
+                       (format "%s on %s %s" name (plist-get item :id)
+                               (truncate-string-to-width
+                                (efrit-todo-ui--one-line
+                                 (or (plist-get item :active-form) (plist-get item :content) ""))
+                                30 nil nil t))
+                     name)))
+               agents ", ")))))
+
 (defun efrit-todo-ui--insert-heading (key counts breaker glyphs)
   "Insert the heading of session KEY with its COUNTS and BREAKER, using GLYPHS.
-A session whose command stopped with items open says so and why."
+A session whose command stopped with items open says so and why; the
+running sub-agents follow, with their running items."
   (let* ((name (format "%s %s" (alist-get (if (gethash key efrit-todo-ui--folded-sessions)
                                               'folded 'unfolded)
                                           glyphs)
@@ -612,8 +636,10 @@ A session whose command stopped with items open says so and why."
          (stopped (efrit-todo-stopped key))
          (breaker-text (efrit-todo-ui--state-text key breaker))
          (middle (concat "  " (efrit-todo-ui--progress counts)
-                         (if (> (plist-get counts :in-progress) 0) ", 1 running" "")
+                         (let ((running (plist-get counts :in-progress)))
+                           (if (> running 0) (format ", %d running" running) ""))
                          "  "))
+         (agents (efrit-todo-ui--agents-text key))
          (breaker-start (+ (length name) (length middle))))
     (puthash key (list (format "%s: %s %s %s" key (efrit-todo-ui--progress counts)
                                (alist-get 'separator glyphs "-") breaker-text)
@@ -621,7 +647,7 @@ A session whose command stopped with items open says so and why."
                        (efrit-todo-ui--progress counts))
              efrit-todo-ui--summaries)
     (efrit-todo-ui--insert-line
-     (concat name middle breaker-text)
+     (concat name middle breaker-text agents)
      (list 'efrit-todo-line 'heading 'efrit-todo-session key 'efrit-todo-heading key)
      (cons 0 (length name)) 'efrit-todo-heading
      (cons breaker-start (+ breaker-start (length breaker-text)))
@@ -974,7 +1000,9 @@ ready to start until that item is completed or cancelled), \\[efrit-todo-remove-
 removes one.  A pending item that waits shows the `blocked' glyph of
 `efrit-todo-glyphs' and \"blocked by t2\", naming its open blockers
 only, or \"parent blocked\" when a parent waits; the other pending
-items are ready.  An item's owner stands after it in parentheses.
+items are ready.  Starting or completing an item that waits says why
+it cannot and offers to drop those dependencies first; no changes
+nothing.  An item's owner stands after it in parentheses.
 TAB (or RET) on an item shows or hides its description and tool calls.
 
 \\{efrit-todo-list-mode-map}"
@@ -1128,7 +1156,7 @@ session's section."
   ;; The buffer is drawn from the module: during the first build, say so
   ;; rather than leave an empty window or a raw error.
   (unless (efrit-todo-build-module-loaded-p)
-    (user-error "Efrit-todo: %s" (efrit-todo-build--status-text)))
+    (efrit-todo-ui--user-error "Efrit-todo: %s" (efrit-todo-build--status-text)))
   (let ((buffer (efrit-todo-ui--buffer)))
     (pop-to-buffer buffer efrit-todo-display-buffer-action)
     (efrit-todo-ui--catch-up)
@@ -1185,15 +1213,49 @@ Return non-nil when one was found; otherwise leave point alone."
 (defun efrit-todo-ui--apply-edit (function &rest args)
   "Call the user-edit FUNCTION with ARGS and tell the user what happened.
 The module's complaint about bad input becomes a `user-error'."
-  (let ((note (condition-case err
-                  (apply function args)
-                (efrit-todo-invalid-input
-                 (efrit-todo-ui--user-error "Efrit-todo: %s" (cadr err))))))
-    (if (string-empty-p note)
-        (message "Efrit-todo: nothing to change")
-      (message "Efrit-todo: %s (the agent reads this with its next tool result)" note))
-    (efrit-todo-ui--catch-up)
-    note))
+  (efrit-todo-ui--report-edit
+   (condition-case err
+       (apply function args)
+     (efrit-todo-invalid-input
+      (efrit-todo-ui--user-error "Efrit-todo: %s" (cadr err))))))
+
+(defun efrit-todo-ui--report-edit (note)
+  "Tell the user what the edit whose NOTE for the agent this is did.
+Redraw, and return NOTE."
+  (if (string-empty-p note)
+      (message "Efrit-todo: nothing to change")
+    (message "Efrit-todo: %s (the agent reads this with its next tool result)" note))
+  (efrit-todo-ui--catch-up)
+  note)
+
+(defun efrit-todo-ui--blocked-reason (refusal)
+  "Return the part of REFUSAL, a status edit's error, that names blockers.
+That is \"t4 is blocked by t2 (pending)\", with \"through its parent
+t3\" when the wait is an ancestor's; nil when something else refused."
+  (when (string-match "\\`status: \\([^ ]+ is blocked by [^;]*\\)" refusal)
+    (match-string 1 refusal)))
+
+(defun efrit-todo-ui--set-status-or-offer (id status session)
+  "Set item ID of SESSION to STATUS, or offer to drop what blocks it.
+When open blockers refuse the change, say so and ask whether to drop
+those dependencies and make the change; a no changes nothing."
+  (let ((why nil)
+        (note nil))
+    (condition-case err
+        (setq note (efrit-todo-user-set-status id status session))
+      (efrit-todo-invalid-input
+       (setq why (efrit-todo-ui--blocked-reason (cadr err)))
+       (unless why
+         (efrit-todo-ui--user-error "Efrit-todo: %s" (cadr err)))))
+    (cond
+     (note (efrit-todo-ui--report-edit note))
+     ((y-or-n-p (format "%s.  Drop %s and mark %s %s? "
+                        why
+                        (if (string-match-p ")," why) "those dependencies" "that dependency")
+                        id (efrit-todo-ui--status-name status)))
+      (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status-unblocked id status session))
+     (t (message "Efrit-todo: nothing changed; %s" why)
+        nil))))
 
 ;; Status keys: c and k finish an item, i starts it, r reopens it, t
 ;; cycles through pending, in progress and completed.  A key that would
@@ -1213,6 +1275,7 @@ The module's complaint about bad input becomes a `user-error'."
 
 (defun efrit-todo-ui--set-status (status)
   "Set the item at point to STATUS, or say why that would change nothing.
+When open blockers hold the item back, offer to drop them first.
 Return the note the agent reads, or nil."
   (pcase-let* ((`(,session . ,id) (efrit-todo-ui--item-at-point))
                (item (seq-find (lambda (item) (equal (plist-get item :id) id))
@@ -1223,7 +1286,7 @@ Return the note the agent reads, or nil."
           (message "Efrit-todo: %s is already %s: %s" id
                    (efrit-todo-ui--status-name now) (efrit-todo-ui--status-hint now))
           nil)
-      (efrit-todo-ui--apply-edit #'efrit-todo-user-set-status id status session))))
+      (efrit-todo-ui--set-status-or-offer id status session))))
 
 ;;;###autoload
 (defun efrit-todo-mark-completed ()

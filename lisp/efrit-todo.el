@@ -122,6 +122,18 @@ The Efrit adapter sets it; tools already called count as well.")
 nil stands for \"default\".  The Efrit adapter binds it to the
 running Efrit session.")
 
+(defvar efrit-todo-agent nil
+  "The agent making the calls: nil for the session's own agent.
+A string is the name of a sub-agent, as `efrit-todo-agent-start'
+gave it; adapters bind it around a sub-agent's tool calls.  The
+functions that act for the model (`efrit-todo-write', the Task
+tools, `efrit-todo-pause', `efrit-todo-before-tool',
+`efrit-todo-after-tool', `efrit-todo-turn-end',
+`efrit-todo-complete' and `efrit-todo-breaker') act as this agent:
+with its own breaker, reminders and continuations, on its own items.
+A sub-agent may not change an item another agent owns.  A name
+that is not running in the session signals `efrit-todo-invalid-input'.")
+
 (defvar efrit-todo-change-functions nil
   "Abnormal hook run with the session name after every change to a list.
 An error in one function is reported and does not stop the others.")
@@ -172,10 +184,16 @@ An error in one function is reported and does not stop the others.")
   "Load the module, or start building it, and check its version."
   (efrit-todo-build--ensure efrit-todo-version))
 
+(declare-function efrit-todo-compat--adopt-plain "efrit-todo-compat" ())
+
 (defun efrit-todo--after-build ()
-  "Restore the saved lists, now that a build has loaded the module.
-Nothing when the build ended while this file was still loading (a
-batch script waiting for it), before the restoring code was defined."
+  "Take over, now that a build has loaded the module.
+The list Efrit kept meanwhile goes into the module, and the saved
+lists are restored.  Nothing when the build ended while this file was
+still loading (a batch script waiting for it), before that code was
+defined."
+  (when (fboundp 'efrit-todo-compat--adopt-plain)
+    (efrit-todo-compat--adopt-plain))
   (when (fboundp 'efrit-todo--restore-on-load)
     (efrit-todo--restore-on-load)))
 
@@ -471,8 +489,22 @@ The live list reaches the model through tool results."
 (defun efrit-todo-user-set-status (id status &optional session)
   "Set item ID of SESSION to STATUS on the user's behalf.
 STATUS is a symbol such as `cancelled', or its name as a string.
-The model reads about it in `efrit-todo-prompt-guidance'.  Return the note."
+The model reads about it with its next tool result.  Return the note.
+The rules of the model's writes hold: starting or completing an item
+that waits for an open blocker, its own or an ancestor's, signals
+`efrit-todo-invalid-input' naming the blocker and changes nothing;
+`efrit-todo-user-set-status-unblocked' drops such waits first."
   (efrit-todo--user-edit "status" id (if (symbolp status) (symbol-name status) status)
+                         session))
+
+(defun efrit-todo-user-set-status-unblocked (id status &optional session)
+  "Set item ID of SESSION to STATUS, dropping first the waits that block it.
+When STATUS starts or completes the item, its dependencies on open
+blockers, and those of its ancestors, are removed in the same change
+\(one undo takes all of it back).  Any other rule still refuses with
+`efrit-todo-invalid-input', and then nothing changes.  Return the note."
+  (efrit-todo--user-edit "status-unblocked" id
+                         (if (symbolp status) (symbol-name status) status)
                          session))
 
 (defun efrit-todo-user-edit-content (id content &optional session)
@@ -663,6 +695,9 @@ The module sets it after a call and clears it when no longer so.")
 (defvar efrit-todo--checked-tools (make-hash-table :test 'equal)
   "Tool names `efrit-todo-before-tool' has had the module check.")
 
+(defvar efrit-todo--checked-agent nil
+  "The agent `efrit-todo-before-tool' last had the module check.")
+
 (defun efrit-todo-before-tool (name input &optional session)
   "Return nil to let tool NAME run with INPUT in SESSION, or the refusal.
 A count rule refuses the call that would take it past its limit, and
@@ -674,11 +709,13 @@ the breaker, and a tripped breaker refuses every call."
     ;; module has checked before is nil: this runs before every tool call.
     (if (and (not efrit-todo--breaker-tripped)
              (eq session efrit-todo--checked-session)
+             (eq efrit-todo-agent efrit-todo--checked-agent)
              (gethash name efrit-todo--checked-tools))
         nil
       (prog1 (efrit-todo--module-before-tool session name input (efrit-todo--loop-options))
-        ;; The module signals for a bad session or name, so both are good.
-        (setq efrit-todo--checked-session session)
+        ;; The module signals for a bad session, agent or name, so all are good.
+        (setq efrit-todo--checked-session session
+              efrit-todo--checked-agent efrit-todo-agent)
         (unless (or (gethash name efrit-todo--checked-tools)
                     (>= (hash-table-count efrit-todo--checked-tools) 256))
           (puthash (copy-sequence name) t efrit-todo--checked-tools))))))
@@ -741,14 +778,55 @@ stays in the conversation it pays for on each later request."
 
 (defun efrit-todo-ledger (&optional session)
   "Return a plist for each tool call recorded in SESSION, oldest first.
-Keys: :tool :input :result :error :todo :time :duration."
+Keys: :tool :input :result :error :todo :time :duration :agent.
+:agent is the name of the sub-agent that made the call, nil for the
+session's own agent."
   (efrit-todo--module-ledger (efrit-todo--session session)))
 
 (defun efrit-todo-breaker (&optional session)
   "Return the breaker state of SESSION as a plist.
 Keys: :tripped :reason :calls :since-progress :same-tool :identical
-:errors :churn."
+:errors :churn.  With `efrit-todo-agent' bound to a sub-agent, the
+state of that agent's breaker."
   (efrit-todo--module-breaker (efrit-todo--session session)))
+
+;;;; Agent teams
+
+(declare-function efrit-todo--module-agent-start "efrit-todo-module" (session type))
+(declare-function efrit-todo--module-agent-end "efrit-todo-module" (session name))
+(declare-function efrit-todo--module-agents "efrit-todo-module" (session))
+
+(defun efrit-todo-agent-start (type &optional session)
+  "Start a sub-agent of TYPE (a string such as \"executor\") in SESSION.
+Return its name: TYPE, or TYPE-2, TYPE-3... while an agent of that
+name is running.  Bind `efrit-todo-agent' to the name around the
+sub-agent's calls: it gets its own breaker, reminders and
+continuations, its calls are marked with its name in the ledger and
+the report, and the items it starts or adds are its own."
+  (let* ((session (efrit-todo--session session))
+         (name (efrit-todo--module-agent-start session type)))
+    (setq efrit-todo--checked-session nil)
+    (efrit-todo--run-change-hook session)
+    name))
+
+(defun efrit-todo-agent-end (name &optional session)
+  "End sub-agent NAME of SESSION.
+Its items in progress go back to pending and stay its own.  Return a
+short text for the lead naming them, or nil when none was in progress
+or no agent NAME is running."
+  (let* ((session (efrit-todo--session session))
+         (text (efrit-todo--module-agent-end session name)))
+    (setq efrit-todo--checked-session nil)
+    (if text
+        (efrit-todo--changed session)
+      (efrit-todo--run-change-hook session))
+    text))
+
+(defun efrit-todo-agents (&optional session)
+  "Return the running sub-agents of SESSION, oldest first.
+Each is a plist (:name NAME :type TYPE :current ITEM), ITEM being the
+plist of its item in progress, as `efrit-todo-list' gives it, or nil."
+  (efrit-todo--module-agents (efrit-todo--session session)))
 
 ;;;###autoload
 (defun efrit-todo-begin-turn (&optional session)

@@ -186,6 +186,9 @@ pub struct Breaker {
     before_last: Option<Key>,
     /// Fingerprint of the normalized text of the last error in the current run.
     last_error: Option<u64>,
+    /// Calls the session's other agents made, which its hard cap counts
+    /// with this breaker's own.
+    elsewhere: u32,
 }
 
 /// How many calls before a counting budget runs out the warnings start.
@@ -248,6 +251,7 @@ impl Breaker {
     /// run, so callers may skip it.
     pub fn armed(&self, limits: &BreakerLimits) -> bool {
         self.reason.is_some()
+            || reached(self.session_calls(), limits.hard_cap)
             || reached(self.identical, limits.identical)
             || reached(self.same_tool, limits.same_tool)
             || reached(self.since_progress, limits.without_progress)
@@ -264,6 +268,12 @@ impl Breaker {
         limits: &BreakerLimits,
     ) -> Option<String> {
         if self.reason.is_some() {
+            return self.refusal(tool);
+        }
+        // Other agents' calls can bring the session to its hard cap
+        // between two calls of this one.
+        if reached(self.session_calls(), limits.hard_cap) {
+            self.reason = Some(self.hard_cap_reason(limits));
             return self.refusal(tool);
         }
         let rule = self.exceeded_by(tool, fingerprint, limits)?;
@@ -473,13 +483,34 @@ impl Breaker {
                 limits.churn
             ));
         }
-        if reached(self.calls, limits.hard_cap) {
-            return Some(format!(
-                "{} tool calls in this session (hard cap {})",
-                self.calls, limits.hard_cap
-            ));
+        if reached(self.session_calls(), limits.hard_cap) {
+            return Some(self.hard_cap_reason(limits));
         }
         None
+    }
+
+    fn hard_cap_reason(&self, limits: &BreakerLimits) -> String {
+        format!(
+            "{} tool calls in this session (hard cap {})",
+            self.session_calls(),
+            limits.hard_cap
+        )
+    }
+
+    /// This agent's calls and the other agents', which the hard cap counts.
+    fn session_calls(&self) -> u32 {
+        self.calls.saturating_add(self.elsewhere)
+    }
+
+    /// The calls this breaker counted itself.
+    pub fn calls(&self) -> u32 {
+        self.calls
+    }
+
+    /// Tells the breaker how many calls the session's other agents made:
+    /// each agent has its own counters, and the hard cap counts them all.
+    pub fn set_calls_elsewhere(&mut self, calls: u32) {
+        self.elsewhere = calls;
     }
 
     /// The warnings after CALL; a PLANNING call spent no budget, so it
@@ -568,11 +599,11 @@ impl Breaker {
                 limits.without_progress
             ));
         }
-        if within(self.calls, limits.hard_cap, BUDGET_WARN_WITHIN) {
+        if within(self.session_calls(), limits.hard_cap, BUDGET_WARN_WITHIN) {
             out.push(format!(
                 "Warning: {} left before the circuit breaker trips because the session has made {} tool calls (hard cap {}). Wrap up and report.",
-                plural(limits.hard_cap - self.calls, "call", "calls"),
-                self.calls,
+                plural(limits.hard_cap - self.session_calls(), "call", "calls"),
+                self.session_calls(),
                 limits.hard_cap
             ));
         }
@@ -1401,6 +1432,36 @@ mod tests {
         assert_eq!(b.state(), BreakerState::default());
         assert!(is_go(&b.record(&call("read_file", 1), &limits)));
     }
+    #[test]
+    fn the_hard_cap_counts_the_calls_other_agents_made() {
+        let limits = BreakerLimits {
+            hard_cap: 10,
+            ..BreakerLimits::default()
+        };
+        let mut b = Breaker::default();
+        for i in 1..=3 {
+            assert!(is_go(&b.record(&varied(i), &limits)));
+        }
+        b.set_calls_elsewhere(3);
+        let text = warn_text_of(&b.record(&varied(4), &limits)).to_string();
+        assert!(
+            text.contains("3 calls left before the circuit breaker trips because the session has made 7 tool calls (hard cap 10)"),
+            "{text}"
+        );
+        // The others reach the cap between two calls of this agent: its
+        // next call is refused before it runs.
+        b.set_calls_elsewhere(6);
+        assert!(b.armed(&limits));
+        let refusal = b.check("shell", 1, &limits).expect("refused");
+        assert!(
+            refusal
+                .contains("circuit breaker tripped: 10 tool calls in this session (hard cap 10)"),
+            "{refusal}"
+        );
+        assert_eq!(b.state().calls, 4);
+        assert_eq!(b.calls(), 4);
+    }
+
     #[test]
     fn a_zero_limit_turns_its_rule_off() {
         let limits = BreakerLimits {

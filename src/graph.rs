@@ -280,7 +280,8 @@ pub struct DroppedEdge {
 
 /// Makes ITEMS a sound graph whatever it held (a file edited by hand, a
 /// list Efrit's API set): edges to ids not in the list, to the item
-/// itself, repeated, or closing a cycle are dropped, the items kept.
+/// itself, repeated, between an item and its ancestor, or closing a
+/// cycle are dropped, the items kept.
 pub fn repair(items: &mut [Item]) -> Vec<DroppedEdge> {
     let mut dropped = Vec::new();
     if !any_edges(items) {
@@ -308,6 +309,7 @@ pub fn repair(items: &mut [Item]) -> Vec<DroppedEdge> {
             false
         });
     }
+    drop_ancestral_waits(items, &mut dropped);
     loop {
         let index = index_of(items);
         let edges = edges_of(items, &index);
@@ -468,6 +470,301 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
     Ok(())
 }
 
+/// One item as a write would leave it, for `check_ancestry`.
+#[derive(Debug, Clone, Copy)]
+pub struct Placed<'a> {
+    /// None for an item the write adds that nothing can name yet.
+    pub id: Option<&'a str>,
+    pub parent: Option<&'a str>,
+    pub status: Status,
+    pub blocked_by: &'a [String],
+    /// The item before the write; None for an item the write adds.
+    pub before: Option<&'a Item>,
+}
+
+/// Which part of a write `check_ancestry` refuses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Blame {
+    /// The item's wait for this blocker.
+    Edge(String),
+    Status,
+    Parent,
+}
+
+/// A write that breaks a rule between items and their ancestors: the
+/// node blamed, the part of it, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AncestryProblem {
+    pub node: usize,
+    pub blame: Blame,
+    pub message: String,
+}
+
+/// Checks the rules that tie waits to subtasks, on the list NODES make:
+/// no item waits for its ancestor (it could never start) or for its
+/// subtask (a parent already waits for its subtasks), and no item is
+/// started or completed, or kept running, under an ancestor that waits
+/// for an open blocker.  Only what this write brings about is refused,
+/// so a list that came in otherwise (a file, an older version) can still
+/// be written to.  UNBLOCK_HINT says how the writer removes a dependency.
+pub fn check_ancestry(nodes: &[Placed], unblock_hint: &str) -> Result<(), AncestryProblem> {
+    if !nodes.iter().any(|node| node.parent.is_some())
+        || !nodes.iter().any(|node| !node.blocked_by.is_empty())
+    {
+        return Ok(());
+    }
+    let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+    index.reserve(nodes.len());
+    for (n, node) in nodes.iter().enumerate() {
+        if let Some(id) = node.id {
+            index.entry(id).or_insert(n);
+        }
+    }
+    let up: Vec<Option<usize>> = nodes
+        .iter()
+        .map(|node| node.parent.and_then(|p| index.get(p).copied()))
+        .collect();
+    // The chain above N, nearest first; a cycle of parents (refused
+    // elsewhere) stops it.
+    let chain = |n: usize| {
+        let mut out = Vec::new();
+        let mut at = up[n];
+        while let Some(a) = at {
+            if a == n || out.len() >= nodes.len() {
+                break;
+            }
+            out.push(a);
+            at = up[a];
+        }
+        out
+    };
+    let name = |n: usize| nodes[n].id.unwrap_or("the new item");
+    let moved = |k: usize| {
+        nodes[k].before.map_or(nodes[k].parent.is_some(), |item| {
+            item.parent.as_deref() != nodes[k].parent
+        })
+    };
+    let edge_new = |n: usize, blocker: &str| {
+        nodes[n]
+            .before
+            .is_none_or(|item| !item.blocked_by.iter().any(|b| b == blocker))
+    };
+    // The first item from N up to (not including) TOP that the write moved.
+    let first_moved = |n: usize, top: usize| {
+        std::iter::once(n)
+            .chain(chain(n))
+            .take_while(|&k| k != top)
+            .find(|&k| moved(k))
+    };
+    let kin = |steps: usize, near: &'static str, far: &'static str| {
+        if steps == 0 {
+            near
+        } else {
+            far
+        }
+    };
+    for (n, node) in nodes.iter().enumerate() {
+        if node.blocked_by.is_empty() {
+            continue;
+        }
+        let above = chain(n);
+        for blocker in node.blocked_by {
+            let Some(&m) = index.get(blocker.as_str()) else {
+                continue;
+            };
+            if let Some(steps) = above.iter().position(|&a| a == m) {
+                let never = format!(
+                    "{blocker} finishes after its subtasks, so {} could never start",
+                    name(n)
+                );
+                if edge_new(n, blocker) {
+                    return Err(AncestryProblem {
+                        node: n,
+                        blame: Blame::Edge(blocker.clone()),
+                        message: format!(
+                            "{} cannot wait for {blocker}, its {}: {never}",
+                            name(n),
+                            kin(steps, "parent", "ancestor")
+                        ),
+                    });
+                }
+                if let Some(k) = first_moved(n, m) {
+                    let message = if k == n && up[n] == Some(m) {
+                        format!(
+                            "{} cannot go under {blocker}, which it waits for: {never}",
+                            name(n)
+                        )
+                    } else {
+                        format!(
+                            "{} cannot go under {}: {} would wait for its ancestor {blocker}, and {never}",
+                            name(k),
+                            up[k].map_or("its parent", name),
+                            name(n)
+                        )
+                    };
+                    return Err(AncestryProblem {
+                        node: k,
+                        blame: Blame::Parent,
+                        message,
+                    });
+                }
+            } else if chain(m).contains(&n) {
+                if edge_new(n, blocker) {
+                    return Err(AncestryProblem {
+                        node: n,
+                        blame: Blame::Edge(blocker.clone()),
+                        message: format!(
+                            "{} cannot wait for {blocker}, its subtask: a parent already waits for its subtasks",
+                            name(n)
+                        ),
+                    });
+                }
+                if let Some(k) = first_moved(m, n) {
+                    return Err(AncestryProblem {
+                        node: k,
+                        blame: Blame::Parent,
+                        message: format!(
+                            "{} cannot go under {}: {} waits for {blocker}, which would be its subtask, and a parent already waits for its subtasks",
+                            name(k),
+                            up[k].map_or("its parent", name),
+                            name(n)
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    for (n, node) in nodes.iter().enumerate() {
+        if !matches!(node.status, Status::InProgress | Status::Completed) {
+            continue;
+        }
+        for (steps, a) in chain(n).into_iter().enumerate() {
+            let open = nodes[a].blocked_by.iter().find_map(|b| {
+                let m = *index.get(b.as_str())?;
+                nodes[m].status.is_open().then_some((b, m))
+            });
+            let Some((blocker, m)) = open else {
+                continue;
+            };
+            let state = nodes[m].status.wire_name();
+            let started = node.before.map(|item| item.status) != Some(node.status);
+            let problem = if started {
+                Some((
+                    n,
+                    Blame::Status,
+                    format!(
+                        "{} is blocked by {blocker} ({state}) through its {} {}; finish {blocker} first, or remove the dependency with {unblock_hint}",
+                        name(n),
+                        kin(steps, "parent", "ancestor"),
+                        name(a)
+                    ),
+                ))
+            } else if node.status == Status::Completed {
+                None
+            } else if edge_new(a, blocker) {
+                Some((
+                    a,
+                    Blame::Edge(blocker.clone()),
+                    format!(
+                        "{} cannot wait for {blocker} ({state}) while its subtask {} is in progress; set {} pending first",
+                        name(a),
+                        name(n),
+                        name(n)
+                    ),
+                ))
+            } else if nodes[m].before.is_some_and(|item| !item.status.is_open()) {
+                Some((
+                    m,
+                    Blame::Status,
+                    format!(
+                        "{blocker} cannot be reopened while {} is in progress under {}, which waits for it; set {} pending first",
+                        name(n),
+                        name(a),
+                        name(n)
+                    ),
+                ))
+            } else {
+                first_moved(n, a).map(|k| {
+                    let message = if k == n && up[n] == Some(a) {
+                        format!(
+                            "{} is in progress and cannot go under {}, which is blocked by {blocker} ({state})",
+                            name(n),
+                            name(a)
+                        )
+                    } else {
+                        format!(
+                            "{} cannot go under {} while {} is in progress: {} is blocked by {blocker} ({state})",
+                            name(k),
+                            up[k].map_or("its parent", name),
+                            name(n),
+                            name(a)
+                        )
+                    };
+                    (k, Blame::Parent, message)
+                })
+            };
+            if let Some((node, blame, message)) = problem {
+                return Err(AncestryProblem {
+                    node,
+                    blame,
+                    message,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Drops from ITEMS the waits between an item and its ancestors, which
+/// no write makes: a subtask waiting for its ancestor, or an item for
+/// its subtask.
+fn drop_ancestral_waits(items: &mut [Item], dropped: &mut Vec<DroppedEdge>) {
+    if !items.iter().any(|item| item.parent.is_some()) {
+        return;
+    }
+    let index = index_of(items);
+    let parent: Vec<Option<usize>> = items
+        .iter()
+        .map(|item| item.parent.as_deref().and_then(|p| index.get(p).copied()))
+        .collect();
+    let above = |n: usize, a: usize| {
+        let mut at = parent[n];
+        for _ in 0..items.len() {
+            match at {
+                Some(k) if k == a => return true,
+                Some(k) => at = parent[k],
+                None => return false,
+            }
+        }
+        false
+    };
+    let mut cuts: Vec<(usize, String, &'static str)> = Vec::new();
+    for (n, item) in items.iter().enumerate() {
+        for blocker in &item.blocked_by {
+            let Some(&m) = index.get(blocker.as_str()) else {
+                continue;
+            };
+            if above(n, m) {
+                cuts.push((n, blocker.clone(), "a subtask cannot wait for its ancestor"));
+            } else if above(m, n) {
+                cuts.push((
+                    n,
+                    blocker.clone(),
+                    "a parent already waits for its subtasks",
+                ));
+            }
+        }
+    }
+    for (n, blocker, why) in cuts {
+        items[n].blocked_by.retain(|b| *b != blocker);
+        dropped.push(DroppedEdge {
+            item: items[n].id.clone(),
+            blocker,
+            why,
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,6 +824,28 @@ mod tests {
             .iter()
             .all(|i| !i.blocked_by.contains(&"t1".to_string())));
         assert_eq!(items[2].blocked_by, ["t2"]);
+    }
+
+    #[test]
+    fn repair_drops_waits_between_an_item_and_its_ancestors() {
+        // t2 is under t1, t3 under t2; t3 waits for t1 (its ancestor), t1
+        // for t2 (its subtask), t4 for t3 (sound).
+        let mut items = with_edges(&[Status::Pending; 4], &[(2, 0), (0, 1), (3, 2)]);
+        items[1].parent = Some("t1".into());
+        items[2].parent = Some("t2".into());
+        let dropped = repair(&mut items);
+        let found: Vec<(&str, &str, &str)> = dropped
+            .iter()
+            .map(|d| (d.item.as_str(), d.blocker.as_str(), d.why))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("t1", "t2", "a parent already waits for its subtasks"),
+                ("t3", "t1", "a subtask cannot wait for its ancestor"),
+            ]
+        );
+        assert_eq!(items[3].blocked_by, ["t3"]);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Entry {
     pub time: f64,
     /// Seconds, when the caller measured it.
     pub duration: Option<f64>,
+    /// The sub-agent that made the call; None for the session's own agent.
+    pub agent: Option<String>,
 }
 
 /// Inputs of at most this weight (one per value, plus the bytes of its
@@ -135,8 +137,16 @@ impl Ledger {
             todo: todo.map(str::to_string),
             time,
             duration,
+            agent: None,
         });
         &self.entries[index]
+    }
+
+    /// Marks the last call as made by sub-agent AGENT.
+    pub fn tag_last(&mut self, agent: &str) {
+        if let Some(entry) = self.entries.last_mut() {
+            entry.agent = Some(agent.to_string());
+        }
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -352,6 +362,11 @@ fn entry_header(out: &mut String, number: usize, entry: &Entry) {
         out.push_str(if notes == 0 { " (" } else { ", " });
         notes += 1;
     };
+    if let Some(agent) = &entry.agent {
+        note(out);
+        out.push_str("by ");
+        out.push_str(agent);
+    }
     if let Some(todo) = &entry.todo {
         note(out);
         out.push_str("during ");
@@ -681,6 +696,7 @@ mod tests {
                 todo: None,
                 time: 0.0,
                 duration: None,
+                agent: None,
             }],
             &[],
             None,

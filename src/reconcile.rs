@@ -577,6 +577,20 @@ pub fn apply(
     proposed: &[ProposedItem],
     at: Timestamp,
 ) -> Reconciled {
+    apply_by_runner(matching, previous, retired, ids, proposed, at, &|_| None)
+}
+
+/// `apply` with one item in progress per runner: RUNNER says who runs an
+/// item with a given owner (None: the session's own agent).
+pub fn apply_by_runner<'p>(
+    matching: Matching,
+    previous: Vec<Item>,
+    retired: &mut FxHashMap<String, Item>,
+    ids: &mut IdCounter,
+    proposed: &[ProposedItem<'p>],
+    at: Timestamp,
+    runner: &dyn Fn(Option<&'p str>) -> Option<&'p str>,
+) -> Reconciled {
     let Matching {
         matches,
         claimed,
@@ -596,16 +610,27 @@ pub fn apply(
     let mut earlier: Vec<(usize, Item)> = Vec::new();
     let mut added: Vec<String> = Vec::new();
     let mut diff = Diff::default();
-    let mut seen_in_progress = false;
-    // At most one item in progress: the first one.
-    let mut status_of = |wanted: &ProposedItem| {
-        let demoted = wanted.status == Status::InProgress && seen_in_progress;
+    // At most one item in progress per runner: the first one.  The
+    // session's own agent is the usual runner, kept apart from the list.
+    let mut own_running = false;
+    let mut running: Vec<&'p str> = Vec::new();
+    let mut status_of = |wanted: &ProposedItem<'p>| {
+        let key = (wanted.status == Status::InProgress).then(|| runner(wanted.owner));
+        let demoted = match key {
+            Some(None) => own_running,
+            Some(Some(agent)) => running.contains(&agent),
+            None => false,
+        };
         let status = if demoted {
             Status::Pending
         } else {
             wanted.status
         };
-        seen_in_progress |= status == Status::InProgress;
+        match key {
+            Some(None) => own_running = true,
+            Some(Some(agent)) if !demoted => running.push(agent),
+            _ => {}
+        }
         (status, demoted)
     };
 

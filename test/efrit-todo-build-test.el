@@ -144,7 +144,9 @@ to the crate) and loaded into the same Emacs."
       (should (eq (plist-get value :feature) 'efrit-todo))
       (should (eq (plist-get value :running) t))
       (should (equal (plist-get value :progress) '(2 . 3)))
-      (dolist (during (list (plist-get value :write) (plist-get value :compat)))
+      ;; Efrit's names answer as Efrit's own file would.
+      (should (equal (plist-get value :compat) '(:value 0)))
+      (dolist (during (list (plist-get value :write)))
         (should (eq (nth 0 during) :error))
         (should (eq (nth 1 during) 'efrit-todo-error))
         (should (string-match-p "still being built (last crate, compiling and linking the module, [0-9]+ s so far)" (nth 2 during)))
@@ -362,6 +364,377 @@ The module is taken from where cargo's JSON message says it built it."
       (should (string-match-p "Efrit-todo: building the module failed after [0-9]+ s: cargo exited with code 101"
                               (cdr run))))))
 
+;;;; Without the module, the init file goes on
+
+(defun efrit-todo-build-test--efrit-lines ()
+  "Return Efrit's set-up lines: EFRIT_DIR's Efrit, else the stand-in."
+  (format "(add-to-list 'load-path %S)\n(require 'efrit)\n"
+          (expand-file-name "lisp" (or (getenv "EFRIT_DIR")
+                                       (expand-file-name "test/fake-efrit"
+                                                         efrit-todo-build-test--root)))))
+
+(defun efrit-todo-build-test--init-form (dir answer &rest before)
+  "Return a form to load an init file in DIR as a user's Emacs would.
+The init file holds BEFORE (forms), the README's Efrit lines with the
+copy's lisp/, Efrit's lines after them, and a last line that notes
+that the init file ran to its end.  The build question is answered
+ANSWER; the form returns what happened."
+  (let ((init (expand-file-name "init.el" dir)))
+    (with-temp-file init
+      (dolist (form before) (prin1 form (current-buffer)) (insert "\n"))
+      (insert (format "(add-to-list 'load-path %S)\n(require 'efrit-todo-efrit)\n(efrit-todo-efrit-mode 1)\n"
+                      (expand-file-name "lisp" dir))
+              (efrit-todo-build-test--efrit-lines)
+              "(setq efrit-todo-build-test--end-reached t)\n"))
+    `(let ((asked nil) (failure nil))
+       (defvar efrit-todo-build-test--end-reached nil)
+       (advice-add 'y-or-n-p :around
+                   (lambda (ask prompt)
+                     (if (string-match-p "Efrit-todo" prompt)
+                         (progn (push prompt asked) ,answer)
+                       (funcall ask prompt))))
+       ;; As an interactive Emacs loads its init file: from source,
+       ;; with eager macro-expansion.
+       (let ((noninteractive nil))
+         (condition-case err
+             (load ,init nil t)
+           (error (setq failure err))))
+       (list :end efrit-todo-build-test--end-reached
+             :failure failure
+             :asked (length asked)
+             :mode (bound-and-true-p efrit-todo-efrit-mode)
+             :efrit (featurep 'efrit)
+             :warnings (if (get-buffer "*Warnings*")
+                           (with-current-buffer "*Warnings*"
+                             (buffer-substring-no-properties (point-min) (point-max)))
+                         "")
+             :messages (with-current-buffer "*Messages*"
+                         (buffer-substring-no-properties (point-min) (point-max)))
+             :call (efrit-todo-build-test-child--try
+                    (lambda () (efrit-todo-write '(:todos [(:content "A" :status "pending")]))))))))
+
+(defun efrit-todo-build-test--check-went-on (value)
+  "Check VALUE: the init file ran to its end, with one warning about the module.
+Return the warning's text."
+  (should (equal (plist-get value :failure) nil))
+  (should (eq (plist-get value :end) t))
+  (should (eq (plist-get value :efrit) t))
+  (should (eq (plist-get value :mode) t))
+  (should-not (string-match-p "Eager macro-expansion" (plist-get value :messages)))
+  (let ((warnings (plist-get value :warnings)))
+    (should (equal (efrit-todo-build-test--count "Warning (efrit-todo)" warnings) 1))
+    (should (string-match-p "efrit-todo-build-module\\|git clone" warnings))
+    ;; No internal names, no quotes escaped as by `prin1'.
+    (should-not (string-match-p "\\\\\"\\|efrit-todo--\\|efrit-todo-build--" warnings))
+    ;; Calls say that the module is not loaded, without internal names.
+    (let ((call (plist-get value :call)))
+      (should (eq (nth 1 call) 'efrit-todo-error))
+      (should (string-match-p "module" (nth 2 call))))
+    warnings))
+
+(defun efrit-todo-build-test--count (regexp string)
+  "Return how many times REGEXP matches in STRING."
+  (let ((count 0) (start 0))
+    (while (string-match regexp string start)
+      (setq count (1+ count) start (match-end 0)))
+    count))
+
+(ert-deftest efrit-todo-build-test-declined-build-lets-the-init-file-go-on ()
+  "Answering no to the build: the init file runs on; one question, one warning."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let* ((value (car (efrit-todo-build-test--run
+                        dir (efrit-todo-build-test--init-form dir nil))))
+           (warnings (efrit-todo-build-test--check-went-on value)))
+      (should (equal (plist-get value :asked) 1))
+      (should (string-match-p "not built" warnings))
+      (should-not (file-exists-p (expand-file-name "lisp/efrit-todo-module.so" dir))))))
+
+(ert-deftest efrit-todo-build-test-no-auto-build-lets-the-init-file-go-on ()
+  "`efrit-todo-module-auto-build' nil: no question, one warning, the init file runs on."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let ((value (car (efrit-todo-build-test--run
+                       dir (efrit-todo-build-test--init-form
+                            dir t '(setq efrit-todo-module-auto-build nil))))))
+      (efrit-todo-build-test--check-went-on value)
+      (should (equal (plist-get value :asked) 0)))))
+
+(ert-deftest efrit-todo-build-test-no-cargo-lets-the-init-file-go-on ()
+  "No cargo: no question, one warning naming rustup, the init file runs on."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let* ((value (car (efrit-todo-build-test--run
+                        dir (efrit-todo-build-test--init-form
+                             dir t `(setq efrit-todo-build-cargo-program
+                                          ,(expand-file-name "no-such-cargo" dir))))))
+           (warnings (efrit-todo-build-test--check-went-on value)))
+      (should (equal (plist-get value :asked) 0))
+      (should (string-match-p "rustup\\.rs" warnings)))))
+
+(ert-deftest efrit-todo-build-test-no-source-lets-the-init-file-go-on ()
+  "No Cargo.toml to build from: no question, one warning, the init file runs on."
+  (efrit-todo-build-test--with-tree (dir nil)
+    (let* ((value (car (efrit-todo-build-test--run
+                        dir (efrit-todo-build-test--init-form dir t))))
+           (warnings (efrit-todo-build-test--check-went-on value)))
+      (should (equal (plist-get value :asked) 0))
+      (should (string-match-p "git clone" warnings)))))
+
+(ert-deftest efrit-todo-build-test-failed-build-lets-the-init-file-go-on ()
+  "A build that fails, and one cancelled, leave the Emacs working, with a warning."
+  (dolist (end '(fail cancel))
+    (efrit-todo-build-test--with-tree (dir t)
+      (let* ((value (car (apply
+                          #'efrit-todo-build-test--run
+                          dir
+                          `(let ((value ,(efrit-todo-build-test--init-form dir t)))
+                             ,(if (eq end 'cancel)
+                                  '(progn (efrit-todo-build-test-child--until
+                                           (lambda () efrit-todo-build--progress) 20)
+                                          (efrit-todo-build-cancel))
+                                t)
+                             (efrit-todo-build-test-child--until
+                              (lambda () (not (efrit-todo-build-running-p))) 30)
+                             (plist-put value :warnings
+                                        (with-current-buffer "*Warnings*"
+                                          (buffer-substring-no-properties
+                                           (point-min) (point-max))))
+                             (plist-put value :call
+                                        (efrit-todo-build-test-child--try
+                                         (lambda () (efrit-todo-write
+                                                     '(:todos [(:content "A" :status "pending")]))))))
+                          (if (eq end 'fail)
+                              '("FAKE_CARGO_EXIT=101")
+                            (list (concat "FAKE_CARGO_GATE=" (expand-file-name "never" dir)))))))
+             (warnings (efrit-todo-build-test--check-went-on value)))
+        (should (equal (plist-get value :asked) 1))
+        (should (string-match-p (if (eq end 'fail) "could not be built" "cancelled") warnings))))))
+
+(ert-deftest efrit-todo-build-test-batch-require-warns ()
+  "In batch, `require' asks nothing and signals nothing: a warning says what to do."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let* ((run (efrit-todo-build-test--run
+                 dir
+                 '(let ((asked 0))
+                    (advice-add 'y-or-n-p :before (lambda (&rest _) (setq asked (1+ asked))))
+                    (list :require (efrit-todo-build-test-child--try (lambda () (require 'efrit-todo)))
+                          :asked asked
+                          :call (efrit-todo-build-test-child--try #'efrit-todo-list)))))
+           (value (car run)))
+      (should (equal (plist-get value :require) '(:value efrit-todo)))
+      (should (equal (plist-get value :asked) 0))
+      (should (string-match-p "Warning (efrit-todo): .*(efrit-todo-build-module t)" (cdr run)))
+      (should (eq (nth 1 (plist-get value :call)) 'efrit-todo-error)))))
+
+(ert-deftest efrit-todo-build-test-compiling-asks-nothing ()
+  "Byte-compiling the adapters without the module asks nothing and succeeds.
+The build is offered later, when a mode is turned on."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let ((value (car (efrit-todo-build-test--run
+                       dir
+                       `(let ((asked 0))
+                          (advice-add 'y-or-n-p :around
+                                      (lambda (_ask _prompt) (setq asked (1+ asked)) nil))
+                          (let* ((noninteractive nil)
+                                 (compiled
+                                  (mapcar (lambda (file)
+                                            (byte-compile-file (expand-file-name file ,(expand-file-name "lisp" dir))))
+                                          '("efrit-todo-build.el" "efrit-todo-shadow.el" "efrit-todo-compat.el"
+                                            "efrit-todo.el" "efrit-todo-ui.el" "efrit-todo-efrit.el"
+                                            "efrit-todo-gptel.el")))
+                                 (asked-compiling asked))
+                            (efrit-todo-efrit-mode 1)
+                            (efrit-todo-efrit-mode 1)
+                            (list :compiled compiled :asked-compiling asked-compiling
+                                  :asked-after asked)))))))
+      (should (equal (plist-get value :compiled) '(t t t t t t t)))
+      (should (equal (plist-get value :asked-compiling) 0))
+      (should (equal (plist-get value :asked-after) 1)))))
+
+;;;; Until the module is loaded, Efrit is Efrit
+
+(defconst efrit-todo-build-test--plain-form
+  '(progn
+     ;; EFRIT_DIR's Efrit, else the stand-in loop.
+     (require (if (getenv "EFRIT_DIR") 'efrit-todo-real-efrit 'efrit-todo-fake-efrit))
+     (require 'efrit-todo-scenarios)
+     (defun efrit-todo-build-test-child--run (name mode)
+       "Run scenario NAME with the mode on, or off (MODE `off'); return what was seen."
+       (let* ((outcome (apply #'efrit-todo-scenarios-run
+                              (append (get name 'efrit-todo-build-test-script) (list mode)))))
+         (list :requests (plist-get outcome :requests) :runs (plist-get outcome :runs)
+               :stop (plist-get outcome :stop) :do (plist-get outcome :do)
+               :agent (plist-get outcome :agent) :last-result (plist-get outcome :last-result))))
+     (defun efrit-todo-build-test-child--printed (run)
+       "Return RUN printed, with what differs from one run to the next left out.
+Printed, as the responses hold hash tables, which `equal' never finds
+equal; without Efrit's session ids, made of the time, and durations."
+       (replace-regexp-in-string
+        "efrit-do-[0-9]\\{14\\}\\(?:-[0-9]+\\)?" "SESSION"
+        (replace-regexp-in-string "([0-9]+\\.[0-9]+s)" "(TIME)"
+                                  (let ((print-length nil) (print-level nil))
+                                    (prin1-to-string run)))))
+     (defun efrit-todo-build-test-child--same-as-plain (name)
+       "Return nil if scenario NAME runs with the mode on as with it off, else both runs.
+Off, on, then off again, compared with the last: Efrit's prompt names
+the command before, and the run before each of those two is the
+other's, if they are the same."
+       ;; One script for every run: its tool_use ids are made once.
+       (put name 'efrit-todo-build-test-script (efrit-todo-scenarios-script name))
+       (efrit-todo-build-test-child--run name 'off)
+       (let ((on (efrit-todo-build-test-child--printed
+                  (efrit-todo-build-test-child--run name nil)))
+             (off (efrit-todo-build-test-child--printed
+                   (efrit-todo-build-test-child--run name 'off))))
+         (unless (equal on off)
+           (list :on on :off off)))))
+  "Helpers for a child that runs Efrit scenarios without the module.")
+
+(ert-deftest efrit-todo-build-test-efrit-is-plain-until-the-module-loads ()
+  "Efrit runs as without efrit-todo while the module builds.
+With `efrit-todo-efrit-mode' on, every request, tool run and result is
+what it is with the mode off.  Once the module loads, efrit-todo
+takes over from the next command: a session that was running when
+the build ended stays plain to its end."
+  (skip-unless (file-exists-p efrit-todo-build-test--module))
+  (efrit-todo-build-test--with-tree (dir t)
+    (let* ((gate (expand-file-name "gate" dir))
+           (value
+            (car (efrit-todo-build-test--run
+                  dir
+                  `(progn
+                     (add-to-list 'load-path ,(expand-file-name "test" efrit-todo-build-test--root) t)
+                     ,efrit-todo-build-test--plain-form
+                     (efrit-todo-efrit-mode 1)
+                     (efrit-todo-build-module)
+                     (let* ((during (mapcar #'efrit-todo-build-test-child--same-as-plain
+                                            '(ids-survive results-survive continuation)))
+                            (running (efrit-todo-build-running-p))
+                            ;; The build ends while a session runs: Claude's
+                            ;; second answer waits for it.
+                            (spanning
+                             (efrit-todo-scenarios-run
+                              "Tidy the project"
+                              (list (efrit-todo-scenarios--todos '("Read the code" "in_progress"))
+                                    (lambda (_request)
+                                      (write-region "" nil ,gate)
+                                      (efrit-todo-build-wait 30)
+                                      (efrit-todo-scenarios--todos '("Read the code" "completed")))
+                                    (efrit-todo-scenarios--tool "session_complete" '(("message" . "tidy"))))))
+                            (next (efrit-todo-scenarios-run
+                                   "Tidy the project"
+                                   (list (efrit-todo-scenarios--todos '("Read the code" "in_progress"))
+                                         (efrit-todo-scenarios--tool "session_complete" '(("message" . "tidy")))))))
+                       (list :during during :running running
+                             :loaded (efrit-todo-build-module-loaded-p)
+                             :spanning (mapcar #'car (efrit-todo-scenarios-tool-results spanning))
+                             :next (mapcar #'car (efrit-todo-scenarios-tool-results next)))))
+                  (concat "FAKE_CARGO_GATE=" gate)))))
+      (should (eq (plist-get value :running) t))
+      (should (equal (plist-get value :during) '(nil nil nil)))
+      (should (eq (plist-get value :loaded) t))
+      ;; Efrit's own todo_write answered throughout the session the build ended in.
+      ;; efrit-todo's results count done items and name ids; Efrit's do neither.
+      (should (= (length (plist-get value :spanning)) 2))
+      (dolist (result (plist-get value :spanning))
+        (should-not (string-match-p "\\[TODO list updated: [0-9]+/[0-9]+ done\\|\\bt1\\b" result)))
+      (should (string-match-p "\\`\\[TODO list updated: 0/1 done" (car (plist-get value :next))))
+      (should (string-match-p "\\bt1 \\[in_progress\\] Read the code" (car (plist-get value :next)))))))
+
+(ert-deftest efrit-todo-build-test-efrit-is-plain-after-a-cancelled-build ()
+  "After a cancelled build, and with no build at all, Efrit runs as without efrit-todo."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let ((value
+           (car (efrit-todo-build-test--run
+                 dir
+                 `(progn
+                    (add-to-list 'load-path ,(expand-file-name "test" efrit-todo-build-test--root) t)
+                    ,efrit-todo-build-test--plain-form
+                    (efrit-todo-efrit-mode 1)
+                    (let ((unbuilt (mapcar #'efrit-todo-build-test-child--same-as-plain
+                                           '(ids-survive results-survive continuation))))
+                      (efrit-todo-build-module)
+                      (efrit-todo-build-test-child--until (lambda () efrit-todo-build--progress) 20)
+                      (efrit-todo-build-cancel)
+                      (efrit-todo-build-test-child--until
+                       (lambda () (not (efrit-todo-build-running-p))) 20)
+                      (list :unbuilt unbuilt
+                            :state efrit-todo-build--state
+                            :cancelled (mapcar #'efrit-todo-build-test-child--same-as-plain
+                                               '(ids-survive results-survive continuation)))))
+                 (concat "FAKE_CARGO_GATE=" (expand-file-name "never" dir))))))
+      (should (equal (plist-get value :unbuilt) '(nil nil nil)))
+      (should (eq (plist-get value :state) 'cancelled))
+      (should (equal (plist-get value :cancelled) '(nil nil nil))))))
+
+(ert-deftest efrit-todo-build-test-gptel-is-plain-until-the-module-loads ()
+  "While the module builds, gptel runs as without efrit-todo, with the mode on.
+A chat whose own todo_write tool (the user's) is offered gets the same
+requests and results with `efrit-todo-gptel-mode' on as with it off."
+  (efrit-todo-build-test--with-tree (dir t)
+    (let ((value
+           (car (efrit-todo-build-test--run
+                 dir
+                 `(progn
+                    (add-to-list 'load-path ,(expand-file-name "test" efrit-todo-build-test--root) t)
+                    (add-to-list 'load-path ,(expand-file-name "test/fake-gptel" efrit-todo-build-test--root) t)
+                    (require 'efrit-todo-gptel-test)
+                    (defvar efrit-todo-build-test-child--todo-calls nil)
+                    (gptel-make-tool :name "todo_write"
+                                     :function (lambda (todos)
+                                                 (push todos efrit-todo-build-test-child--todo-calls)
+                                                 "stored by the user's own tool")
+                                     :description "The user's own todo list."
+                                     :args '((:name "todos" :type array :items (:type object)
+                                                    :description "The items."))
+                                     :category "user" :include t)
+                    (efrit-todo-build-module)
+                    (let* ((script (list (efrit-todo-gptel-test--todos '("Plan" "in_progress"))
+                                         (efrit-todo-gptel-test--tool "echo" '((text . "hi")))
+                                         (efrit-todo-gptel-test--text "Done.")))
+                           (run (lambda (on)
+                                  (efrit-todo-gptel-mode (if on 1 -1))
+                                  (let ((requests (efrit-todo-gptel-test-send
+                                                   (efrit-todo-gptel-test--chat '("todo_write" "echo"))
+                                                   "Plan it" script)))
+                                    (mapcar (lambda (request)
+                                              (prin1-to-string (efrit-todo-gptel-test--messages request)))
+                                            requests))))
+                           (on (funcall run t))
+                           (off (funcall run nil)))
+                      (list :running (efrit-todo-build-running-p)
+                            :same (or (equal on off) (list on off))
+                            :requests (length on)
+                            :calls (length efrit-todo-build-test-child--todo-calls))))
+                 (concat "FAKE_CARGO_GATE=" (expand-file-name "never" dir))))))
+      (should (eq (plist-get value :running) t))
+      (should (eq (plist-get value :same) t))
+      (should (equal (plist-get value :requests) 3))
+      (should (equal (plist-get value :calls) 2)))))
+
+(ert-deftest efrit-todo-build-test-module-copied-in-later-loads-with-the-mode ()
+  "A module copied beside the Lisp files later is loaded by the mode.
+So the README's package install (install, then copy the module in)
+works without a restart."
+  (skip-unless (file-exists-p efrit-todo-build-test--module))
+  (efrit-todo-build-test--with-tree (dir nil)
+    (let ((value (car (efrit-todo-build-test--run
+                       dir
+                       `(progn
+                          (require 'efrit-todo)
+                          (let ((before (efrit-todo-build-module-loaded-p)))
+                            (copy-file ,efrit-todo-build-test--module
+                                       ,(expand-file-name "lisp/efrit-todo-module.so" dir))
+                            (efrit-todo-efrit-mode 1)
+                            (list :before before
+                                  :after (efrit-todo-build-module-loaded-p)
+                                  :stand-ins (efrit-todo-build-test-child--stand-ins)
+                                  :write (efrit-todo-build-test-child--try
+                                          (lambda () (efrit-todo-write
+                                                      '(:todos [(:content "A" :status "pending")])))))))))))
+      (should (eq (plist-get value :before) nil))
+      (should (eq (plist-get value :after) t))
+      (should (null (plist-get value :stand-ins)))
+      (should (string-match-p "\\`\\[TODO list updated" (cadr (plist-get value :write)))))))
+
 (defconst efrit-todo-build-test--no-offer-form
   '(let* ((asked nil)
           (result (cl-letf (((symbol-function 'y-or-n-p)
@@ -369,32 +742,39 @@ The module is taken from where cargo's JSON message says it built it."
                     (let ((noninteractive nil))
                       (efrit-todo-build-test-child--try (lambda () (require 'efrit-todo)))))))
      (list :asked asked :result result
-           :started efrit-todo-build--process))
+           :started efrit-todo-build--process
+           :warnings (if (get-buffer "*Warnings*")
+                         (with-current-buffer "*Warnings*"
+                           (buffer-substring-no-properties (point-min) (point-max)))
+                       "")
+           :call (efrit-todo-build-test-child--try #'efrit-todo-list)))
   "Require efrit-todo as an interactive user; report what happened.")
 
 (ert-deftest efrit-todo-build-test-no-offer-without-the-source ()
-  "Without efrit-todo's Cargo.toml above lisp/, no offer: what to do instead."
+  "Without efrit-todo's Cargo.toml above lisp/, no offer: a warning says what to do."
   (dolist (toml '(nil "[package]\nname = \"another-crate\"\nversion = \"1.0.0\"\n"))
     (efrit-todo-build-test--with-tree (dir toml)
       (let ((value (car (efrit-todo-build-test--run dir efrit-todo-build-test--no-offer-form))))
         (should (null (plist-get value :asked)))
         (should (null (plist-get value :started)))
-        (let ((result (plist-get value :result)))
-          (should (eq (nth 1 result) 'efrit-todo-error))
-          (should (string-match-p "efrit-todo-module\\.so is missing" (nth 2 result)))
-          (should (string-match-p "git clone https://" (nth 2 result)))
-          (should (string-match-p "run .make. in it" (nth 2 result))))))))
+        (should (equal (plist-get value :result) '(:value efrit-todo)))
+        (dolist (text (list (plist-get value :warnings) (nth 2 (plist-get value :call))))
+          (should (string-match-p "efrit-todo-module\\.so is missing" text))
+          (should (string-match-p "git clone https://" text))
+          (should (string-match-p "run .make. in it" text)))
+        (should (eq (nth 1 (plist-get value :call)) 'efrit-todo-error))))))
 
 (ert-deftest efrit-todo-build-test-no-offer-without-cargo ()
-  "Without cargo, no offer either: the message says to install Rust."
+  "Without cargo, no offer either: the warning says to install Rust."
   (efrit-todo-build-test--with-tree (dir t)
     (let ((value (car (efrit-todo-build-test--run
                        dir `(progn (setq efrit-todo-build-cargo-program
                                          ,(expand-file-name "no-such-cargo" dir))
                                    ,efrit-todo-build-test--no-offer-form)))))
       (should (null (plist-get value :asked)))
-      (should (string-match-p "cargo, which builds it, is not found.*rustup\\.rs"
-                              (nth 2 (plist-get value :result)))))))
+      (should (equal (plist-get value :result) '(:value efrit-todo)))
+      (dolist (text (list (plist-get value :warnings) (nth 2 (plist-get value :call))))
+        (should (string-match-p "cargo, which builds it, is not found.*rustup\\.rs" text))))))
 
 (ert-deftest efrit-todo-build-test-errors-match-the-modules ()
   "The errors defined before the module loads are the module's own."

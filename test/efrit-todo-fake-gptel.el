@@ -47,6 +47,13 @@
 ;; network is `efrit-todo-gptel-harness-transport', a function from the
 ;; request's JSON to the response's JSON (or `error', or `hang' for a
 ;; request that never answers), called from a timer.
+;;
+;; It stands for the newest gptel unless EFRIT_TODO_FAKE_GPTEL names an
+;; older one: "0.9.9.4" is gptel 0.9.9.4 as gptel-agent's last public
+;; snapshot knew it (v0.9.9.4-21): the system message is
+;; `gptel--system-message' (the newest calls it `gptel-system-prompt'),
+;; and there is `gptel-pre-tool-call-functions' but no
+;; `gptel-post-tool-call-functions' yet.
 
 ;;; Code:
 
@@ -63,8 +70,15 @@
 
 ;;;; Options and hooks, as gptel names them
 
-(defvar gptel-version "0.0-fake"
-  "The stand-in's version.")
+(defconst efrit-todo-fake-gptel--old (equal (getenv "EFRIT_TODO_FAKE_GPTEL") "0.9.9.4")
+  "Non-nil to stand for gptel 0.9.9.4, before its post-tool hook.")
+
+(defvar gptel-version (if efrit-todo-fake-gptel--old "0.9.9.4" "0.9.9.5")
+  "The version of gptel the stand-in stands for.")
+
+(defconst efrit-todo-fake-gptel--system-variable
+  (if efrit-todo-fake-gptel--old 'gptel--system-message 'gptel-system-prompt)
+  "The variable that holds the system message in the gptel stood for.")
 
 (defvar gptel-tools nil
   "The tools offered with a request, `gptel-tool' structures.")
@@ -72,8 +86,14 @@
 (defvar gptel-use-tools t
   "Non-nil to offer `gptel-tools' with requests.")
 
-(defvar gptel-system-prompt "You are a helpful assistant living in Emacs."
-  "The system message.")
+(defvar efrit-todo-fake-gptel--default-system "You are a helpful assistant living in Emacs."
+  "The system message until one is set.")
+
+(if efrit-todo-fake-gptel--old
+    (defvar gptel--system-message efrit-todo-fake-gptel--default-system
+      "The system message.")
+  (defvar gptel-system-prompt efrit-todo-fake-gptel--default-system
+    "The system message."))
 
 (defvar gptel-backend nil
   "The backend: the stand-in has one, the scripted model, so nil.")
@@ -87,8 +107,9 @@
 (defvar gptel-pre-tool-call-functions nil
   "Abnormal hook called with a plist before each tool call.")
 
-(defvar gptel-post-tool-call-functions nil
-  "Abnormal hook called with a plist after each tool call.")
+(unless efrit-todo-fake-gptel--old
+  (defvar gptel-post-tool-call-functions nil
+    "Abnormal hook called with a plist after each tool call."))
 
 (defvar gptel-post-request-hook nil
   "Hook run after sending a request.")
@@ -186,7 +207,7 @@
 (defun efrit-todo-fake-gptel--variable (key)
   "Return the variable set by preset KEY."
   (if (eq key :system)
-      'gptel-system-prompt
+      efrit-todo-fake-gptel--system-variable
     (intern (concat "gptel-" (substring (symbol-name key) 1)))))
 
 (defun efrit-todo-fake-gptel--modify (value spec)
@@ -246,9 +267,18 @@ Its :pre runs first, then its :parents are applied, in order."
 
 ;;;; Requests
 
+(defvar gptel-request--handlers)
+
+(defvar gptel-request--transitions
+  (if efrit-todo-fake-gptel--old
+      '((TOOL (t . WAIT)))
+    '((TOOL (t . TRET)) (TRET (t . WAIT))))
+  "The transitions of a `gptel-request' after TOOL.
+See `efrit-todo-fake-gptel--next' for the others.")
+
 (cl-defstruct (gptel-fsm (:constructor gptel-make-fsm) (:copier nil))
-  "The state of a request."
-  (state 'INIT) info)
+  "The state of a request: TABLE and HANDLERS are used by `gptel-request'."
+  (state 'INIT) (table gptel-request--transitions) (handlers gptel-request--handlers) info)
 
 (defvar-local efrit-todo-fake-gptel--messages nil
   "The conversation of this chat buffer so far, OpenAI's messages, in order.")
@@ -261,7 +291,7 @@ Its :pre runs first, then its :parents are applied, in order."
 
 (defun efrit-todo-fake-gptel--hook-functions (hook)
   "Return the functions of HOOK in the current buffer, t expanded."
-  (let ((value (symbol-value hook)))
+  (let ((value (and (boundp hook) (symbol-value hook))))
     (when (functionp value) (setq value (list value)))
     (apply #'append (mapcar (lambda (function)
                               (if (eq function t)
@@ -292,9 +322,9 @@ buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
         (presets (efrit-todo-fake-gptel--presets-in text)))
     (unwind-protect
         (with-current-buffer prompt
-          (dolist (variable '(gptel-system-prompt gptel-tools gptel-use-tools
-                                                  gptel-backend gptel-model
-                                                  gptel-prompt-transform-functions))
+          (dolist (variable (list efrit-todo-fake-gptel--system-variable
+                                  'gptel-tools 'gptel-use-tools 'gptel-backend 'gptel-model
+                                  'gptel-prompt-transform-functions))
             (set (make-local-variable variable) (buffer-local-value variable buffer)))
           (setq text (cdr presets))
           (dolist (preset (car presets))
@@ -309,7 +339,8 @@ buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
               (0 (funcall function))
               (1 (funcall function fsm))
               (_ (funcall function #'ignore fsm))))
-          (list gptel-system-prompt (and gptel-use-tools gptel-tools) gptel-model text))
+          (list (symbol-value efrit-todo-fake-gptel--system-variable)
+                (and gptel-use-tools gptel-tools) gptel-model text))
       (kill-buffer prompt))))
 
 (defun gptel-send (&optional _arg)
@@ -443,9 +474,11 @@ buffer-locally, and taken out of TEXT.  Return (SYSTEM TOOLS MODEL TEXT)."
 (defun efrit-todo-fake-gptel--run-hook (hook fsm calls &optional with-result)
   "Run HOOK for each tool call in the list of FSM, applying the answers.
 The list is CALLS.
-WITH-RESULT non-nil passes each call's :result, as after the call."
+WITH-RESULT non-nil passes each call's :result, as after the call.
+Return non-nil if a function asked to stop the request."
   (let* ((info (gptel-fsm-info fsm))
-         (buffer (plist-get info :buffer)))
+         (buffer (plist-get info :buffer))
+         (stop nil))
     (with-current-buffer buffer
       (dolist (function (efrit-todo-fake-gptel--hook-functions hook))
         (dolist (call calls)
@@ -459,6 +492,7 @@ WITH-RESULT non-nil passes each call's :result, as after the call."
                                              (list :buffer (buffer-name buffer)
                                                    :backend "fake" :model 'fake))))))
               (cond ((plist-get answer :stop)
+                     (setq stop t)
                      (plist-put info :error (or (plist-get answer :stop-reason)
                                                 (format "Request stopped by %s" function))))
                     ((plist-get answer :block)
@@ -466,7 +500,8 @@ WITH-RESULT non-nil passes each call's :result, as after the call."
                                               (plist-get call :name)
                                               (plist-get answer :block))))
                     ((plist-get answer :result)
-                     (plist-put call :result (plist-get answer :result)))))))))))
+                     (plist-put call :result (plist-get answer :result))))))))
+      stop)))
 
 (defun efrit-todo-fake-gptel--run-tools (fsm calls)
   "Run the tools that FSM's response asked for between the hooks.
@@ -480,8 +515,10 @@ CALLS is the list of them."
                               (not (eq (gptel-fsm-state fsm) 'ABRT)))
                      (efrit-todo-fake-gptel--tools-done fsm calls)))))
     (setf (gptel-fsm-state fsm) 'TPRE)
-    (efrit-todo-fake-gptel--run-hook 'gptel-pre-tool-call-functions fsm calls)
-    (if (plist-get info :error)
+    ;; gptel 0.9.9.5 goes from TPRE to ERRS on any error; 0.9.9.4 only
+    ;; when a pre-tool hook stops the request.
+    (if (or (efrit-todo-fake-gptel--run-hook 'gptel-pre-tool-call-functions fsm calls)
+            (and (not efrit-todo-fake-gptel--old) (plist-get info :error)))
         (efrit-todo-fake-gptel--finish fsm (plist-get info :error))
       (setf (gptel-fsm-state fsm) 'TOOL)
       (dolist (call calls)
@@ -541,8 +578,9 @@ CALLS is the list of them."
       (efrit-todo-fake-gptel--request fsm))))
 
 (defun gptel-abort (buf)
-  "Stop the request in flight from buffer BUF."
+  "Stop the requests in flight from buffer BUF."
   (interactive (list (current-buffer)))
+  (efrit-todo-fake-gptel--abort-requests buf)
   (when-let* ((fsm (cdr (assq buf efrit-todo-fake-gptel--running))))
     (setq efrit-todo-fake-gptel--running (rassq-delete-all fsm efrit-todo-fake-gptel--running))
     (setf (gptel-fsm-state fsm) 'ABRT)
@@ -550,6 +588,249 @@ CALLS is the list of them."
       (let ((start (marker-position (plist-get (gptel-fsm-info fsm) :position))))
         (run-hook-with-args 'gptel-post-response-functions start start)))
     (message "Stopped gptel request in buffer %S" (buffer-name buf))))
+
+;;;; `gptel-request': a request driven by its state machine's handlers
+
+;; As gptel documents `gptel-request' and `gptel-fsm': a request made
+;; from Lisp with its own state machine, whose handlers (an alist of
+;; states to functions of the machine) do the work of each state and
+;; move it on.  The handlers here carry gptel's names, so that a
+;; handler list written for gptel (gptel-agent's) works the same.
+;; Standing for 0.9.9.4, the TOOL state injects the results and moves
+;; on itself; standing for the newest gptel, TOOL goes to TRET, whose
+;; handler does that.  The tool hooks run only in the handlers that run
+;; them (`gptel--handle-pre-tool', `gptel--handle-post-tool'), and the
+;; response hooks only in `gptel-send''s handlers, as in gptel.
+
+(defvar efrit-todo-fake-gptel--in-flight nil
+  "Requests of `gptel-request' waiting for their response: (BUFFER . FSM).")
+
+(defvar gptel-send--transitions '((TYPE (t . TPRE)) (TPRE (t . TOOL)))
+  "The transitions of `gptel-send': tool calls go through TPRE first.")
+
+(defvar gptel-request--handlers
+  (append '((WAIT gptel--handle-wait) (TOOL gptel--handle-tool-use))
+          (unless efrit-todo-fake-gptel--old '((TRET gptel--handle-tool-result)))
+          '((DONE gptel--handle-post) (ERRS gptel--handle-post) (ABRT gptel--handle-post)))
+  "The handlers of a `gptel-request' state machine by default.")
+
+(defvar gptel-send--handlers
+  '((WAIT gptel--handle-wait) (TYPE gptel--handle-pre-insert)
+    (ERRS gptel--handle-error) (TPRE gptel--handle-pre-tool gptel--fsm-transition)
+    (TOOL gptel--handle-tool-use) (TRET gptel--handle-post-tool gptel--handle-tool-result)
+    (DONE gptel--handle-post-insert) (ABRT gptel--handle-abort))
+  "The handlers of `gptel-send' in the newest gptel.")
+
+(defun efrit-todo-fake-gptel--next (fsm)
+  "Return the state after FSM's state, as gptel's tables have it."
+  (let ((info (gptel-fsm-info fsm)))
+    (pcase (gptel-fsm-state fsm)
+      ('INIT 'WAIT)
+      ('WAIT 'TYPE)
+      ('TYPE (cond ((plist-get info :error) 'ERRS)
+                   ((plist-get info :tool-use)
+                    (if (assq 'TPRE (gptel-fsm-table fsm)) 'TPRE 'TOOL))
+                   (t 'DONE)))
+      ('TPRE (if (plist-get info :error) 'ERRS 'TOOL))
+      ((and 'TOOL (guard (not efrit-todo-fake-gptel--old))) 'TRET)
+      ((or 'TOOL 'TRET) (cond ((plist-get info :error) 'ERRS)
+                              ((plist-get info :tool-result) 'WAIT)
+                              (t 'DONE))))))
+
+(defun gptel--fsm-transition (fsm &optional new-state)
+  "Move FSM to NEW-STATE, or the next one; run that state's handlers."
+  (setf (gptel-fsm-state fsm) (or new-state (efrit-todo-fake-gptel--next fsm)))
+  (dolist (handler (alist-get (gptel-fsm-state fsm) (gptel-fsm-handlers fsm)))
+    (funcall handler fsm)))
+
+(cl-defun gptel-request (&optional prompt &key callback (buffer (current-buffer)) context
+                                   (fsm (gptel-make-fsm)) &allow-other-keys)
+  "Send PROMPT, a string, with the current options, driven by FSM.
+CALLBACK gets each response text, (tool-result . RESULTS) after tool
+calls, nil on an error and `abort' when aborted, with the request's
+INFO; CONTEXT is kept in INFO; BUFFER is where tools run."
+  (setf (gptel-fsm-info fsm)
+        (list :buffer buffer :callback (or callback #'ignore) :context context
+              :tools (and gptel-use-tools gptel-tools)
+              :system (symbol-value efrit-todo-fake-gptel--system-variable)
+              :model gptel-model
+              :position (with-current-buffer buffer (point-max-marker))
+              :messages (list `((role . "user") (content . ,prompt)))))
+  (gptel--fsm-transition fsm 'WAIT)
+  fsm)
+
+(defun gptel--handle-wait (fsm)
+  "Send FSM's request; its response comes from a timer."
+  (let* ((info (gptel-fsm-info fsm))
+         (buffer (plist-get info :buffer))
+         (system (plist-get info :system))
+         (json (json-encode
+                `((model . ,(format "%s" (plist-get info :model)))
+                  (messages . ,(vconcat (and system `(((role . "system") (content . ,system))))
+                                        (plist-get info :messages)))
+                  ,@(and (plist-get info :tools)
+                         `((tools . ,(vconcat (mapcar #'efrit-todo-fake-gptel--tool-schema
+                                                      (plist-get info :tools))))))))))
+    (dolist (key '(:tool-use :tool-result :error))
+      (plist-put info key nil))
+    (push (cons buffer fsm) efrit-todo-fake-gptel--in-flight)
+    (with-current-buffer buffer
+      (run-hooks 'gptel-post-request-hook))
+    (run-at-time 0 nil
+                 (lambda ()
+                   (when (rassq fsm efrit-todo-fake-gptel--in-flight)
+                     (let ((response (condition-case err
+                                         (funcall efrit-todo-gptel-harness-transport json)
+                                       (error (message "Fake gptel: %S" err) 'error))))
+                       (unless (eq response 'hang)
+                         (setq efrit-todo-fake-gptel--in-flight
+                               (rassq-delete-all fsm efrit-todo-fake-gptel--in-flight))
+                         (efrit-todo-fake-gptel--request-response fsm response))))))))
+
+(defun efrit-todo-fake-gptel--request-response (fsm response)
+  "Handle RESPONSE, JSON or `error', to the request of FSM."
+  (let* ((info (gptel-fsm-info fsm))
+         (callback (plist-get info :callback)))
+    (if (or (not (stringp response)) (not (buffer-live-p (plist-get info :buffer))))
+        (progn (plist-put info :error "the request failed")
+               (funcall callback nil info)
+               (gptel--fsm-transition fsm 'ERRS))
+      (let* ((parsed (json-parse-string response :object-type 'plist :array-type 'array
+                                        :null-object nil :false-object :json-false))
+             (message (plist-get (aref (plist-get parsed :choices) 0) :message))
+             (content (plist-get message :content))
+             (calls (mapcar (lambda (call)
+                              (let ((function (plist-get call :function)))
+                                (list :id (plist-get call :id)
+                                      :name (plist-get function :name)
+                                      :args (json-parse-string (plist-get function :arguments)
+                                                               :object-type 'plist
+                                                               :array-type 'array
+                                                               :null-object nil
+                                                               :false-object :json-false))))
+                            (plist-get message :tool_calls))))
+        (plist-put info :messages
+                   (append (plist-get info :messages)
+                           (list (append `((role . "assistant") (content . ,content))
+                                         (and calls
+                                              `((tool_calls
+                                                 . ,(vconcat
+                                                     (mapcar (lambda (call)
+                                                               `((id . ,(plist-get call :id))
+                                                                 (type . "function")
+                                                                 (function
+                                                                  (name . ,(plist-get call :name))
+                                                                  (arguments
+                                                                   . ,(json-encode
+                                                                       (plist-get call :args))))))
+                                                             calls)))))))))
+        (plist-put info :tool-use calls)
+        (gptel--fsm-transition fsm 'TYPE)
+        (when (and (stringp content) (not (string-empty-p content)))
+          (funcall callback content info))
+        (gptel--fsm-transition fsm)))))
+
+(defun gptel--handle-pre-insert (fsm)
+  "Run `gptel-pre-response-hook' in FSM's buffer."
+  (with-current-buffer (plist-get (gptel-fsm-info fsm) :buffer)
+    (run-hooks 'gptel-pre-response-hook)))
+
+(defun gptel--handle-pre-tool (fsm)
+  "Run `gptel-pre-tool-call-functions' for the tools FSM is to run."
+  (let ((info (gptel-fsm-info fsm)))
+    (efrit-todo-fake-gptel--run-hook 'gptel-pre-tool-call-functions fsm
+                                     (plist-get info :tool-use))))
+
+(defun gptel--handle-post-tool (fsm)
+  "Run `gptel-post-tool-call-functions' for the tools FSM ran."
+  (let ((info (gptel-fsm-info fsm)))
+    (efrit-todo-fake-gptel--run-hook 'gptel-post-tool-call-functions fsm
+                                     (plist-get info :tool-use) t)))
+
+(defun efrit-todo-fake-gptel--inject-results (fsm)
+  "Add FSM's tool results to its messages; give them to its callback."
+  (let ((info (gptel-fsm-info fsm)))
+    (plist-put info :messages
+               (append (plist-get info :messages)
+                       (mapcar (lambda (call)
+                                 `((role . "tool") (tool_call_id . ,(plist-get call :id))
+                                   (content . ,(plist-get call :result))))
+                               (plist-get info :tool-use))))
+    (plist-put info :tool-result
+               (mapcar (lambda (call) (list (plist-get call :name) (plist-get call :args)
+                                            (plist-get call :result)))
+                       (plist-get info :tool-use)))
+    (funcall (plist-get info :callback) (cons 'tool-result (plist-get info :tool-result)) info)))
+
+(defun gptel--handle-tool-use (fsm)
+  "Run the tools FSM's response asked for; move on when all have answered."
+  (let* ((info (gptel-fsm-info fsm))
+         (buffer (plist-get info :buffer))
+         (calls (plist-get info :tool-use))
+         (pending (seq-count (lambda (call) (not (plist-get call :result))) calls))
+         (all-done (lambda ()
+                     (when (zerop pending)
+                       (when efrit-todo-fake-gptel--old
+                         (efrit-todo-fake-gptel--inject-results fsm))
+                       (gptel--fsm-transition fsm)))))
+    (if (zerop pending)
+        (funcall all-done)
+      (with-current-buffer buffer
+        (dolist (call calls)
+          (unless (plist-get call :result)
+            (let* ((tool (seq-find (lambda (tool)
+                                     (equal (gptel-tool-name tool) (plist-get call :name)))
+                                   (plist-get info :tools)))
+                   (values (and tool (mapcar (lambda (arg)
+                                               (plist-get (plist-get call :args)
+                                                          (intern (concat ":" (plist-get arg :name)))))
+                                             (gptel-tool-args tool))))
+                   (done (lambda (result)
+                           (unless (eq (gptel-fsm-state fsm) 'ABRT)
+                             (plist-put call :result (efrit-todo-fake-gptel--to-string result))
+                             (cl-decf pending)
+                             (funcall all-done)))))
+              (cond ((null tool)
+                     (funcall done (format "Error: Tool '%s' is not available." (plist-get call :name))))
+                    ((gptel-tool-async tool)
+                     (apply (gptel-tool-function tool) done values))
+                    (t
+                     (funcall done (condition-case err
+                                       (apply (gptel-tool-function tool) values)
+                                     (error (mapconcat #'efrit-todo-fake-gptel--to-string
+                                                       err " ")))))))))))))
+
+(defun gptel--handle-tool-result (fsm)
+  "Give FSM's tool results to the model and its callback; move on."
+  (efrit-todo-fake-gptel--inject-results fsm)
+  (gptel--fsm-transition fsm))
+
+(defun gptel--handle-post (fsm)
+  "Run the :post functions of FSM's request."
+  (mapc (lambda (function) (funcall function (gptel-fsm-info fsm)))
+        (plist-get (gptel-fsm-info fsm) :post)))
+
+(defun efrit-todo-fake-gptel--post-response (fsm)
+  "Run `gptel-post-response-functions' in FSM's buffer, as `gptel-send''s end does."
+  (let* ((info (gptel-fsm-info fsm))
+         (buffer (plist-get info :buffer)))
+    (when (buffer-live-p buffer)
+      (with-current-buffer buffer
+        (let ((start (marker-position (plist-get info :position))))
+          (run-hook-with-args 'gptel-post-response-functions start start))))))
+
+(defalias 'gptel--handle-error #'efrit-todo-fake-gptel--post-response)
+(defalias 'gptel--handle-post-insert #'efrit-todo-fake-gptel--post-response)
+(defalias 'gptel--handle-abort #'efrit-todo-fake-gptel--post-response)
+
+(defun efrit-todo-fake-gptel--abort-requests (buffer)
+  "Abort the requests of `gptel-request' in flight from BUFFER."
+  (dolist (entry efrit-todo-fake-gptel--in-flight)
+    (when (eq (car entry) buffer)
+      (let ((fsm (cdr entry)))
+        (setq efrit-todo-fake-gptel--in-flight (delq entry efrit-todo-fake-gptel--in-flight))
+        (funcall (plist-get (gptel-fsm-info fsm) :callback) 'abort (gptel-fsm-info fsm))
+        (gptel--fsm-transition fsm 'ABRT)))))
 
 ;;;; The harness
 
@@ -564,7 +845,8 @@ CALLS is the list of them."
 
 (defun efrit-todo-gptel-harness-busy-p (buffer)
   "Return non-nil while a request of BUFFER is in flight."
-  (assq buffer efrit-todo-fake-gptel--running))
+  (or (assq buffer efrit-todo-fake-gptel--running)
+      (assq buffer efrit-todo-fake-gptel--in-flight)))
 
 (provide 'gptel)
 (provide 'efrit-todo-fake-gptel)

@@ -262,7 +262,7 @@ A trailing argument is often a fuzz session, as SESSION is."
          (rounds 0))
     (should (> (length functions) 40))
     (dolist (required '(efrit-todo-write efrit-todo-pause efrit-todo-after-tool
-                        efrit-todo-complete efrit-todo-add efrit-todo-set-all))
+					 efrit-todo-complete efrit-todo-add efrit-todo-set-all))
       (should (memq required functions)))
     (random "efrit-todo-fuzz")
     (setq efrit-todo-fuzz--buffer (get-buffer-create " *efrit-todo-fuzz*"))
@@ -271,34 +271,38 @@ A trailing argument is often a fuzz session, as SESSION is."
     (kill-buffer efrit-todo-fuzz--dead-buffer)
     (add-hook 'efrit-todo-change-functions recorder)
     (unwind-protect
-        (while (< (float-time) deadline)
-          (cl-incf rounds)
-          (let ((efrit-todo-current-session (efrit-todo-fuzz--pick efrit-todo-fuzz--sessions)))
-            (dotimes (_ 200)
-              (let* ((function (efrit-todo-fuzz--pick functions))
-                     (args (efrit-todo-fuzz--arguments function))
-                     (variable (and (zerop (random 40))
-                                    (efrit-todo-fuzz--pick [efrit-todo--current-todos
-                                                            efrit-todo--counter]))))
-                (cl-incf (gethash function calls 0))
-                (condition-case err
-                    (if variable
-                        ;; Efrit sets these variables itself; that must never signal.
-                        (set variable (car args))
-                      (apply function args))
-                  (error
-                   (if (efrit-todo-fuzz--allowed-p function err)
-                       (cl-incf refused)
-                     (push (format "%s signalled %s: %s" function (car err)
-                                   (efrit-todo-fuzz--describe err))
-                           failures))))))
-            ;; Hook arguments must be session names.
-            (dolist (args hook-arguments)
-              (unless (and (= (length args) 1) (stringp (car args)))
-                (push (format "hook called with %S" args) failures)))
-            (setq hook-arguments nil)
-            (dolist (session efrit-todo-fuzz--sessions)
-              (efrit-todo-fuzz--valid-write session))))
+        ;; A function that asks (a reset with ASK) meets a user who
+        ;; answers at random; batch Emacs would read the answer from stdin.
+        (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (zerop (random 2))))
+                  ((symbol-function 'yes-or-no-p) (lambda (&rest _) (zerop (random 2)))))
+          (while (< (float-time) deadline)
+            (cl-incf rounds)
+            (let ((efrit-todo-current-session (efrit-todo-fuzz--pick efrit-todo-fuzz--sessions)))
+              (dotimes (_ 200)
+		(let* ((function (efrit-todo-fuzz--pick functions))
+                       (args (efrit-todo-fuzz--arguments function))
+                       (variable (and (zerop (random 40))
+                                      (efrit-todo-fuzz--pick [efrit-todo--current-todos
+                                                              efrit-todo--counter]))))
+                  (cl-incf (gethash function calls 0))
+                  (condition-case err
+                      (if variable
+                          ;; Efrit sets these variables itself; that must never signal.
+                          (set variable (car args))
+			(apply function args))
+                    (error
+                     (if (efrit-todo-fuzz--allowed-p function err)
+			 (cl-incf refused)
+                       (push (format "%s signalled %s: %s" function (car err)
+                                     (efrit-todo-fuzz--describe err))
+                             failures))))))
+              ;; Hook arguments must be session names.
+              (dolist (args hook-arguments)
+		(unless (and (= (length args) 1) (stringp (car args)))
+                  (push (format "hook called with %S" args) failures)))
+              (setq hook-arguments nil)
+              (dolist (session efrit-todo-fuzz--sessions)
+		(efrit-todo-fuzz--valid-write session)))))
       (remove-hook 'efrit-todo-change-functions recorder)
       (kill-buffer efrit-todo-fuzz--buffer)
       ;; The module's writer thread may be saving a session right now.

@@ -33,6 +33,7 @@
 (defvar gptel-tools)
 (defvar gptel-use-tools)
 (defvar gptel-system-prompt)
+(defvar gptel-version)
 (defvar gptel-pre-tool-call-functions)
 (defvar gptel-post-tool-call-functions)
 (defvar gptel-post-response-functions)
@@ -55,6 +56,19 @@
 (declare-function efrit-todo-gptel-harness-busy-p "efrit-todo-fake-gptel" (buffer))
 
 (message "efrit-todo-gptel-test: the scenarios run against %s" efrit-todo-gptel-harness-kind)
+
+(defconst efrit-todo-gptel-test--system-variable
+  (if (get 'gptel-system-prompt 'variable-documentation)
+      'gptel-system-prompt
+    'gptel--system-message)
+  "The variable of the system message in the gptel under test.
+gptel 0.9.9.4 and 0.9.9.5 call it `gptel--system-message'; later
+versions `gptel-system-prompt', documented.")
+
+(defconst efrit-todo-gptel-test--post-tool-hook-p
+  (and (get 'gptel-post-tool-call-functions 'variable-documentation) t)
+  "Non-nil if the gptel under test has `gptel-post-tool-call-functions'.
+gptel 0.9.9.4 as gptel-agent's snapshot knew it has only the pre-tool hook.")
 
 ;;;; Tools for the scenarios
 
@@ -666,12 +680,23 @@ as gptel is loaded."
 
 ;;;; Closing Emacs mid-request and opening the chat again
 
+(defun efrit-todo-gptel-test--use-harness (buffer)
+  "Have BUFFER, a chat visiting a file, talk to the harness as its chats do.
+A gptel that has a default backend would otherwise send to it."
+  (let ((template (efrit-todo-gptel-harness-chat-buffer " *efrit-todo-gptel-test-template*")))
+    (dolist (variable '(gptel-backend gptel-model gptel-stream))
+      (when (local-variable-p variable template)
+        (with-current-buffer buffer
+          (set (make-local-variable variable) (buffer-local-value variable template)))))
+    (kill-buffer template)))
+
 (defun efrit-todo-gptel-test-child-first (directory chat-file)
   "In a child Emacs: plan in CHAT-FILE, then close Emacs mid-request.
 DIRECTORY is the state directory."
   (setq efrit-todo-state-directory directory)
   (efrit-todo-gptel-mode 1)
   (let ((chat (find-file-noselect chat-file)))
+    (efrit-todo-gptel-test--use-harness chat)
     (with-current-buffer chat
       (setq-local gptel-tools (mapcar #'gptel-get-tool '("todo_write" "todo_pause"))))
     (efrit-todo-gptel-test-send
@@ -694,6 +719,7 @@ DIRECTORY is the state directory; the outcome goes to CHAT-FILE.outcome."
   (let* ((chat (find-file-noselect chat-file))
          (session (efrit-todo-gptel-session chat))
          (stopped (efrit-todo-stopped session)))
+    (efrit-todo-gptel-test--use-harness chat)
     (with-current-buffer chat
       (setq-local gptel-tools (mapcar #'gptel-get-tool '("todo_write" "todo_pause"))))
     (let ((requests (efrit-todo-gptel-test-send
@@ -943,7 +969,8 @@ there succeeds, the list is finished and the prompt cache holds."
         (let* ((chat (efrit-todo-gptel-test--chat '("echo")))
                (requests (progn
                            (with-current-buffer chat
-                             (setq-local gptel-system-prompt "You help with a test."))
+                             (set (make-local-variable efrit-todo-gptel-test--system-variable)
+                                  "You help with a test."))
                            (efrit-todo-gptel-test-send
                             chat "@efrit-todo Plan two things"
                             (list (efrit-todo-gptel-test--todos '("One" "in_progress")
@@ -985,7 +1012,8 @@ there succeeds, the list is finished and the prompt cache holds."
           (should-not (efrit-todo-stopped session))
           ;; The chat buffer itself offers only what it did before.
           (should (equal (buffer-local-value 'gptel-tools chat) (list (gptel-get-tool "echo"))))
-          (should (equal (buffer-local-value 'gptel-system-prompt chat) "You help with a test."))
+          (should (equal (buffer-local-value efrit-todo-gptel-test--system-variable chat)
+                         "You help with a test."))
           ;; The next prompt of the user, without the preset, is gptel's own.
           (let ((next (efrit-todo-gptel-test-send
                        chat "Thanks" (list (efrit-todo-gptel-test--text "You are welcome.")))))
@@ -1032,10 +1060,35 @@ system text, for the request that names it only."
       (setq gptel--known-presets (assq-delete-all 'efrit-todo-test-large gptel--known-presets))
       (efrit-todo-gptel-mode (if was-on 1 -1)))))
 
+(ert-deftest efrit-todo-gptel-test-an-older-gptel-is-refused ()
+  "The mode refuses a gptel before 0.9.9.4, naming the version it needs.
+It stays off and adds no hook; 0.9.9.4 and later are taken."
+  (let ((was-on efrit-todo-gptel-mode))
+    (unwind-protect
+        (progn
+          (efrit-todo-gptel-mode -1)
+          ;; gptel before November 2025 had no `gptel-version' at all.
+          (dolist (old '("0.9.9.3" "0.9.8.5" "0.9" nil))
+            (let ((gptel-version old))
+              (let ((err (should-error (efrit-todo-gptel-mode 1) :type 'user-error)))
+                (should (string-match-p "gptel 0\\.9\\.9\\.4 or later" (cadr err)))
+                (when old (should (string-search old (cadr err)))))
+              (should-not efrit-todo-gptel-mode)
+              (should-not (efrit-todo-gptel-test--ours-in-hooks))
+              (should-not (advice-member-p #'efrit-todo-gptel--abort 'gptel-abort))))
+          (dolist (new '("0.9.9.4" "0.9.9.5" "0.9.10" "1.0"))
+            (let ((gptel-version new))
+              (efrit-todo-gptel-mode 1)
+              (should efrit-todo-gptel-mode)
+              (should (efrit-todo-gptel-test--ours-in-hooks))
+              (efrit-todo-gptel-mode -1))))
+      (efrit-todo-gptel-mode (if was-on 1 -1)))))
+
 (defun efrit-todo-gptel-test--ours-in-hooks ()
   "Return the hooks that hold one of the mode's functions."
   (seq-filter (lambda (entry)
-                (memq (nth 1 entry) (ensure-list (default-value (nth 0 entry)))))
+                (and (boundp (nth 0 entry))
+                     (memq (nth 1 entry) (ensure-list (default-value (nth 0 entry))))))
               efrit-todo-gptel--hooks))
 
 ;;;; The Task tools
@@ -1219,8 +1272,14 @@ warning and refusal in another."
             (efrit-todo-gptel-mode 1)
             (should (equal gptel-prompt-transform-functions '(ignore)))
             (should (equal gptel-post-response-functions '(ignore))))
+          ;; Every hook gptel has; none that it has not.
           (should (= (length (efrit-todo-gptel-test--ours-in-hooks))
-                     (length efrit-todo-gptel--hooks)))
+                     (seq-count (lambda (entry)
+                                  (or efrit-todo-gptel-test--post-tool-hook-p
+                                      (not (eq (car entry) 'gptel-post-tool-call-functions))))
+                                efrit-todo-gptel--hooks)))
+          (unless efrit-todo-gptel-test--post-tool-hook-p
+            (should-not (boundp 'gptel-post-tool-call-functions)))
           (should (advice-member-p #'efrit-todo-gptel--abort 'gptel-abort))
           (efrit-todo-gptel-mode -1)
           (should-not (efrit-todo-gptel-test--ours-in-hooks))
@@ -1248,7 +1307,7 @@ warning and refusal in another."
             (should-not (seq-some (lambda (f) (and (symbolp f)
                                                    (string-prefix-p "efrit-todo-gptel"
                                                                     (symbol-name f))))
-                                  (ensure-list (default-value hook)))))
+                                  (and (boundp hook) (ensure-list (default-value hook))))))
           (with-current-buffer chat
             (should (equal (mapcar #'gptel-tool-name gptel-tools) '("echo" "quiet" "fail")))
             (should-not (local-variable-p 'efrit-todo-current-session))))

@@ -564,6 +564,120 @@ Ids are given in list order, so a first plan can say how its steps depend."
     (let ((efrit-todo-max-blockers 1))
       (efrit-todo-graph-test--unchanged (efrit-todo-user-add-blocker "t3" "t2")))))
 
+;;;; One set of rules for every writer
+
+(defun efrit-todo-graph-test--blocked-parent ()
+  "Create t1, t2 blocked by t1, t3 under t2 and t4 under t3."
+  (efrit-todo-graph-test--create "Get the keys")
+  (efrit-todo-graph-test--create "Deploy" "blockedBy" ["t1"])
+  (efrit-todo-graph-test--create "Copy the files" "parent" "t2")
+  (efrit-todo-graph-test--create "Check the copy" "parent" "t3"))
+
+(ert-deftest efrit-todo-graph-test-user-cannot-start-a-blocked-item ()
+  "The user's status edit is refused as the model's is, naming the blocker."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--two)
+    (dolist (status '(in-progress completed "completed"))
+      (should (string-match-p
+               "\\`status: t2 is blocked by t1 (pending); finish t1 first"
+               (efrit-todo-graph-test--unchanged
+                 (efrit-todo-user-set-status "t2" status)))))
+    ;; Cancelling is allowed, as for the model.
+    (should (equal (efrit-todo-user-set-status "t2" 'cancelled)
+                   "the user marked t2 cancelled"))))
+
+(ert-deftest efrit-todo-graph-test-user-cannot-start-under-a-blocked-ancestor ()
+  "Starting a subtask whose ancestor waits is refused, naming that blocker."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--blocked-parent)
+    (should (string-match-p
+             "\\`status: t3 is blocked by t1 (pending) through its parent t2"
+             (efrit-todo-graph-test--unchanged
+               (efrit-todo-user-set-status "t3" 'in-progress))))
+    (should (string-match-p
+             "t4 is blocked by t1 (pending) through its ancestor t2"
+             (efrit-todo-graph-test--unchanged
+               (efrit-todo-graph-test--update "t4" "status" "in_progress"))))
+    (should-not (efrit-todo-graph-test--prop "t3" :ready))
+    (efrit-todo-graph-test--update "t1" "status" "completed")
+    (should (efrit-todo-graph-test--prop "t3" :ready))
+    (should (equal (efrit-todo-user-set-status "t3" 'in-progress)
+                   "the user marked t3 in_progress"))))
+
+(ert-deftest efrit-todo-graph-test-user-drops-what-holds-an-item-back ()
+  "`efrit-todo-user-set-status-unblocked' drops the waits and sets the status, as one change."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--blocked-parent)
+    (let ((changes (length (efrit-todo-history))))
+      (should (equal (efrit-todo-user-set-status-unblocked "t3" 'in-progress)
+                     "the user removed the dependency of t2 on t1 and marked t3 in_progress"))
+      (should (= (length (efrit-todo-history)) (1+ changes))))
+    (should (eq (efrit-todo-graph-test--prop "t3" :status) 'in-progress))
+    (should-not (efrit-todo-graph-test--prop "t2" :blocked-by))
+    ;; Another rule still refuses, and then nothing changes.
+    (efrit-todo-user-add-blocker "t4" "t1")
+    (should (string-match-p "unfinished"
+                            (efrit-todo-graph-test--unchanged
+                              (efrit-todo-user-set-status-unblocked "t2" 'completed))))))
+
+(ert-deftest efrit-todo-graph-test-no-wait-between-an-item-and-its-ancestors ()
+  "A subtask waiting for its ancestor, or a parent for its subtask, is refused."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--blocked-parent)
+    (should (string-match-p
+             "\\`blockedBy\\[0\\]: the new item cannot wait for t3, its parent"
+             (efrit-todo-graph-test--unchanged
+               (efrit-todo-graph-test--create "Sub" "parent" "t3" "blockedBy" ["t3"]))))
+    (should (string-match-p
+             "\\`addBlockedBy\\[0\\]: t2 cannot wait for t4, its subtask: a parent already waits for its subtasks"
+             (efrit-todo-graph-test--unchanged
+               (efrit-todo-graph-test--update "t2" "addBlockedBy" ["t4"]))))
+    (should (string-match-p
+             "\\`todos\\[0\\]\\.blocked_by\\[0\\]: t4 cannot wait for t2, its ancestor"
+             (efrit-todo-graph-test--unchanged
+               (efrit-todo-write (efrit-todo-test-object
+                                  "merge" t
+                                  "todos" (vector (efrit-todo-test-object
+                                                   "id" "t4" "blocked_by" ["t2"])))))))
+    (should (string-match-p
+             "\\`blocker: t3 cannot wait for t2, its parent"
+             (efrit-todo-graph-test--unchanged
+               (efrit-todo-user-add-blocker "t3" "t2"))))))
+
+(ert-deftest efrit-todo-graph-test-a-first-plan-may-name-its-own-parents ()
+  "A whole-list write may put an item under another new item of the same write."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write
+     (efrit-todo-test-item "Write the parser" "in_progress")
+     (efrit-todo-test-item "Write the lexer" "pending")
+     (efrit-todo-test-item "Test both" "pending" "blocked_by" ["t1" "t2"])
+     (efrit-todo-test-item "Test the parser" "pending" "parent" "t3")
+     (efrit-todo-test-item "Test the lexer" "pending" "parent" "t3"))
+    (should (equal (mapcar (lambda (item) (plist-get item :parent)) (efrit-todo-list))
+                   '(nil nil nil "t3" "t3")))))
+
+(ert-deftest efrit-todo-graph-test-ready-next-and-task-list-agree ()
+  "What is ready is the same in `efrit-todo-list', TaskList and the Next line."
+  (efrit-todo-test-with-session
+    (efrit-todo-graph-test--blocked-parent)
+    (efrit-todo-graph-test--create "Write the notes")
+    (let* ((ready (mapcar (lambda (item) (plist-get item :id))
+                          (seq-filter (lambda (item) (plist-get item :ready)) (efrit-todo-list))))
+           (list (efrit-todo-task-list nil))
+           (result (efrit-todo-write (efrit-todo-test-object
+                                      "merge" t
+                                      "todos" (vector (efrit-todo-test-object
+                                                       "id" "t5" "content" "Write the release notes"))))))
+      ;; The rules say: t1 and t5 are ready; t2 waits for t1, t3 and t4 through t2.
+      (should (equal ready '("t1" "t5")))
+      (should (string-match-p "^Ready: t1, t5$" list))
+      (should (string-match-p "Next: set t1 in_progress" result))
+      (efrit-todo-graph-test--update "t1" "status" "cancelled")
+      (should (equal (mapcar (lambda (item) (plist-get item :id))
+                             (seq-filter (lambda (item) (plist-get item :ready)) (efrit-todo-list)))
+                     '("t2" "t3" "t4" "t5")))
+      (should (string-match-p "^Ready: t2, t3, t4, t5$" (efrit-todo-task-list nil))))))
+
 ;;;; Tool styles
 
 (ert-deftest efrit-todo-graph-test-tool-names-are-the-schemas-names ()

@@ -364,7 +364,12 @@ first load would."
        `(("package.el set up in HOME" ,init)
          ("the README's package block"
           ,(efrit-todo-readme-test--load (efrit-todo-readme-test--write home "block.el" body))))
-       '(("efrit-todo is installed" (package-installed-p 'efrit-todo))))
+       '(("efrit-todo is installed" (package-installed-p 'efrit-todo))
+         ("every file compiled without an error"
+          (not (and (get-buffer "*Compile-Log*")
+                    (with-current-buffer "*Compile-Log*"
+                      (goto-char (point-min))
+                      (re-search-forward "Error:" nil t)))))))
       (when build
         (let ((lisp (file-name-directory
                      (car (directory-files-recursively elpa "\\`efrit-todo\\.el\\'")))))

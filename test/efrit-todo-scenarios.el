@@ -84,7 +84,7 @@
 
 (defun efrit-todo-scenarios--tripped-p ()
   "Return non-nil if the breaker of the current efrit-todo session tripped."
-  (and efrit-todo-efrit-mode
+  (and efrit-todo-efrit-mode efrit-todo-efrit--in-use
        (plist-get (efrit-todo-breaker (efrit-todo-efrit--running-session)) :tripped)))
 
 (defun efrit-todo-scenarios--answer (request)
@@ -180,7 +180,8 @@ list an earlier run left open, so that each run starts afresh."
   (dolist (name '("*efrit-agent*" "*efrit-do*" "*efrit-todos*"))
     (when (get-buffer name)
       (kill-buffer name)))
-  (unless efrit-todo-scenarios--keep-unfinished
+  ;; Without the module (being built) there are no lists.
+  (unless (or efrit-todo-scenarios--keep-unfinished (not (efrit-todo-build-module-loaded-p)))
     (while (efrit-todo-unfinished)
       (efrit-todo-drop-unfinished (car (efrit-todo-unfinished))))))
 

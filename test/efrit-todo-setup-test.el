@@ -189,21 +189,32 @@ what Emacs showed."
                         :shown (cdr result))))
       (cdr result))))
 
+(defun efrit-todo-setup-test--batch-all (&rest forms)
+  "Run FORMS in a fresh batch Emacs; return (EXIT-STATUS OUTPUT MESSAGES).
+OUTPUT is what it printed to standard output, MESSAGES its standard
+error.  Its HOME is a new, empty directory but for ~/.emacs.d, deleted
+afterwards: nothing under the user's HOME is read or written."
+  (let ((errors (make-temp-file "efrit-todo-stderr-"))
+        (home (make-temp-file "efrit-todo-home-" t)))
+    (make-directory (expand-file-name ".emacs.d" home))
+    (unwind-protect
+        (with-temp-buffer
+          (let* ((process-environment (cons (concat "HOME=" home) process-environment))
+                 (status (apply #'call-process (efrit-todo-setup-test--emacs) nil
+                                (list t errors) nil "-Q" "--batch"
+                                (mapcan (lambda (form) (list "--eval" (prin1-to-string form)))
+                                        forms))))
+            (list status (buffer-string)
+                  (with-temp-buffer (insert-file-contents errors) (buffer-string)))))
+      (delete-file errors)
+      (delete-directory home t))))
+
 (defun efrit-todo-setup-test--batch (&rest forms)
   "Run FORMS in a fresh batch Emacs; return (EXIT-STATUS . OUTPUT).
 OUTPUT is what it printed to standard output; its messages (standard
-error) are left out, unless it failed."
-  (let ((errors (make-temp-file "efrit-todo-stderr-")))
-    (unwind-protect
-        (with-temp-buffer
-          (let ((status (apply #'call-process (efrit-todo-setup-test--emacs) nil
-                               (list t errors) nil "-Q" "--batch"
-                               (mapcan (lambda (form) (list "--eval" (prin1-to-string form)))
-                                       forms))))
-            (unless (eql status 0)
-              (insert-file-contents errors))
-            (cons status (buffer-string))))
-      (delete-file errors))))
+error) are left out, unless it failed.  See `efrit-todo-setup-test--batch-all'."
+  (pcase-let ((`(,status ,output ,messages) (apply #'efrit-todo-setup-test--batch-all forms)))
+    (cons status (if (eql status 0) output (concat output messages)))))
 
 ;;;; What a working set-up shows
 
@@ -341,6 +352,74 @@ The command is `efrit-todo-efrit-mode'."
     (should-not (plist-get findings :indicator))
     (should-not (string-match-p "Todo 0/2" (plist-get findings :mode-line)))))
 
+;;;; Without the module
+
+(defun efrit-todo-setup-test--bare-tree ()
+  "Copy lisp/*.el and Cargo.toml, as a fresh clone has them, to a new directory.
+No module: a clone has none until it is built.  Return the directory."
+  (let ((dir (file-name-as-directory (make-temp-file "efrit-todo-clone-" t))))
+    (make-directory (expand-file-name "lisp" dir))
+    (dolist (file (directory-files efrit-todo-setup-test--lisp t "\\`[^.].*\\.el\\'"))
+      (copy-file file (expand-file-name (concat "lisp/" (file-name-nondirectory file)) dir)))
+    (copy-file (expand-file-name "Cargo.toml" efrit-todo-setup-test--top) dir)
+    dir))
+
+(ert-deftest efrit-todo-setup-test-daemon-without-the-module ()
+  "A daemon with the README's set-up, Efrit's after it, and no module goes on.
+It cannot ask whether to build the module (a question would read its
+standard input): one warning says how to get the module, and the init
+file runs to its end."
+  (let* ((tree (efrit-todo-setup-test--bare-tree))
+         (home (make-temp-file "efrit-todo-home-" t))
+         (out (expand-file-name "findings.eld" home))
+         (process nil))
+    (make-directory (expand-file-name ".emacs.d" home))
+    (with-temp-file (expand-file-name ".emacs.d/init.el" home)
+      (insert (efrit-todo-setup-test--fill efrit-todo-setup-test--efrit-snippet
+                                           (expand-file-name "lisp" tree))
+              (efrit-todo-setup-test--efrit-lines)
+              (format "%S\n"
+                      `(with-temp-file ,out
+                         (prin1 (list :end t
+                                      :mode (bound-and-true-p efrit-todo-efrit-mode)
+                                      :warnings (if (get-buffer "*Warnings*")
+                                                    (with-current-buffer "*Warnings*"
+                                                      (buffer-substring-no-properties
+                                                       (point-min) (point-max)))
+                                                  ""))
+                                (current-buffer))))
+              "(kill-emacs 0)\n"))
+    (unwind-protect
+        (let ((process-environment (cons (concat "HOME=" home) process-environment)))
+          (setq process (make-process
+                         :name "efrit-todo-daemon" :buffer (generate-new-buffer " *daemon*")
+                         :connection-type 'pipe :noquery t
+                         :command (list (efrit-todo-setup-test--emacs)
+                                        (format "--fg-daemon=efrit-todo-test-%d-%d"
+                                                (emacs-pid) (random 100000)))))
+          ;; Standard input at its end, as for a daemon started by systemd.
+          (process-send-eof process)
+          (let ((end (+ (float-time) 60)))
+            (while (and (process-live-p process) (< (float-time) end))
+              (accept-process-output process 0.1)))
+          (let ((output (with-current-buffer (process-buffer process) (buffer-string)))
+                (findings (and (file-exists-p out)
+                               (with-temp-buffer (insert-file-contents out)
+                                                 (read (current-buffer))))))
+            (unless (plist-get findings :end)
+              (ert-fail (list "The daemon's init file did not run to its end" :output output)))
+            (should (eq (plist-get findings :mode) t))
+            (should-not (string-match-p "Eager macro-expansion\\|Error reading from stdin" output))
+            (let ((warnings (plist-get findings :warnings)))
+              (should (string-match-p "Warning (efrit-todo)" warnings))
+              (should-not (string-match-p "Warning (efrit-todo)[^\0]*Warning (efrit-todo)" warnings))
+              (should (string-match-p "daemon cannot ask" warnings))
+              (should (string-match-p "M-x efrit-todo-build-module" warnings)))))
+      (when (process-live-p process) (delete-process process))
+      (when process (kill-buffer (process-buffer process)))
+      (delete-directory home t)
+      (delete-directory tree t))))
+
 ;;;; In this Emacs: the pieces the set-ups rely on
 
 (ert-deftest efrit-todo-setup-test-load-path-first ()
@@ -402,16 +481,23 @@ nil leaves it off."
 
 (defun efrit-todo-setup-test--install (dir &rest forms)
   "Install into `package-user-dir' DIR with FORMS in a batch Emacs.
-Return the directory the package went to."
-  (let ((result (apply #'efrit-todo-setup-test--batch
-                       '(setq efrit-todo-module-auto-build nil)
-                       `(setq package-user-dir ,dir)
-                       '(package-initialize)
-                       forms)))
-    (unless (eql (car result) 0)
-      (ert-fail (list "The install failed" :output (cdr result))))
+No package archive is read.  The install must compile every file it
+compiles without a failure or an error in *Compile-Log*.  Return the
+directory the package went to."
+  (pcase-let ((`(,status ,output ,messages)
+               (apply #'efrit-todo-setup-test--batch-all
+                      `(setq package-user-dir ,dir package-archives nil)
+                      '(package-initialize)
+                      (append forms
+                              '((when (get-buffer "*Compile-Log*")
+                                  (with-current-buffer "*Compile-Log*"
+                                    (princ (buffer-string)))))))))
+    (unless (eql status 0)
+      (ert-fail (list "The install failed" :output output :messages messages)))
+    (when (string-match-p "[1-9][0-9]* failed\\|\\(?:^\\|: \\)Error:" (concat output messages))
+      (ert-fail (list "The install did not compile cleanly" :output output :messages messages)))
     (or (car (file-expand-wildcards (expand-file-name "efrit-todo*" dir)))
-        (ert-fail (list "Nothing was installed" :output (cdr result))))))
+        (ert-fail (list "Nothing was installed" :output output)))))
 
 (defun efrit-todo-setup-test--check-package (dir lisp)
   "Check the package installed in DIR, with its Lisp files in LISP.

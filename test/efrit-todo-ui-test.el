@@ -1225,6 +1225,87 @@ through its parent."
                             (cadr (should-error (efrit-todo-ui-test--press "B")
                                                 :type 'user-error))))))
 
+(defmacro efrit-todo-ui-test--answering (answer asked &rest body)
+  "Run BODY with `y-or-n-p' returning ANSWER; push each question on ASKED."
+  (declare (indent 2) (debug (form symbolp body)))
+  `(cl-letf (((symbol-function 'y-or-n-p)
+              (lambda (question) (push question ,asked) ,answer)))
+     ,@body))
+
+(ert-deftest efrit-todo-ui-test-key-c-on-a-blocked-item-offers-to-drop-the-wait ()
+  "Completing a blocked item says why it cannot, and offers to drop the dependency.
+No changes nothing; yes drops it and completes the item, which the model reads."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-user-add-blocker "t3" "t1" session)
+    (efrit-todo-ui-test--model-reads session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t3")
+    (let ((before (efrit-todo-list session))
+          (history (length (efrit-todo-history session)))
+          prompts)
+      (efrit-todo-ui-test--answering nil prompts
+        (efrit-todo-ui-test--press "c"))
+      (should (= (length prompts) 1))
+      (should (string-match-p "t3 is blocked by t1 (pending)" (car prompts)))
+      (should (string-match-p "[Dd]rop that dependency and mark t3 completed" (car prompts)))
+      (should (equal (efrit-todo-list session) before))
+      (should (= (length (efrit-todo-history session)) history))
+      (should (string-match-p "^  ⊘ t3  Document the syntax (alice)  blocked by t1"
+                              (efrit-todo-ui-test--section session)))
+      (efrit-todo-ui-test--goto-item session "t3")
+      (efrit-todo-ui-test--answering t prompts
+        (efrit-todo-ui-test--press "c"))
+      (should (eq (plist-get (efrit-todo-ui-test--item session "t3") :status) 'completed))
+      (should-not (plist-get (efrit-todo-ui-test--item session "t3") :blocked-by))
+      (should (string-match-p "^  ✓ t3  Document the syntax (alice)" (efrit-todo-ui-test--section session)))
+      (should-not (string-match-p "t3[^\n]*blocked" (efrit-todo-ui-test--section session)))
+      (should (string-match-p "user[^\n]*dependency of t3 on t1[^\n]*t3 completed"
+                              (efrit-todo-ui-test--model-reads session))))))
+
+(ert-deftest efrit-todo-ui-test-key-i-under-a-blocked-parent-offers-to-drop-its-wait ()
+  "Starting a subtask of a blocked item names the parent's blocker; yes drops that."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (efrit-todo-ui-test--goto-item session "t4")
+    (let ((before (efrit-todo-list session))
+          prompts)
+      (efrit-todo-ui-test--answering nil prompts
+        (efrit-todo-ui-test--press "i"))
+      (should (string-match-p "t4 is blocked by t1 (pending) through its parent t2" (car prompts)))
+      (should (equal (efrit-todo-list session) before))
+      (efrit-todo-ui-test--goto-item session "t4")
+      (efrit-todo-ui-test--answering t prompts
+        (efrit-todo-ui-test--press "i"))
+      (should (eq (plist-get (efrit-todo-ui-test--item session "t4") :status) 'in-progress))
+      (should-not (plist-get (efrit-todo-ui-test--item session "t2") :blocked-by))
+      (should (string-match-p "^    ◐ t4  Test the errors" (efrit-todo-ui-test--section session))))))
+
+(ert-deftest efrit-todo-ui-test-other-refusals-offer-nothing ()
+  "A refusal that no dropped dependency would lift is a plain error.
+One that another rule would still refuse after the drop changes nothing."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--graph-sample session)
+    (efrit-todo-show)
+    (let ((before (efrit-todo-list session))
+          prompts)
+      ;; t2 waits for t1 and has an unfinished subtask t4.
+      (efrit-todo-ui-test--goto-item session "t2")
+      (efrit-todo-ui-test--answering t prompts
+        (should (string-match-p "t4 is unfinished"
+                                (cadr (should-error (efrit-todo-ui-test--press "c")
+                                                    :type 'user-error)))))
+      (should (equal (efrit-todo-list session) before))
+      (efrit-todo-ui-test--write-graph session '((id . "t1") (status . "completed")))
+      (setq prompts nil)
+      (efrit-todo-ui-test--goto-item session "t2")
+      (efrit-todo-ui-test--answering t prompts
+        (should (string-match-p "t4 is unfinished"
+                                (cadr (should-error (efrit-todo-ui-test--press "c")
+                                                    :type 'user-error)))))
+      (should-not prompts))))
+
 (ert-deftest efrit-todo-ui-test-blocker-keys-are-documented ()
   "The mode's docstring tells what b, B and TAB do and what blocked means."
   (efrit-todo-ui-test-with-buffer session
@@ -1393,6 +1474,34 @@ Wider, the running item comes back."
            (lambda () (efrit-todo-ui-test--write-graph
                        session '((id . "t3") (owner . "bob")
                                  (description . "Shorter now"))))))))
+
+;;;; Agent teams
+
+(ert-deftest efrit-todo-ui-test-the-heading-names-the-running-agents ()
+  "A section's heading names each running sub-agent and its running item.
+An agent with no running item is named alone; none running, nothing
+is added.  The agents are what `efrit-todo-agents' says."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write-plan
+     session
+     '((content . "Patch the loop") (status . "in_progress") (activeForm . "Patching the loop")
+       (owner . "executor"))
+     '((content . "Write the notes") (status . "pending") (owner . "executor-2")))
+    (let ((agents nil))
+      (cl-letf (((symbol-function 'efrit-todo-agents)
+                 (lambda (&optional _session) agents)))
+        (efrit-todo-show)
+        (should-not (string-match-p "agents?:" (efrit-todo-ui-test--section session)))
+        (setq agents (list (list :name "executor" :type "executor"
+                                 :current (car (efrit-todo-list session)))
+                           (list :name "executor-2" :type "executor" :current nil)))
+        (efrit-todo-refresh)
+        (let ((heading (car (split-string (efrit-todo-ui-test--section session) "\n"))))
+          (should (string-match-p
+                   "agents: executor on t1 Patching the loop, executor-2$" heading))
+          ;; The owner shows on the item's line.
+          (should (string-match-p "^  ◐ t1  Patching the loop (executor)"
+                                  (efrit-todo-ui-test--section session))))))))
 
 (provide 'efrit-todo-ui-test)
 

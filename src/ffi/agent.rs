@@ -10,6 +10,7 @@ use super::list::{optional, style_arg};
 use super::options::loop_options;
 use super::output::{lisp_text, stop_plist};
 use super::symbols::*;
+use super::team::acting_agent;
 use crate::guide;
 use crate::session::{registry, Session};
 use crate::validate::{checked_text, Input};
@@ -30,10 +31,11 @@ fn before_tool<'e>(
         let session = session_name(env, session)?;
         let options = loop_options(env, options)?;
         let tool = valid(env, tool_name(env, tool)?)?;
+        let agent = acting_agent(env)?;
         // The input is read only when the breaker may refuse: rarely.
         let armed = registry()
             .get(&session)
-            .is_some_and(|s| s.breaker_armed(&options.breaker));
+            .is_some_and(|s| s.breaker_armed_for(agent.as_deref(), &options.breaker));
         let input = if armed {
             call_input(env, input)?
         } else {
@@ -41,13 +43,13 @@ fn before_tool<'e>(
         };
         let (refusal, any_armed) = {
             let mut registry = registry();
-            let refusal = registry
-                .session(&session)
-                .before_tool(&tool, || input, &options.breaker);
+            let refusal = registry.session(&session).as_agent(agent.as_deref(), |s| {
+                s.before_tool(&tool, || input, &options.breaker)
+            });
             (refusal, registry.any_armed(&options.breaker))
         };
         note_breakers(env, any_armed)?;
-        refusal.into_lisp(env)
+        valid(env, refusal)?.into_lisp(env)
     })
 }
 
@@ -75,6 +77,7 @@ fn after_tool<'e>(
         let duration = duration_arg(env, duration)?;
         let (tool, duration) = valid(env, tool.and_then(|tool| Ok((tool, duration?))))?;
         let input = call_input(env, input)?;
+        let agent = acting_agent(env)?;
         let ResultText { text, own } = result_text(env, result)?;
         // The ledger takes the text over; a text printed from a result that is
         // not a string is needed again to send back, so it is copied first.
@@ -82,9 +85,14 @@ fn after_tool<'e>(
         let (returned, tripped) = {
             let mut registry = registry();
             let session = registry.session(&session);
-            let returned =
-                session.after_tool(&tool, input, text, error.is_not_nil(), duration, &options);
-            (returned, session.breaker_armed(&options.breaker))
+            valid(
+                env,
+                session.as_agent(agent.as_deref(), |s| {
+                    let returned =
+                        s.after_tool(&tool, input, text, error.is_not_nil(), duration, &options);
+                    (returned, s.breaker_armed(&options.breaker))
+                }),
+            )?
         };
         if tripped {
             note_breakers(env, true)?;
@@ -111,11 +119,13 @@ fn turn_end<'e>(
     guarded(env, || {
         let session = session_name(env, session)?;
         let options = loop_options(env, options)?;
-        let mut registry = registry();
-        let session = registry.session(&session);
-        Ok(session
-            .guide
-            .turn_end(had_tool_calls.is_not_nil(), &session.items, &options.guide))
+        let agent = acting_agent(env)?;
+        let ended = registry()
+            .session(&session)
+            .as_agent(agent.as_deref(), |s| {
+                s.turn_end(had_tool_calls.is_not_nil(), &options.guide)
+            });
+        valid(env, ended)
     })
 }
 
@@ -125,8 +135,12 @@ fn turn_end<'e>(
 fn pause<'e>(env: &'e Env, session: Value<'e>, reason: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let paused = string_arg(env, reason, "reason")?
-            .and_then(|reason| registry().session(&session).guide.pause(&reason));
+        let agent = acting_agent(env)?;
+        let paused = string_arg(env, reason, "reason")?.and_then(|reason| {
+            registry()
+                .session(&session)
+                .as_agent(agent.as_deref(), |s| s.guide.pause(&reason))?
+        });
         checked(env, paused)
     })
 }
@@ -175,7 +189,11 @@ fn complete<'e>(
             Ok(String::new())
         };
         let message = valid(env, message)?;
-        let completion = registry().session(&session).complete(&message, &options);
+        let agent = acting_agent(env)?;
+        let completion = registry()
+            .session(&session)
+            .as_agent(agent.as_deref(), |s| s.complete(&message, &options));
+        let completion = valid(env, completion)?;
         env.list([
             kw_allowed.bind(env),
             completion.allowed.into_lisp(env)?,
@@ -226,6 +244,8 @@ fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
                         e.time.into_lisp(env)?,
                         kw_duration.bind(env),
                         e.duration.into_lisp(env)?,
+                        kw_agent.bind(env),
+                        e.agent.as_deref().into_lisp(env)?,
                     ])
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -239,8 +259,12 @@ fn ledger<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
 #[defun]
 fn breaker<'e>(env: &'e Env, session: Value<'e>) -> Result<Value<'e>> {
     guarded(env, || {
+        let agent = acting_agent(env)?;
         with_existing(env, session, |env, s| {
-            let state = s.map(|s| s.breaker.state()).unwrap_or_default();
+            let state = match s {
+                Some(s) => valid(env, s.breaker_of(agent.as_deref()))?,
+                None => Default::default(),
+            };
             let n = |v: u32| i64::from(v).into_lisp(env);
             env.list(&[
                 kw_tripped.bind(env),

@@ -7,6 +7,7 @@ use super::input::{count_arg, text_arg, to_input, tool_input};
 use super::options::{limits, options};
 use super::output::{item_plist, item_plist_in, items_list, json_to_lisp, lisp_text};
 use super::symbols::*;
+use super::team::acting_agent;
 use crate::model::Status;
 use crate::session::{registry, ExternalItem, Session, UserEdit};
 use crate::validate::{
@@ -41,13 +42,14 @@ fn write<'e>(
                 .collect(),
             _ => Vec::new(),
         };
-        let outcome = registry().session(&session).write(
-            &input,
-            &options,
-            auto_complete.is_not_nil(),
-            known_tools,
-        );
-        lisp_text(env, &valid(env, outcome)?.text)
+        let agent = acting_agent(env)?;
+        let text = registry()
+            .session(&session)
+            .write_as_agent(agent.as_deref(), |s| {
+                s.write(&input, &options, auto_complete.is_not_nil(), known_tools)
+                    .map(|outcome| outcome.text)
+            });
+        lisp_text(env, &valid(env, text)?)
     })
 }
 
@@ -102,9 +104,10 @@ fn task_tool<'e>(
             options.full_list_up_to = count_arg(env, value, "full-up-to")?;
         }
         graph_limits(env, &mut options.limits, max_description, max_blockers)?;
+        let agent = acting_agent(env)?;
         let text = registry()
             .session(&session)
-            .task_tool(&tool, &input, &options);
+            .write_as_agent(agent.as_deref(), |s| s.task_tool(&tool, &input, &options));
         lisp_text(env, &valid(env, text)?)
     })
 }
@@ -259,9 +262,10 @@ fn prompt_guidance<'e>(
     })
 }
 
-/// One edit by the user.  OP is status, edit, add, move, clear-finished,
-/// block or unblock; ARG is the status, the new content, the offset or the
-/// blocker's id.  Returns the note the
+/// One edit by the user.  OP is status, status-unblocked (dropping first
+/// the dependencies that hold the item back), edit, add, move,
+/// clear-finished, block or unblock; ARG is the status, the new content,
+/// the offset or the blocker's id.  Returns the note the
 /// model will read ("" when nothing changed).
 #[allow(clippy::too_many_arguments)]
 fn user_edit<'e>(
@@ -293,6 +297,12 @@ fn user_edit<'e>(
         let edit = match op.as_str() {
             "status" => id().and_then(|id| {
                 Ok(UserEdit::SetStatus {
+                    id,
+                    status: parse_status(&arg, "status")?,
+                })
+            }),
+            "status-unblocked" => id().and_then(|id| {
+                Ok(UserEdit::SetStatusUnblocked {
                     id,
                     status: parse_status(&arg, "status")?,
                 })

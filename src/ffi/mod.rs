@@ -7,6 +7,7 @@
 //! - list: todo_write, the list, user edits, Efrit's compatible calls;
 //! - agent: the breaker around tool calls, turns, pauses, stops, the report;
 //! - storage: history, undo, saves and restore;
+//! - team: sub-agents start and end, and the agent a call is made for;
 //! - efrit_struct: `structs', the list in the shape of Efrit's item struct;
 //! - input: `table-entry', the callback that walks hash tables;
 //! - here: `version' and `panic-for-test'.
@@ -25,6 +26,7 @@ mod options;
 mod output;
 mod storage;
 mod symbols;
+mod team;
 
 use emacs::{defun, Env, IntoLisp, Result, Value};
 

@@ -68,4 +68,10 @@ emacs::use_symbols! {
     fn_table_entry => "efrit-todo--module-table-entry"
     fn_set => "set"
     var_breaker_tripped => "efrit-todo--breaker-tripped"
+    var_agent => "efrit-todo-agent"
+    fn_symbol_value => "symbol-value"
+    kw_agent => ":agent"
+    kw_name => ":name"
+    kw_type => ":type"
+    kw_current => ":current"
 }

@@ -11,16 +11,13 @@ use crate::render;
 use crate::tree;
 use crate::validate::{checked_text, non_blank, Input, InvalidInput, ToolStyle};
 
-use super::{in_progress, LoopOptions, Session, Stop, MAX_STOP_REASON_CHARS};
+use super::{LoopOptions, Session, Stop, MAX_STOP_REASON_CHARS};
 
 impl Session {
     /// Completes the running item when its content names TOOL, which just
     /// succeeded, and starts the next pending one.  Returns the notice.
     pub(super) fn auto_complete(&mut self, tool: &str) -> Option<String> {
-        let running = self
-            .items
-            .iter()
-            .position(|i| i.status == Status::InProgress)?;
+        let running = self.running_index()?;
         if named_tool(&self.items[running].content, &self.tool_names(Some(tool))) != Some(tool) {
             return None;
         }
@@ -35,7 +32,9 @@ impl Session {
             "[efrit-todo] {} completed automatically: {tool} succeeded while it was in progress.",
             self.items[running].id
         );
-        if let Some(next) = self.items.iter_mut().find(|i| i.status == Status::Pending) {
+        let next = (0..self.items.len())
+            .find(|&n| self.items[n].status == Status::Pending && self.runs_next(&self.items[n]));
+        if let Some(next) = next.map(|n| &mut self.items[n]) {
             next.set_status(Status::InProgress, at);
             notice.push_str(&format!(" {} is now in_progress.", next.id));
         }
@@ -85,7 +84,7 @@ impl Session {
     ) -> Option<String> {
         // The ledger takes the input over, so its fingerprint is taken first.
         let fingerprint = fingerprint(tool, &input);
-        let running = in_progress(&self.items).map(|i| i.id.as_str());
+        let running = self.running_index().map(|n| self.items[n].id.as_str());
         let as_given = has_output(result.as_deref());
         let entry =
             self.ledger
@@ -94,6 +93,9 @@ impl Session {
         // Error texts feed the breaker's repeated-error rule; they are rare,
         // so only they are copied out of the ledger.
         let error_text = error.then(|| entry.result.clone());
+        if let Some(agent) = self.agents.acting() {
+            self.ledger.tag_last(agent);
+        }
         let mut notices = Vec::new();
         let (mut progress, mut changed_nothing) = (false, false);
         // One breaker whichever tool writes the list: TaskCreate and
@@ -123,10 +125,8 @@ impl Session {
             Verdict::Warn(text) | Verdict::Trip(text) => notices.push(text),
         }
         if !error {
-            if let Some(reminder) =
-                self.guide
-                    .after_call(tool, true, in_progress(&self.items), &options.guide)
-            {
+            let current = self.running_index().map(|n| &self.items[n]);
+            if let Some(reminder) = self.guide.after_call(tool, true, current, &options.guide) {
                 notices.push(reminder);
             }
         }
@@ -272,6 +272,7 @@ impl Session {
     pub fn resume(&mut self) {
         self.resumed_from = self.stopped.take();
         self.breaker = Breaker::default();
+        self.agents.new_turn();
         self.guide = Guide::default();
         self.completion = CompletionGuard::default();
         self.last_write = None;
@@ -288,6 +289,7 @@ impl Session {
     /// breaker, ledger, guide and completion start over, the list and ids stay.
     pub fn begin_turn(&mut self) {
         self.breaker = Breaker::default();
+        self.agents.new_turn();
         self.ledger = Ledger::default();
         self.guide = Guide::default();
         self.completion = CompletionGuard::default();

@@ -9,6 +9,8 @@
 //! both use stays here, with the registry.
 
 mod agent_loop;
+mod agents;
+mod ancestry;
 mod tasks;
 mod write;
 
@@ -16,6 +18,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use once_cell::sync::Lazy;
 use rustc_hash::FxHashMap;
+
+pub use agents::{check_agent_name, AgentView, Agents, MAX_AGENT_NAME_CHARS, MAX_KNOWN_AGENTS};
 
 use crate::breaker::{Breaker, BreakerLimits};
 use crate::graph;
@@ -97,6 +101,8 @@ pub struct Session {
     pub stopped: Option<Stop>,
     /// The stop this session was resumed from, for its next prompt.
     resumed_from: Option<Stop>,
+    /// The sub-agents working on this list beside the session's own agent.
+    pub agents: Agents,
 }
 
 /// A session that stopped with items open: why, when, and what was running.
@@ -130,6 +136,12 @@ pub struct ExternalItem {
 #[derive(Debug, Clone, PartialEq)]
 pub enum UserEdit {
     SetStatus {
+        id: String,
+        status: Status,
+    },
+    /// Sets ID to STATUS, dropping first the dependencies that hold it
+    /// back (its own open blockers and its ancestors'), as one change.
+    SetStatusUnblocked {
         id: String,
         status: Status,
     },
@@ -358,7 +370,7 @@ impl Registry {
     pub fn any_armed(&self, limits: &BreakerLimits) -> bool {
         self.sessions
             .iter()
-            .any(|(_, session)| session.breaker.armed(limits))
+            .any(|(_, session)| session.breaker.armed(limits) || session.agents.any_armed(limits))
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -17,6 +17,7 @@ fn task_field(field: &str) -> &str {
     match field {
         "content" => "subject",
         "blocked_by" => "blockedBy",
+        "id" => "taskId",
         other => other,
     }
 }
@@ -309,6 +310,20 @@ impl Session {
     /// and its edges.  An item with subtasks is not deleted.
     pub fn delete(&mut self, id: &str) -> Result<String, InvalidInput> {
         let n = self.task_index(id, "taskId")?;
+        let mut listed = vec![None; 1];
+        listed[0] = Some(n);
+        let change = MergeItem {
+            id: Some(id),
+            content: None,
+            active_form: None,
+            status: None,
+            parent: None,
+            description: None,
+            blocked_by: None,
+            owner: None,
+        };
+        self.check_owners(std::slice::from_ref(&change), &listed)
+            .map_err(|e| task_path(e, &[]))?;
         let subtasks: Vec<&str> = self
             .items
             .iter()
@@ -903,6 +918,390 @@ mod tests {
         assert!(s.take_user_notes().contains("the user made t3 wait for t1"));
     }
 
+    /// t1 Get the keys; t2 Deploy, blocked by t1; t3 Copy the files, a
+    /// subtask of t2; t4 Check the copy, a subtask of t3.
+    fn blocked_parent() -> Session {
+        let mut s = Session::started_now();
+        task(&mut s, "TaskCreate", json!({"subject": "Get the keys"})).unwrap();
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Deploy", "blockedBy": ["t1"]}),
+        )
+        .unwrap();
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Copy the files", "parent": "t2"}),
+        )
+        .unwrap();
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Check the copy", "parent": "t3"}),
+        )
+        .unwrap();
+        s
+    }
+
+    fn user_error(s: &mut Session, edit: UserEdit) -> String {
+        let before = (s.items.clone(), s.history.len(), s.user_notes.clone());
+        let e = s
+            .user_edit(edit, &crate::validate::Limits::default())
+            .expect_err("an error")
+            .to_string();
+        assert_eq!(
+            (s.items.clone(), s.history.len(), s.user_notes.clone()),
+            before,
+            "a refused edit changes nothing: {e}"
+        );
+        e
+    }
+
+    fn user_status(id: &str, status: Status) -> UserEdit {
+        UserEdit::SetStatus {
+            id: id.into(),
+            status,
+        }
+    }
+
+    #[test]
+    fn the_user_cannot_start_or_complete_a_blocked_item() {
+        let mut s = chain();
+        for status in [Status::InProgress, Status::Completed] {
+            assert_eq!(
+                user_error(&mut s, user_status("t2", status)),
+                "status: t2 is blocked by t1 (pending); finish t1 first, or remove the dependency with efrit-todo-user-remove-blocker"
+            );
+        }
+        let limits = crate::validate::Limits::default();
+        s.user_edit(user_status("t3", Status::Cancelled), &limits)
+            .unwrap();
+        s.user_edit(user_status("t1", Status::Completed), &limits)
+            .unwrap();
+        assert_eq!(
+            s.user_edit(user_status("t2", Status::InProgress), &limits)
+                .unwrap(),
+            "the user marked t2 in_progress"
+        );
+    }
+
+    #[test]
+    fn the_user_may_drop_what_holds_an_item_back_in_the_same_change() {
+        let limits = crate::validate::Limits::default();
+        let mut s = chain();
+        let changes = s.history.len();
+        let note = s
+            .user_edit(
+                UserEdit::SetStatusUnblocked {
+                    id: "t2".into(),
+                    status: Status::Completed,
+                },
+                &limits,
+            )
+            .unwrap();
+        assert_eq!(
+            note,
+            "the user removed the dependency of t2 on t1 and marked t2 completed"
+        );
+        assert!(blockers(&s, "t2").is_empty());
+        assert_eq!(s.find("t2").unwrap().status, Status::Completed);
+        assert_eq!(s.history.len(), changes + 1, "one change, undone at once");
+        s.undo().unwrap();
+        assert_eq!(blockers(&s, "t2"), ["t1"]);
+        // Through an ancestor: the ancestor's dependency goes.
+        let mut s = blocked_parent();
+        let note = s
+            .user_edit(
+                UserEdit::SetStatusUnblocked {
+                    id: "t4".into(),
+                    status: Status::InProgress,
+                },
+                &limits,
+            )
+            .unwrap();
+        assert_eq!(
+            note,
+            "the user removed the dependency of t2 on t1 and marked t4 in_progress"
+        );
+        assert!(blockers(&s, "t2").is_empty());
+        // Another rule still holds, and then nothing changes.
+        let mut s = blocked_parent();
+        let e = user_error(
+            &mut s,
+            UserEdit::SetStatusUnblocked {
+                id: "t3".into(),
+                status: Status::Completed,
+            },
+        );
+        assert!(e.contains("unfinished"), "{e}");
+    }
+
+    #[test]
+    fn a_subtask_cannot_start_while_an_ancestor_waits() {
+        let mut s = blocked_parent();
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t3", "status": "in_progress"})
+            ),
+            "status: t3 is blocked by t1 (pending) through its parent t2; finish t1 first, or remove the dependency with TaskUpdate removeBlockedBy"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t4", "status": "completed"})
+            ),
+            "status: t4 is blocked by t1 (pending) through its ancestor t2; finish t1 first, or remove the dependency with TaskUpdate removeBlockedBy"
+        );
+        let e = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t4", "status": "in_progress"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "todos[0].status: t4 is blocked by t1 (pending) through its ancestor t2; finish t1 first, or remove the dependency with blocked_by");
+        let e = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"content": "Log it", "status": "in_progress", "parent": "t3"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "todos[0].status: the new item is blocked by t1 (pending) through its ancestor t2"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            user_error(&mut s, user_status("t3", Status::InProgress)),
+            "status: t3 is blocked by t1 (pending) through its parent t2; finish t1 first, or remove the dependency with efrit-todo-user-remove-blocker"
+        );
+        // A whole-list write as well.
+        let whole: Vec<Json> = s
+            .items
+            .iter()
+            .map(|item| {
+                json!({"id": item.id, "content": item.content,
+                       "status": if item.id == "t3" { "in_progress" } else { "pending" },
+                       "parent": item.parent, "blocked_by": item.blocked_by})
+            })
+            .collect();
+        let e = write(&mut s, json!({ "todos": whole })).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "todos[2].status: t3 is blocked by t1 (pending) through its parent t2"
+            ),
+            "{e}"
+        );
+        // Once t1 is done, t3 can start.
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        )
+        .unwrap();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t3", "status": "in_progress"}),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_running_subtask_keeps_its_ancestors_unblocked() {
+        let mut s = Session::started_now();
+        for subject in ["Get the keys", "Deploy"] {
+            task(&mut s, "TaskCreate", json!({"subject": subject})).unwrap();
+        }
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Copy the files", "parent": "t2"}),
+        )
+        .unwrap();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t3", "status": "in_progress"}),
+        )
+        .unwrap();
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t2", "addBlockedBy": ["t1"]})
+            ),
+            "addBlockedBy[0]: t2 cannot wait for t1 (pending) while its subtask t3 is in progress; set t3 pending first"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "addBlocks": ["t2"]})
+            ),
+            "addBlocks[0]: t2 cannot wait for t1 (pending) while its subtask t3 is in progress; set t3 pending first"
+        );
+        assert_eq!(
+            user_error(
+                &mut s,
+                UserEdit::Block {
+                    id: "t2".into(),
+                    blocker: "t1".into()
+                }
+            ),
+            "blocker: t2 cannot wait for t1 (pending) while its subtask t3 is in progress; set t3 pending first"
+        );
+        // A finished blocker may be named; reopening it is what blocks.
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        )
+        .unwrap();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t2", "addBlockedBy": ["t1"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t1", "status": "pending"})
+            ),
+            "status: t1 cannot be reopened while t3 is in progress under t2, which waits for it; set t3 pending first"
+        );
+        assert_eq!(
+            user_error(&mut s, user_status("t1", Status::Pending)),
+            "status: t1 cannot be reopened while t3 is in progress under t2, which waits for it; set t3 pending first"
+        );
+        // Reopened in the same write as the subtask stops: fine.
+        write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t3", "status": "pending"}, {"id": "t1", "status": "pending"}]}),
+        )
+        .unwrap();
+        // A running item does not move under a blocked one.
+        task(&mut s, "TaskCreate", json!({"subject": "Tidy up"})).unwrap();
+        task(
+            &mut s,
+            "TaskUpdate",
+            json!({"taskId": "t4", "status": "in_progress"}),
+        )
+        .unwrap();
+        let e = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t4", "parent": "t2"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "todos[0].parent: t4 is in progress and cannot go under t2, which is blocked by t1 (pending)"
+        );
+    }
+
+    #[test]
+    fn no_item_waits_for_its_ancestor_or_its_subtask() {
+        let mut s = blocked_parent();
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskCreate",
+                json!({"subject": "Sub", "parent": "t3", "blockedBy": ["t1", "t2"]})
+            ),
+            "blockedBy[1]: the new item cannot wait for t2, its ancestor: t2 finishes after its subtasks, so the new item could never start"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t3", "addBlockedBy": ["t2"]})
+            ),
+            "addBlockedBy[0]: t3 cannot wait for t2, its parent: t2 finishes after its subtasks, so t3 could never start"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t2", "addBlockedBy": ["t4"]})
+            ),
+            "addBlockedBy[0]: t2 cannot wait for t4, its subtask: a parent already waits for its subtasks"
+        );
+        assert_eq!(
+            error(
+                &mut s,
+                "TaskUpdate",
+                json!({"taskId": "t2", "addBlocks": ["t3"]})
+            ),
+            "addBlocks[0]: t3 cannot wait for t2, its parent: t2 finishes after its subtasks, so t3 could never start"
+        );
+        let e = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t4", "blocked_by": ["t3"]}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "todos[0].blocked_by[0]: t4 cannot wait for t3, its parent: t3 finishes after its subtasks, so t4 could never start");
+        assert_eq!(
+            user_error(
+                &mut s,
+                UserEdit::Block {
+                    id: "t3".into(),
+                    blocker: "t4".into()
+                }
+            ),
+            "blocker: t3 cannot wait for t4, its subtask: a parent already waits for its subtasks"
+        );
+        // Moving an item under one it waits for makes the same wait.
+        task(
+            &mut s,
+            "TaskCreate",
+            json!({"subject": "Announce", "blockedBy": ["t2"]}),
+        )
+        .unwrap();
+        let e = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t5", "parent": "t2"}]}),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "todos[0].parent: t5 cannot go under t2, which it waits for: t2 finishes after its subtasks, so t5 could never start");
+        assert_eq!(blockers(&s, "t5"), ["t2"]);
+    }
+
+    #[test]
+    fn a_first_plan_may_name_parents_of_its_own_items() {
+        let mut s = Session::started_now();
+        write(
+            &mut s,
+            json!({"todos": [
+                {"content": "Build", "status": "in_progress"},
+                {"content": "Test", "status": "pending"},
+                {"content": "Ship", "status": "pending", "blocked_by": ["t2"]},
+                {"content": "Tag the release", "status": "pending", "parent": "t3"},
+                {"content": "Announce it", "status": "pending", "parent": "t3"}]}),
+        )
+        .unwrap();
+        let parents: Vec<Option<&str>> = s.items.iter().map(|i| i.parent.as_deref()).collect();
+        assert_eq!(parents, [None, None, None, Some("t3"), Some("t3")]);
+        // The same write names ids in list order: an id further on is no
+        // item of it yet.
+        let mut s = Session::started_now();
+        let e = write(
+            &mut s,
+            json!({"todos": [
+                {"content": "Build", "status": "pending", "parent": "t3"},
+                {"content": "Test", "status": "pending"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("todos[0].parent: unknown id \"t3\""),
+            "{e}"
+        );
+    }
+
     #[test]
     fn task_update_completing_is_progress_and_a_task_list_loop_is_not() {
         let mut s = chain();
@@ -980,6 +1379,32 @@ mod tests {
             .collect()
     }
 
+    /// The ids above ITEM in ITEMS, its parent first.
+    fn naive_ancestors(items: &[Item], item: &Item) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut up = item.parent.clone();
+        while let Some(id) = up {
+            if out.contains(&id) || out.len() > items.len() {
+                break;
+            }
+            up = items
+                .iter()
+                .find(|i| i.id == id)
+                .and_then(|i| i.parent.clone());
+            out.push(id);
+        }
+        out
+    }
+
+    /// Whether ITEM waits for an item of ITEMS that is pending or in progress.
+    fn naive_open_blocker(items: &[Item], item: &Item) -> bool {
+        item.blocked_by.iter().any(|b| {
+            items
+                .iter()
+                .any(|i| i.id == *b && matches!(i.status, Status::Pending | Status::InProgress))
+        })
+    }
+
     /// Whether the waits-for edges of ITEMS hold a cycle, by trying every
     /// path from every item (fine for a dozen items).
     fn naive_cycle(items: &[Item]) -> bool {
@@ -1005,6 +1430,9 @@ mod tests {
         AddBlocks(u8, u8),
         Delete(u8),
         Merge(u8, Vec<u8>),
+        Parent(u8, Option<u8>),
+        UserStatus(u8, u8),
+        UserBlock(u8, u8),
         Undo,
     }
 
@@ -1019,11 +1447,17 @@ mod tests {
             1 => (0u8..8, 0u8..8).prop_map(|(n, m)| Op::AddBlocks(n, m)),
             1 => (0u8..8).prop_map(Op::Delete),
             1 => (0u8..8, ids()).prop_map(|(n, b)| Op::Merge(n, b)),
+            1 => (0u8..8, prop::option::weighted(0.7, 0u8..8)).prop_map(|(n, p)| Op::Parent(n, p)),
+            2 => (0u8..8, 0u8..4).prop_map(|(n, s)| Op::UserStatus(n, s)),
+            1 => (0u8..8, 0u8..8).prop_map(|(n, m)| Op::UserBlock(n, m)),
             1 => Just(Op::Undo),
         ]
     }
 
     proptest::proptest! {
+        // A running subtask under a blocked ancestor takes a few thousand
+        // runs to come up when the rules are broken.
+        #![proptest_config(proptest::test_runner::Config::with_cases(4000))]
         #[test]
         fn random_edits_keep_the_graph_sound_and_ready_as_defined(ops in proptest::collection::vec(arb_op(), 1..40)) {
             let mut s = Session::started_now();
@@ -1048,6 +1482,12 @@ mod tests {
                     Op::AddBlocks(n, m) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "addBlocks": [id(m)]})),
                     Op::Delete(n) => task(&mut s, "TaskUpdate", json!({"taskId": id(n), "status": "deleted"})),
                     Op::Merge(n, b) => write(&mut s, json!({"merge": true, "todos": [{"id": id(n), "blocked_by": ids(b)}]})),
+                    Op::Parent(n, p) => write(&mut s, json!({"merge": true, "todos": [{"id": id(n), "parent": p.as_ref().map(id)}]})),
+                    Op::UserStatus(n, st) => {
+                        let status = [Status::Pending, Status::InProgress, Status::Completed, Status::Cancelled][*st as usize];
+                        s.user_edit(UserEdit::SetStatus { id: id(n), status }, &crate::validate::Limits::default())
+                    }
+                    Op::UserBlock(n, m) => s.user_edit(UserEdit::Block { id: id(n), blocker: id(m) }, &crate::validate::Limits::default()),
                     Op::Undo => Ok(s.undo().unwrap_or_default()),
                 };
                 if result.is_err() {
@@ -1061,6 +1501,26 @@ mod tests {
                     }
                 }
                 proptest::prop_assert_eq!(graph::ready(&s.items), naive_ready(&s.items));
+                for item in &s.items {
+                    let ancestors = naive_ancestors(&s.items, item);
+                    for b in &item.blocked_by {
+                        proptest::prop_assert!(!ancestors.contains(b), "{} waits for its ancestor {b}: {:?}", item.id, s.items);
+                        let blocker = s.items.iter().find(|i| i.id == *b);
+                        proptest::prop_assert!(
+                            !blocker.is_some_and(|blocker| naive_ancestors(&s.items, blocker).contains(&item.id)),
+                            "{} waits for its subtask {b}: {:?}", item.id, s.items
+                        );
+                    }
+                    if item.status == Status::InProgress {
+                        for a in &ancestors {
+                            let ancestor = s.items.iter().find(|i| i.id == *a);
+                            proptest::prop_assert!(
+                                !ancestor.is_some_and(|a| naive_open_blocker(&s.items, a)),
+                                "{} is in progress under {a}, which is blocked: {:?}", item.id, s.items
+                            );
+                        }
+                    }
+                }
             }
         }
     }

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::graph;
 use crate::history::{Actor, Change, ChangeKind, ChangedIds};
 use crate::model::{now, Item, Status};
-use crate::reconcile::{apply, match_items, update, Diff, Matching};
+use crate::reconcile::{apply_by_runner, match_items, update, Diff, Matching};
 use crate::render;
 use crate::tree::{self, Node};
 use crate::validate::{
@@ -60,7 +60,7 @@ impl Session {
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
         let (diff, show_list) = match parse_request(input, &options.limits)? {
-            WriteRequest::Replace(proposed) => self.replace(&proposed, options)?,
+            WriteRequest::Replace(proposed) => self.replace_covered(&proposed, options)?,
             WriteRequest::Merge(changes) => {
                 let edge = |i: usize, blocker: &str| {
                     let k = changes[i]
@@ -109,7 +109,7 @@ impl Session {
     /// A write of the whole list.  Returns what changed, and whether the
     /// result should show the list: when items came or went or moved, the
     /// model's picture of the list may differ from this one.
-    fn replace(
+    pub(super) fn replace(
         &mut self,
         proposed: &[ProposedItem],
         options: &Options,
@@ -127,17 +127,21 @@ impl Session {
         // Matching is the only step that can fail; from here on the write
         // commits, and the previous list is taken over rather than copied.
         let matching = match_items(&self.items, &self.retired, proposed)?;
-        self.check_replace_tree(proposed, &matching)?;
-        self.check_replace_graph(proposed, &matching, &options.limits)?;
+        let new_ids = self.new_ids(proposed, &matching);
+        self.check_replace_tree(proposed, &matching, &new_ids)?;
+        self.check_replace_graph(proposed, &matching, &new_ids, &options.limits)?;
+        self.check_replace_ancestry(proposed, &matching, &new_ids, &options.limits)?;
         let waiting = graph::waiting(&self.items);
         let previous = std::mem::take(&mut self.items);
-        let reconciled = apply(
+        let agents = &self.agents;
+        let reconciled = apply_by_runner(
             matching,
             previous,
             &mut self.retired,
             &mut self.ids,
             proposed,
             now(),
+            &|owner| agents.runner(owner),
         );
         self.items = reconciled.items;
         let mut diff = reconciled.diff;
@@ -223,8 +227,10 @@ impl Session {
             .filter(|(_, at)| at.is_none())
             .filter_map(|(change, _)| change.id)
             .collect();
+        self.check_owners(changes, &listed)?;
         self.check_merge_tree(changes, &listed, &restoring)?;
         self.check_merge_graph(changes, &listed, paths)?;
+        self.check_merge_ancestry(changes, &listed, paths)?;
         // Checked: from here on the write commits.
         let before = self.items.clone();
         let will_be_listed =
@@ -269,7 +275,10 @@ impl Session {
                     }
                     item.parent = change.parent.flatten().map(str::to_string);
                     item.description = change.description.flatten().map(str::to_string);
-                    item.owner = change.owner.flatten().map(str::to_string);
+                    item.owner = match change.owner {
+                        Some(owner) => owner.map(str::to_string),
+                        None => self.agents.new_owner(),
+                    };
                     item.blocked_by = change.blocked_by.clone().unwrap_or_default();
                     if item.parent.is_some() {
                         // Placed under its parent once every change is made.
@@ -289,7 +298,11 @@ impl Session {
             let content = change.content.unwrap_or(&kept.content);
             let parent = change.parent.unwrap_or(kept.parent.as_deref());
             let description = change.description.unwrap_or(kept.description.as_deref());
-            let owner = change.owner.unwrap_or(kept.owner.as_deref());
+            let owner = self.agents.claim(
+                change.owner.unwrap_or(kept.owner.as_deref()),
+                kept.status,
+                status,
+            );
             let wanted = ProposedItem {
                 id: change.id,
                 content,
@@ -316,11 +329,20 @@ impl Session {
             self.items.insert(end, item);
         }
         if let Some(running) = running {
-            for item in self
+            // One running item per agent: the one this write started
+            // demotes only the items of the same agent.
+            let runner = self
                 .items
-                .iter_mut()
-                .filter(|i| i.status == Status::InProgress && i.id != running)
-            {
+                .iter()
+                .find(|i| i.id == running)
+                .and_then(|i| self.agents.runner(i.owner.as_deref()))
+                .map(str::to_string);
+            let agents = &self.agents;
+            for item in self.items.iter_mut().filter(|i| {
+                i.status == Status::InProgress
+                    && i.id != running
+                    && agents.runner(i.owner.as_deref()) == runner.as_deref()
+            }) {
                 item.set_status(Status::Pending, at);
                 diff.started.retain(|id| *id != item.id);
                 diff.demoted.push(item.id.clone());
@@ -432,12 +454,33 @@ impl Session {
         self.items.iter().any(|item| item.id == id) || self.retired.contains_key(id)
     }
 
+    /// The ids the items a whole-list write adds will be given, the next
+    /// ones in list order (None for the items it keeps or brings back),
+    /// so that a first plan can name its own steps as parents and blockers.
+    fn new_ids(&self, proposed: &[ProposedItem], matching: &Matching) -> Vec<Option<String>> {
+        let mut next = self.ids.issued();
+        proposed
+            .iter()
+            .enumerate()
+            .map(|(i, wanted)| {
+                let known = matching.continued(i).is_some()
+                    || wanted.id.is_some_and(|id| self.retired.contains_key(id));
+                (!known && wanted.id.is_none()).then(|| {
+                    next = next.saturating_add(1);
+                    format!("t{next}")
+                })
+            })
+            .collect()
+    }
+
     /// The subtask checks of a whole-list write (see `tree::check`), on
-    /// the list MATCHING says it makes.  A list without parents needs none.
+    /// the list MATCHING says it makes, NEW_IDS naming the items it adds.
+    /// A list without parents needs none.
     fn check_replace_tree(
         &self,
         proposed: &[ProposedItem],
         matching: &Matching,
+        new_ids: &[Option<String>],
     ) -> Result<(), InvalidInput> {
         if proposed.iter().all(|p| p.parent.is_none()) {
             return Ok(());
@@ -448,7 +491,10 @@ impl Session {
             .map(|(i, wanted)| {
                 let was = matching.continued(i).and_then(|j| self.items.get(j));
                 Node {
-                    id: was.map(|item| item.id.as_str()).or(wanted.id),
+                    id: was
+                        .map(|item| item.id.as_str())
+                        .or(wanted.id)
+                        .or(new_ids[i].as_deref()),
                     parent: wanted.parent,
                     status: wanted.status,
                     at: Some(i),
@@ -469,6 +515,7 @@ impl Session {
         &self,
         proposed: &[ProposedItem],
         matching: &Matching,
+        new_ids: &[Option<String>],
         limits: &Limits,
     ) -> Result<(), InvalidInput> {
         let starting_blocked = |i: usize, wanted: &ProposedItem| {
@@ -491,17 +538,6 @@ impl Session {
                 .and_then(|j| self.items.get(j))
                 .or_else(|| wanted.id.and_then(|id| self.retired.get(id)))
         };
-        let mut next = self.ids.issued();
-        let new_ids: Vec<Option<String>> = proposed
-            .iter()
-            .enumerate()
-            .map(|(i, wanted)| {
-                (was_of(i, wanted).is_none() && wanted.id.is_none()).then(|| {
-                    next = next.saturating_add(1);
-                    format!("t{next}")
-                })
-            })
-            .collect();
         let nodes: Vec<graph::Node> = proposed
             .iter()
             .enumerate()
@@ -737,7 +773,7 @@ impl Session {
         let at = now();
         let before = self.items.clone();
         let kind = match &edit {
-            UserEdit::SetStatus { .. } => ChangeKind::Status,
+            UserEdit::SetStatus { .. } | UserEdit::SetStatusUnblocked { .. } => ChangeKind::Status,
             UserEdit::EditContent { .. } => ChangeKind::Edit,
             UserEdit::Add { .. } => ChangeKind::Add,
             UserEdit::Move { .. } => ChangeKind::Move,
@@ -745,17 +781,37 @@ impl Session {
             UserEdit::Clear => ChangeKind::Reset,
             UserEdit::Block { .. } | UserEdit::Unblock { .. } => ChangeKind::Edit,
         };
+        let unblock = matches!(edit, UserEdit::SetStatusUnblocked { .. });
         let note = match edit {
-            UserEdit::SetStatus { id, status } => {
+            UserEdit::SetStatus { id, status } | UserEdit::SetStatusUnblocked { id, status } => {
                 let index = position(&self.items, &id)?;
                 self.check_user_status(index, status)?;
+                let dropped = if unblock {
+                    self.drop_waits(index, status)
+                } else {
+                    Vec::new()
+                };
+                let mut after = self.items.clone();
                 if status == Status::InProgress {
-                    // One running item: the one the user picked.
-                    for other in self
-                        .items
-                        .iter_mut()
-                        .filter(|i| i.status == Status::InProgress)
-                    {
+                    for other in after.iter_mut().filter(|i| i.status == Status::InProgress) {
+                        other.status = Status::Pending;
+                    }
+                }
+                after[index].status = status;
+                if let Err(error) = self.check_user_graph(&after, index, limits) {
+                    self.items = before;
+                    return Err(error);
+                }
+                if status == Status::InProgress {
+                    // One running item per agent: the one the user picked.
+                    let agents = &self.agents;
+                    let runner = agents
+                        .runner(self.items[index].owner.as_deref())
+                        .map(str::to_string);
+                    for other in self.items.iter_mut().filter(|i| {
+                        i.status == Status::InProgress
+                            && agents.runner(i.owner.as_deref()) == runner.as_deref()
+                    }) {
                         other.set_status(Status::Pending, at);
                     }
                 }
@@ -763,7 +819,15 @@ impl Session {
                 if status == Status::Completed {
                     self.guide.note_progress();
                 }
-                format!("the user marked {id} {}", status.wire_name())
+                if dropped.is_empty() {
+                    format!("the user marked {id} {}", status.wire_name())
+                } else {
+                    format!(
+                        "the user removed {} and marked {id} {}",
+                        super::ancestry::dropped_text(&dropped),
+                        status.wire_name()
+                    )
+                }
             }
             UserEdit::EditContent { id, content } => {
                 let index = position(&self.items, &id)?;
@@ -847,33 +911,9 @@ impl Session {
                 if !blocked_by.contains(&blocker) {
                     blocked_by.push(blocker.clone());
                 }
-                let edge = |_: usize, _: &str| "blocker".to_string();
-                let field = |_: usize, name: &str| name.to_string();
-                let paths = Paths {
-                    edge: &edge,
-                    field: &field,
-                    unblock_hint: "the unblock command",
-                    max_blockers: limits.max_blockers,
-                };
-                let nodes: Vec<graph::Node> = self
-                    .items
-                    .iter()
-                    .enumerate()
-                    .map(|(n, item)| graph::Node {
-                        id: Some(&item.id),
-                        status: item.status,
-                        was: Some(item.status),
-                        blocked_by: if n == index {
-                            &blocked_by
-                        } else {
-                            &item.blocked_by
-                        },
-                        edges_given: n == index,
-                    })
-                    .collect();
-                let change_of = vec![Some(0); nodes.len()];
-                graph::check(&nodes, limits.max_blockers)
-                    .map_err(|problem| Session::graph_error(problem, &nodes, &paths, &change_of))?;
+                let mut after = self.items.clone();
+                after[index].blocked_by = blocked_by.clone();
+                self.check_user_graph(&after, index, limits)?;
                 self.items[index].blocked_by = blocked_by;
                 format!("the user made {id} wait for {blocker}")
             }

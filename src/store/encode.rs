@@ -174,6 +174,9 @@ struct StateOut<'a> {
     history: HistoryOut<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stopped: Option<StoredStop>,
+    /// The sub-agents the session has known, whose items stay theirs.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    agents: &'a [String],
 }
 
 impl<'a> StateOut<'a> {
@@ -204,6 +207,7 @@ impl<'a> StateOut<'a> {
                 at: stop.at,
                 running: stop.running.clone(),
             }),
+            agents: session.agents.known(),
         }
     }
 }

@@ -13,7 +13,9 @@ use crate::breaker::BreakerState;
 use crate::history::{Actor, Change, ChangeKind, ChangedIds, History, UndoData, MAX_CHANGES};
 use crate::ledger::Entry;
 use crate::model::{id_number, Item, Status, Timestamp, MAX_ID_NUMBER};
-use crate::session::{check_session_name, Session, Stop, MAX_STOP_REASON_CHARS};
+use crate::session::{
+    check_agent_name, check_session_name, Session, Stop, MAX_KNOWN_AGENTS, MAX_STOP_REASON_CHARS,
+};
 use crate::validate::{checked_text, Input, Limits};
 
 /// The layout this code writes.  Version 1 was the first, list-only layout:
@@ -284,6 +286,8 @@ struct StoredState<'a> {
     history: Option<&'a RawValue>,
     #[serde(default, borrow)]
     stopped: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    agents: Option<&'a RawValue>,
 }
 
 /// Just the version, to tell a newer layout from a damaged file.
@@ -630,6 +634,28 @@ impl StoredState<'_> {
         let stopped = records
             .object::<StoredStop>(self.stopped, "stopped")
             .and_then(StoredStop::into_stop);
+        let agents: Vec<String> = records
+            .part::<Vec<String>>(self.agents, "agents")
+            .and_then(|names| {
+                if names.len() > MAX_KNOWN_AGENTS {
+                    records.drop_part(
+                        "agents",
+                        format!(
+                            "agents: {} names, more than the {MAX_KNOWN_AGENTS} kept",
+                            names.len()
+                        ),
+                    );
+                    return None;
+                }
+                for (i, name) in names.iter().enumerate() {
+                    if let Err(e) = check_agent_name(name, &format!("agents[{i}]")) {
+                        records.drop_part("agents", e.to_string());
+                        return None;
+                    }
+                }
+                Some(names)
+            })
+            .unwrap_or_default();
 
         let mut session = Session::default();
         session.ids.raise_to(self.id_counter);
@@ -658,6 +684,18 @@ impl StoredState<'_> {
         session.user_notes = user_notes;
         session.history = History::from_parts(history, history_seq);
         session.stopped = stopped;
+        // No sub-agent runs after a restore: what they had in progress
+        // waits for the next one, still theirs.
+        for item in session.items.iter_mut().filter(|item| {
+            item.status == Status::InProgress
+                && item
+                    .owner
+                    .as_ref()
+                    .is_some_and(|owner| agents.contains(owner))
+        }) {
+            item.set_status(Status::Pending, crate::model::now());
+        }
+        session.agents.restore_known(agents);
         Ok(Decoded {
             name: self.session,
             session,
@@ -1206,6 +1244,59 @@ mod graph_tests {
     }
 
     #[test]
+    fn agents_are_saved_and_their_running_tasks_come_back_pending() {
+        let mut s = Session::default();
+        let options = crate::session::Options::default();
+        let task = |s: &mut Session, agent: Option<&str>, tool: &str, v: Json| {
+            let input = Input::from_json(&v);
+            s.write_as_agent(agent, |s| s.task_tool(tool, &input, &options))
+                .unwrap();
+        };
+        task(&mut s, None, "TaskCreate", json!({"subject": "Plan"}));
+        task(
+            &mut s,
+            None,
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "in_progress"}),
+        );
+        task(&mut s, None, "TaskCreate", json!({"subject": "Patch"}));
+        s.agent_start("executor").unwrap();
+        s.agent_start("researcher").unwrap();
+        task(
+            &mut s,
+            Some("executor"),
+            "TaskUpdate",
+            json!({"taskId": "t2", "status": "in_progress"}),
+        );
+        let bytes = encode("team", &s);
+        let json: Json = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(json["agents"], json!(["executor", "researcher"]));
+        let (_, back) = decode(&bytes).unwrap();
+        assert_eq!(back.agents.known(), ["executor", "researcher"]);
+        assert!(back.running_agents().is_empty());
+        assert_eq!(back.items[0].status, Status::InProgress, "the lead's stays");
+        assert_eq!(back.items[1].status, Status::Pending);
+        assert_eq!(back.items[1].owner.as_deref(), Some("executor"));
+        // A file without agents: none known; a bad list is dropped with a
+        // warning and the items kept.
+        assert!(decode(&encode("solo", &Session::default()))
+            .unwrap()
+            .1
+            .agents
+            .is_empty());
+        let mut bad = json.clone();
+        bad["agents"] = json!(["executor", 7]);
+        let decoded = decode_within(bad.to_string().as_bytes(), &Limits::default()).unwrap();
+        assert!(decoded.session.agents.is_empty());
+        assert!(
+            decoded.warnings.iter().any(|w| w.starts_with("agents")),
+            "{:?}",
+            decoded.warnings
+        );
+        assert_eq!(decoded.session.items.len(), 2);
+    }
+
+    #[test]
     fn a_file_written_before_the_graph_loads_unchanged() {
         // The layout of a save made before items had blockers: no
         // description, blockedBy or owner keys.
@@ -1255,5 +1346,27 @@ mod graph_tests {
             "{warnings}"
         );
         assert!(warnings.contains("it closed a cycle"), "{warnings}");
+    }
+
+    #[test]
+    fn a_file_where_a_subtask_waits_for_its_parent_loses_that_wait() {
+        let item = |id: &str, parent: Option<&str>, blocked_by: &[&str]| json!({"id": id, "content": format!("Item {id}"), "status": "pending", "created": 1.0, "parent": parent, "blockedBy": blocked_by});
+        let file = json!({"schema_version": 2, "session": "bad", "id_counter": 3, "items": [
+            item("t1", None, &["t2"]), item("t2", Some("t1"), &[]), item("t3", Some("t1"), &["t1"])]});
+        let decoded = decode_within(file.to_string().as_bytes(), &Limits::default()).unwrap();
+        assert!(decoded
+            .session
+            .items
+            .iter()
+            .all(|item| item.blocked_by.is_empty()));
+        let warnings = decoded.warnings.join("\n");
+        assert!(
+            warnings.contains("dependency of t1 on t2: a parent already waits for its subtasks"),
+            "{warnings}"
+        );
+        assert!(
+            warnings.contains("dependency of t3 on t1: a subtask cannot wait for its ancestor"),
+            "{warnings}"
+        );
     }
 }

@@ -486,17 +486,16 @@ SESSION is the efrit-todo session it works on."
            (analysis (and (stringp command)
                           (ignore-errors (efrit-todo-analyze-request command)))))
       (and (plist-get analysis :complex)
-           (if (eq efrit-todo-tool-style 'tasks)
-               ;; The analysis names todo_write, which this style does
-               ;; not offer.
-               (format "This request looks like about %d steps. Create the plan with TaskCreate first, one task per step, naming in blockedBy what each must wait for; then work through the tasks, updating each with TaskUpdate as it starts and finishes."
-                       (max 3 (or (plist-get analysis :steps) 0)))
-             (plist-get analysis :suggestion))))))
+           (plist-get analysis :suggestion)))))
 
 (defconst efrit-todo-efrit--tasks-note
   "In this session the planning tools are TaskCreate, TaskUpdate, TaskGet and TaskList; todo_write is not offered. Where the instructions or tool descriptions above say todo_write, use TaskCreate to plan and TaskUpdate to record progress."
   "What the prompt says in the style `tasks'.
-Efrit's own prompt and tool descriptions ask for todo_write.")
+efrit-todo's own texts name the tools of the style, but Efrit's
+system prompt asks for todo_write in its own words (its task
+management section, its examples, the description of eval_sexp),
+and efrit-todo does not rewrite Efrit's text: this note says what
+stands for it.")
 
 (defvar efrit-todo-efrit--prompt-notes (make-hash-table :test 'equal)
   "The tool-style note of each Efrit session's prompt, or `none', by id.

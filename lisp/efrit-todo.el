@@ -83,9 +83,12 @@ TaskList, one task per call, the shape Claude Code's models know,
 and todo_pause.  `both': all of them.  Whichever the model uses, it
 works on one list, with one history and one circuit breaker, and
 items may wait for others (blocked_by) in every style.  The tool
-schemas (`efrit-todo-tool-schemas') and the guidance in the system
-prompt (`efrit-todo-prompt-guidance') follow this option; a running
-session keeps the guidance it started with."
+schemas (`efrit-todo-tool-schemas'), the guidance in the system
+prompt (`efrit-todo-prompt-guidance') and every text the model gets
+\(continuations, reminders, the breaker's warnings and refusals, the
+completion guard, the plan suggestion) follow this option and name
+only the tools it offers; a running session keeps the guidance it
+started with."
   :type '(choice (const :tag "todo_write and todo_pause" todo)
                  (const :tag "TaskCreate, TaskUpdate, TaskGet, TaskList and todo_pause" tasks)
                  (const :tag "Both" both))
@@ -643,7 +646,7 @@ Longer results are cut with a marker giving their full length."
 (declare-function efrit-todo--module-ledger "efrit-todo-module" (session))
 (declare-function efrit-todo--module-breaker "efrit-todo-module" (session))
 (declare-function efrit-todo--module-breaker-reset "efrit-todo-module" (session))
-(declare-function efrit-todo--module-analyze-request "efrit-todo-module" (text))
+(declare-function efrit-todo--module-analyze-request "efrit-todo-module" (text &optional style))
 
 (defconst efrit-todo--loop-option-keys
   '((:without-progress . efrit-todo-breaker-without-progress)
@@ -658,9 +661,13 @@ Longer results are cut with a marker giving their full length."
     (:reminder-after . efrit-todo-reminder-after)
     (:reminders . efrit-todo-reminders)
     (:auto-complete . efrit-todo-auto-complete)
-    (:max-result-chars . efrit-todo-max-result-length))
+    (:max-result-chars . efrit-todo-max-result-length)
+    (:tool-style . efrit-todo-tool-style))
   "The options the module's loop functions read: (KEY . VARIABLE).
-The module reads a plist of these keys with the variables' values.")
+The module reads a plist of these keys with the variables' values.
+The tool style makes every text the model gets (continuation,
+reminder, the breaker's warnings and refusals, the completion guard)
+name only the tools it is offered.")
 
 (defvar efrit-todo--loop-options nil
   "The options plist for the module, or nil when an option changed since.")
@@ -947,8 +954,9 @@ a command left open last."
   "Return an estimate of how complex the request TEXT is.
 The value is a plist: :complex is non-nil for three steps or more or
 a high score, :score runs from 0.0 to 1.0, :steps is a count, and
-:suggestion is text for the system prompt, empty unless complex."
-  (efrit-todo--module-analyze-request text))
+:suggestion is text for the system prompt, empty unless complex.  The
+suggestion names the planning tools of `efrit-todo-tool-style'."
+  (efrit-todo--module-analyze-request text (efrit-todo--style-name)))
 
 ;;;; Efrit compatibility
 ;;

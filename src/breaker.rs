@@ -3,7 +3,8 @@
 //! The breaker sees every finished tool call of a session and decides whether
 //! the loop may go on.  It is pure: the caller says what the call was (tool,
 //! fingerprint of its input, error text, whether it completed an item, whether
-//! it was a todo_write that changed nothing) and gets back a verdict.
+//! it was a todo_write that changed nothing) and gets back a verdict.  Its
+//! texts name only the tools of the style in its limits.
 //!
 //! Rules (a limit of 0 turns its rule off).  Counts include the call being
 //! recorded.  The count rules (`without_progress`, `same_tool`, `identical`)
@@ -21,6 +22,10 @@
 //!   calls (its counter restarts at 1 whenever another tool is called), so a
 //!   long task that interleaves tools is never stopped by this rule; it only
 //!   catches a model stuck hammering one tool.
+//! - Planning is progress: a successful `PLANNING_TOOL` call unlike the call
+//!   before is a plan being written one task per call.  Neither
+//!   `same_tool` nor `without_progress` counts it, and it gets no warning
+//!   about them; the same call again is still the `identical` rule's.
 //! - `identical` (3): calls in a row with the same tool and the same input
 //!   (equal fingerprints).
 //! - `error_warn` / `error_trip` (3 / 5): the same error in a row.  As in
@@ -54,7 +59,7 @@
 //! trip texts start with "Error: ": Efrit marks a refusal as an error only
 //! when its text starts that way, and a refusal must never look like success.
 
-use crate::validate::Input;
+use crate::validate::{Input, ToolStyle};
 
 /// Tools that manage the list itself: never work on an item, and never
 /// refused for want of progress, since they are how progress is recorded.
@@ -65,6 +70,10 @@ pub const TODO_TOOLS: [&str; 5] = [
     "todo_pause",
     "session_complete",
 ];
+
+/// The tool that makes one task per call: a run of its calls, each unlike
+/// the one before, is a plan being written, not a loop.
+pub const PLANNING_TOOL: &str = "TaskCreate";
 
 /// Refused calls in a row after which the breaker trips: a model that asks
 /// again for what was just refused is stuck.
@@ -82,6 +91,8 @@ pub struct BreakerLimits {
     pub oscillation: u32,
     pub churn: u32,
     pub hard_cap: u32,
+    /// Not a limit: the tools the model is offered, which the texts name.
+    pub style: ToolStyle,
 }
 
 impl Default for BreakerLimits {
@@ -98,6 +109,7 @@ impl Default for BreakerLimits {
             oscillation: 6,
             churn: 3,
             hard_cap: 100,
+            style: ToolStyle::Todo,
         }
     }
 }
@@ -188,6 +200,21 @@ const ERROR_QUOTE_CHARS: usize = 150;
 
 fn plural(n: u32, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// "N todo_writes", or "N more todo_writes" with MORE: writes to the
+/// list, named by the tools of STYLE that write it.
+fn writes(n: u32, more: bool, style: ToolStyle) -> String {
+    let (one, many) = match style {
+        ToolStyle::Todo => ("todo_write", "todo_writes"),
+        ToolStyle::Tasks => ("TaskUpdate call", "TaskUpdate calls"),
+        ToolStyle::Both => (
+            "todo_write or TaskUpdate call",
+            "todo_write or TaskUpdate calls",
+        ),
+    };
+    let more = if more { "more " } else { "" };
+    format!("{n} {more}{}", if n == 1 { one } else { many })
 }
 
 fn trip_text(reason: &str) -> String {
@@ -284,8 +311,10 @@ impl Breaker {
         }
         if reached(self.since_progress, limits.without_progress) && !TODO_TOOLS.contains(&tool) {
             return Some(format!(
-                "{} tool calls have run without completing a todo item (limit {}); mark the finished item completed with todo_write, or call todo_pause",
-                self.since_progress, limits.without_progress
+                "{} without completing a todo item (limit {}); mark the finished item completed with {}, or call todo_pause",
+                plural(self.since_progress, "tool call has run", "tool calls have run"),
+                limits.without_progress,
+                limits.style.update_tool()
             ));
         }
         None
@@ -300,7 +329,7 @@ impl Breaker {
             return Verdict::Trip(trip_text(reason));
         }
         self.refused = 0;
-        self.count(call);
+        let planning = self.count(call);
         match self.trip_reason(call, limits) {
             Some(reason) => {
                 let text = trip_text(&reason);
@@ -308,7 +337,7 @@ impl Breaker {
                 Verdict::Trip(text)
             }
             None => {
-                let warnings = self.warnings(call, limits);
+                let warnings = self.warnings(call, limits, planning);
                 if warnings.is_empty() {
                     Verdict::Go
                 } else {
@@ -337,15 +366,22 @@ impl Breaker {
         *self = Breaker::default();
     }
 
-    /// Updates every counter for CALL.
-    fn count(&mut self, call: &Call) {
+    /// Updates every counter for CALL; returns whether it was planning: a
+    /// successful PLANNING_TOOL call unlike the one before, which neither
+    /// the same-tool rule nor the progress budget counts (a plan made one
+    /// task per call costs what one todo_write of the whole plan does).
+    fn count(&mut self, call: &Call) -> bool {
         let is_this_call = |key: &Option<Key>| {
             key.as_ref()
                 .is_some_and(|(tool, fp)| tool == call.tool && *fp == call.fingerprint)
         };
+        let identical = is_this_call(&self.last);
+        let planning = call.tool == PLANNING_TOOL && call.error.is_none() && !identical;
         self.calls = self.calls.saturating_add(1);
         self.since_progress = if call.progress {
             0
+        } else if planning {
+            self.since_progress
         } else {
             self.since_progress.saturating_add(1)
         };
@@ -354,12 +390,13 @@ impl Breaker {
             .last
             .as_ref()
             .is_some_and(|(tool, _)| tool == call.tool);
-        self.same_tool = if same_tool {
+        self.same_tool = if planning {
+            0
+        } else if same_tool {
             self.same_tool.saturating_add(1)
         } else {
             1
         };
-        let identical = is_this_call(&self.last);
         self.identical = if identical {
             self.identical.saturating_add(1)
         } else {
@@ -409,6 +446,7 @@ impl Breaker {
         tool.clear();
         tool.push_str(call.tool);
         self.before_last = self.last.replace((tool, call.fingerprint));
+        planning
     }
 
     /// The two calls of the current alternation, for the texts.
@@ -440,8 +478,9 @@ impl Breaker {
         }
         if reached(self.churn, limits.churn) {
             return Some(format!(
-                "{} todo_writes in a row that changed nothing (limit {})",
-                self.churn, limits.churn
+                "{} in a row that changed nothing (limit {})",
+                writes(self.churn, false, limits.style),
+                limits.churn
             ));
         }
         if reached(self.session_calls(), limits.hard_cap) {
@@ -474,7 +513,9 @@ impl Breaker {
         self.elsewhere = calls;
     }
 
-    fn warnings(&self, call: &Call, limits: &BreakerLimits) -> Vec<String> {
+    /// The warnings after CALL; a PLANNING call spent no budget, so it
+    /// gets none about the budgets.
+    fn warnings(&self, call: &Call, limits: &BreakerLimits, planning: bool) -> Vec<String> {
         let tool = call.tool;
         let mut out = Vec::new();
         if self.identical >= 2 && reached(self.identical, limits.identical) {
@@ -519,8 +560,8 @@ impl Breaker {
         if self.churn > 0 && within(self.churn, limits.churn, 1) {
             out.push(format!(
                 "Warning: {} that changes nothing trips the circuit breaker: {} in a row changed nothing (limit {}). Do the work of the current item instead of rewriting the list.",
-                plural(limits.churn - self.churn, "more todo_write", "more todo_writes"),
-                plural(self.churn, "todo_write", "todo_writes"),
+                writes(limits.churn - self.churn, true, limits.style),
+                writes(self.churn, false, limits.style),
                 limits.churn
             ));
         }
@@ -537,10 +578,14 @@ impl Breaker {
                 limits.same_tool
             ));
         }
-        if reached(self.since_progress, limits.without_progress) {
+        if planning {
+            // Nothing to say about the budgets: this call spent none.
+        } else if reached(self.since_progress, limits.without_progress) {
             out.push(format!(
-                "Warning: {} tool calls have run without completing a todo item (limit {}): other tools will be refused until you mark the finished item completed with todo_write, or stop with todo_pause.",
-                self.since_progress, limits.without_progress
+                "Warning: {} without completing a todo item (limit {}): other tools will be refused until you mark the finished item completed with {}, or stop with todo_pause.",
+                plural(self.since_progress, "tool call has run", "tool calls have run"),
+                limits.without_progress,
+                limits.style.update_tool()
             ));
         } else if within(
             self.since_progress,
@@ -548,9 +593,9 @@ impl Breaker {
             BUDGET_WARN_WITHIN,
         ) {
             out.push(format!(
-                "Warning: {} left before tool calls are refused: {} have run without completing a todo item (limit {}). Finish the current item and mark it completed, or stop and report.",
+                "Warning: {} left before tool calls are refused: {} without completing a todo item (limit {}). Finish the current item and mark it completed, or stop and report.",
                 plural(limits.without_progress - self.since_progress, "call", "calls"),
-                self.since_progress,
+                plural(self.since_progress, "has run", "have run"),
                 limits.without_progress
             ));
         }
@@ -1126,6 +1171,163 @@ mod tests {
         );
         assert_eq!(b.state().churn, 3);
     }
+    /// Whether TEXT names only the tools STYLE offers for marking items:
+    /// todo_write, TaskUpdate, or either.
+    fn names_only_the_tools_of(style: ToolStyle, text: &str) -> bool {
+        let (todo, task) = (text.contains("todo_write"), text.contains("TaskUpdate"));
+        match style {
+            ToolStyle::Todo => todo && !task,
+            ToolStyle::Tasks => task && !todo,
+            ToolStyle::Both => todo || task,
+        }
+    }
+
+    #[test]
+    fn warnings_and_refusals_name_the_tools_of_the_style() {
+        for style in ToolStyle::ALL {
+            let limits = BreakerLimits {
+                without_progress: 5,
+                style,
+                ..BreakerLimits::default()
+            };
+            let mut b = Breaker::default();
+            let calls: Vec<Call> = (0..5).map(varied).collect();
+            let verdicts = run(&mut b, &limits, &calls);
+            let warning = warn_text_of(&verdicts[4]);
+            assert!(
+                names_only_the_tools_of(style, warning),
+                "{style:?}: {warning}"
+            );
+            let refusal = b.check("shell", 99, &limits).expect("refused");
+            assert!(
+                names_only_the_tools_of(style, &refusal),
+                "{style:?}: {refusal}"
+            );
+
+            // A write that changes nothing, again and again.
+            let mut b = Breaker::default();
+            let w = |f| Call {
+                unchanged_write: true,
+                ..call(
+                    if style == ToolStyle::Todo {
+                        "todo_write"
+                    } else {
+                        "TaskUpdate"
+                    },
+                    f,
+                )
+            };
+            let verdicts = run(&mut b, &limits, &[w(1), w(2), w(3)]);
+            let warning = warn_text_of(&verdicts[1]);
+            assert!(
+                names_only_the_tools_of(style, warning),
+                "{style:?}: {warning}"
+            );
+            let trip = trip_text_of(&verdicts[2]);
+            assert!(names_only_the_tools_of(style, trip), "{style:?}: {trip}");
+            let reason = b.state().reason.expect("tripped");
+            assert!(
+                names_only_the_tools_of(style, &reason),
+                "{style:?}: {reason}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_count_of_one_is_singular() {
+        let limits = BreakerLimits {
+            without_progress: 1,
+            ..BreakerLimits::default()
+        };
+        let mut b = Breaker::default();
+        let warning = warn_text_of(&b.record(&varied(0), &limits)).to_string();
+        assert!(
+            warning.contains("1 tool call has run without completing"),
+            "{warning}"
+        );
+        let refusal = b.check("shell", 99, &limits).expect("refused");
+        assert!(
+            refusal.contains("1 tool call has run without completing"),
+            "{refusal}"
+        );
+        let limits = BreakerLimits {
+            without_progress: 4,
+            ..BreakerLimits::default()
+        };
+        let mut b = Breaker::default();
+        let warning = warn_text_of(&b.record(&varied(0), &limits)).to_string();
+        assert!(
+            warning.contains(": 1 has run without completing a todo item (limit 4)"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn a_plan_made_one_task_create_at_a_time_is_neither_refused_nor_warned() {
+        let limits = BreakerLimits::default();
+        let mut b = Breaker::default();
+        for i in 0..50 {
+            assert_eq!(b.check("TaskCreate", i, &limits), None, "call {i}");
+            assert_eq!(
+                b.record(&call("TaskCreate", i), &limits),
+                Verdict::Go,
+                "call {i}"
+            );
+        }
+        // The work can start: planning spent none of the progress budget.
+        assert_eq!(b.check("read_file", 1, &limits), None);
+        assert_eq!(b.record(&call("read_file", 1), &limits), Verdict::Go);
+    }
+
+    #[test]
+    fn planning_neither_spends_nor_refills_the_progress_budget() {
+        let limits = BreakerLimits::default();
+        let mut b = Breaker::default();
+        run(&mut b, &limits, &(0..10).map(varied).collect::<Vec<_>>());
+        let plan: Vec<Call> = (0..20).map(|i| call("TaskCreate", 1000 + i)).collect();
+        assert!(run(&mut b, &limits, &plan).iter().all(is_go));
+        assert_eq!(b.state().since_progress, 10);
+        assert_eq!(b.state().calls, 30);
+    }
+
+    #[test]
+    fn identical_task_creates_are_still_caught() {
+        let limits = BreakerLimits::default();
+        let mut b = Breaker::default();
+        let verdicts = run(&mut b, &limits, &[call("TaskCreate", 5); 3]);
+        assert!(is_go(&verdicts[1]));
+        assert!(warn_text_of(&verdicts[2])
+            .contains("TaskCreate has run 3 times in a row with this same input"));
+        let refusal = b.check("TaskCreate", 5, &limits).expect("refused");
+        assert!(
+            refusal.contains("the same call to TaskCreate 4 times in a row"),
+            "{refusal}"
+        );
+        // A different task still goes through.
+        assert_eq!(b.check("TaskCreate", 6, &limits), None);
+    }
+
+    #[test]
+    fn failing_task_creates_are_not_planning() {
+        let limits = BreakerLimits {
+            error_warn: 0,
+            error_trip: 0,
+            ..BreakerLimits::default()
+        };
+        let mut b = Breaker::default();
+        for i in 0..15 {
+            b.record(
+                &failing("TaskCreate", i, "subject: expected a string"),
+                &limits,
+            );
+        }
+        let refusal = b.check("TaskCreate", 99, &limits).expect("refused");
+        assert!(
+            refusal.contains("it would be call 16 to TaskCreate in a row (limit 15)"),
+            "{refusal}"
+        );
+    }
+
     #[test]
     fn same_error_warns_at_three_and_four_and_trips_at_five() {
         let limits = BreakerLimits::default();
@@ -1271,6 +1473,7 @@ mod tests {
             oscillation: 0,
             churn: 0,
             hard_cap: 0,
+            style: ToolStyle::Todo,
         };
         let mut b = Breaker::default();
         for _ in 0..500 {
@@ -1386,6 +1589,7 @@ mod tests {
                     oscillation,
                     churn,
                     hard_cap,
+                    style: ToolStyle::Todo,
                 },
             )
     }

@@ -7,17 +7,23 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 
 use crate::model::{name_items, push_cut, Item, Status};
-use crate::validate::{quote, InvalidInput};
+use crate::validate::{quote, InvalidInput, ToolStyle};
 
 pub use crate::breaker::TODO_TOOLS;
 
 pub const MAX_PAUSE_CHARS: usize = 500;
+
+/// The tools that write the list: a call of one is the update a reminder
+/// asks for.
+const WRITE_TOOLS: [&str; 3] = ["todo_write", "TaskCreate", "TaskUpdate"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GuideOptions {
     pub max_continuations: u32,
     pub reminder_after: u32,
     pub reminders: bool,
+    /// The tools the model is offered: the texts name only those.
+    pub style: ToolStyle,
 }
 
 impl Default for GuideOptions {
@@ -26,6 +32,7 @@ impl Default for GuideOptions {
             max_continuations: 2,
             reminder_after: 4,
             reminders: true,
+            style: ToolStyle::Todo,
         }
     }
 }
@@ -38,7 +45,7 @@ pub struct Guide {
     list_at_continuation: Option<u64>,
     pause_reason: Option<String>,
     /// Successful non-todo calls under `reminder_item` since the last
-    /// todo_write or reminder.
+    /// write to the list or reminder.
     calls_under_item: u32,
     reminder_item: Option<String>,
 }
@@ -130,8 +137,9 @@ impl Guide {
             )
         } else {
             format!(
-                "[efrit-todo] You ended your turn with items still open: {}. Continue with {next}; mark finished items completed and abandoned ones cancelled with todo_write, or call todo_pause with the reason if you must stop.",
-                open_items(items)
+                "[efrit-todo] You ended your turn with items still open: {}. Continue with {next}; mark finished items completed and abandoned ones cancelled with {}, or call todo_pause with the reason if you must stop.",
+                open_items(items),
+                options.style.update_tool()
             )
         })
     }
@@ -144,7 +152,7 @@ impl Guide {
         current: Option<&Item>,
         options: &GuideOptions,
     ) -> Option<String> {
-        if tool == "todo_write" {
+        if WRITE_TOOLS.contains(&tool) {
             self.calls_under_item = 0;
             return None;
         }
@@ -164,8 +172,9 @@ impl Guide {
         let mut text = format!("[efrit-todo reminder] {} (", item.id);
         push_cut(&mut text, &item.content);
         text.push_str(&format!(
-            ") is still in_progress after {} tool calls. If it is done, mark it completed with todo_write and start the next item.",
-            options.reminder_after
+            ") is still in_progress after {} tool calls. If it is done, mark it completed with {} and start the next item.",
+            options.reminder_after,
+            options.style.update_tool()
         ));
         Some(text)
     }
@@ -280,7 +289,8 @@ fn file_names(text: &str) -> HashSet<String> {
 }
 
 /// A cheap estimate of how many steps REQUEST asks for.
-pub fn analyze_request(request: &str) -> Analysis {
+/// Its suggestion names the planning tools of STYLE.
+pub fn analyze_request(request: &str, style: ToolStyle) -> Analysis {
     let lower = request.to_lowercase();
     let list_items = request.lines().filter(|l| is_list_line(l)).count();
     let sequencing = ["then", "after that", "afterwards", "finally"]
@@ -302,13 +312,16 @@ pub fn analyze_request(request: &str) -> Analysis {
         + (request.chars().count() as f64 / 1000.0).min(0.2))
     .min(1.0);
     let complex = steps >= 3 || score >= 0.6;
-    let suggestion = if complex {
-        format!(
+    let suggestion = match (complex, style) {
+        (false, _) => String::new(),
+        (true, ToolStyle::Tasks) => format!(
+            "This request looks like about {} steps. Create the plan with TaskCreate first, one task per step, naming in blockedBy what each must wait for; then work through the tasks, updating each with TaskUpdate as it starts and finishes.",
+            steps.max(3)
+        ),
+        (true, ToolStyle::Todo | ToolStyle::Both) => format!(
             "This request looks like about {} steps. Call todo_write first with the whole plan (the first item in_progress), then work through it, updating the list as items finish.",
             steps.max(3)
-        )
-    } else {
-        String::new()
+        ),
     };
     Analysis {
         complex,
@@ -457,6 +470,78 @@ mod tests {
             .is_none()));
     }
 
+    /// Whether TEXT names only the tools STYLE offers for marking items:
+    /// todo_write, TaskUpdate, or either.
+    fn names_only_the_tools_of(style: ToolStyle, text: &str) -> bool {
+        let (todo, task) = (text.contains("todo_write"), text.contains("TaskUpdate"));
+        match style {
+            ToolStyle::Todo => todo && !task,
+            ToolStyle::Tasks => task && !todo,
+            ToolStyle::Both => todo || task,
+        }
+    }
+
+    #[test]
+    fn continuations_and_reminders_name_the_tools_of_the_style() {
+        let list = items(&[Status::InProgress, Status::Pending]);
+        for style in ToolStyle::ALL {
+            let options = GuideOptions {
+                style,
+                ..GuideOptions::default()
+            };
+            let mut guide = Guide::default();
+            let first = guide.turn_end(false, &list, &options).unwrap();
+            assert!(names_only_the_tools_of(style, &first), "{style:?}: {first}");
+            let second = guide.turn_end(false, &list, &options).unwrap();
+            assert!(!second.contains("todo_write"), "{style:?}: {second}");
+            let reminder = (0..options.reminder_after)
+                .filter_map(|_| guide.after_call("read_file", true, list.first(), &options))
+                .next()
+                .expect("a reminder");
+            assert!(
+                names_only_the_tools_of(style, &reminder),
+                "{style:?}: {reminder}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_task_write_restarts_the_reminder_count_as_todo_write_does() {
+        let list = items(&[Status::InProgress]);
+        for tool in ["todo_write", "TaskUpdate", "TaskCreate"] {
+            let mut guide = Guide::default();
+            let options = GuideOptions::default();
+            for _ in 0..3 {
+                guide.after_call("read_file", true, list.first(), &options);
+            }
+            assert_eq!(guide.after_call(tool, true, list.first(), &options), None);
+            assert_eq!(
+                guide.after_call("read_file", true, list.first(), &options),
+                None,
+                "{tool}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_plan_suggestion_names_the_tools_of_the_style() {
+        let request = "Please:\n1. Fix the parser\n2. Add a test\n3. Update the changelog";
+        for style in ToolStyle::ALL {
+            let suggestion = analyze_request(request, style).suggestion;
+            assert!(suggestion.contains("about 3 steps"), "{suggestion}");
+            match style {
+                ToolStyle::Tasks => assert!(
+                    suggestion.contains("TaskCreate") && !suggestion.contains("todo_write"),
+                    "{suggestion}"
+                ),
+                _ => assert!(suggestion.contains("todo_write"), "{suggestion}"),
+            }
+        }
+        assert!(analyze_request("What is this?", ToolStyle::Tasks)
+            .suggestion
+            .is_empty());
+    }
+
     #[test]
     fn named_tool_takes_whole_words_and_the_longest() {
         let tools = ["read_file", "read", "eval_sexp", "todo_write"];
@@ -471,17 +556,24 @@ mod tests {
 
     #[test]
     fn analysis_counts_lists_sequences_and_verbs() {
-        let simple = analyze_request("What does this function do?");
+        let simple = analyze_request("What does this function do?", ToolStyle::Todo);
         assert!(!simple.complex && simple.suggestion.is_empty());
-        let listed =
-            analyze_request("Please:\n1. Fix the parser\n2. Add a test\n3. Update the changelog");
+        let listed = analyze_request(
+            "Please:\n1. Fix the parser\n2. Add a test\n3. Update the changelog",
+            ToolStyle::Todo,
+        );
         assert!(listed.complex && listed.steps == 3 && listed.suggestion.contains("todo_write"));
-        let verbs = analyze_request("Rename foo to bar, update the callers and run the tests");
+        let verbs = analyze_request(
+            "Rename foo to bar, update the callers and run the tests",
+            ToolStyle::Todo,
+        );
         assert_eq!(verbs.steps, 3);
         assert!(verbs.complex);
-        let two = analyze_request("Open init.el and then fix the typo");
+        let two = analyze_request("Open init.el and then fix the typo", ToolStyle::Todo);
         assert_eq!(two.steps, 2);
         assert!(!two.complex);
-        assert!((0.0..=1.0).contains(&analyze_request(&"fix a, ".repeat(100)).score));
+        assert!(
+            (0.0..=1.0).contains(&analyze_request(&"fix a, ".repeat(100), ToolStyle::Todo).score)
+        );
     }
 }

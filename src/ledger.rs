@@ -12,7 +12,7 @@ use std::fmt::Write;
 
 use crate::model::{name_items, Counts, Item, Status};
 use crate::render::progress;
-use crate::validate::Input;
+use crate::validate::{Input, ToolStyle};
 
 /// How much of a tool input the ledger keeps: enough to tell calls apart in the
 /// report and the UI, not so much that a large buffer edit is stored twice.
@@ -511,11 +511,12 @@ impl CompletionGuard {
         message: &str,
         pause_reason: Option<&str>,
         max_result_chars: usize,
+        style: ToolStyle,
     ) -> Completion {
         let open: Vec<&Item> = items.iter().filter(|i| i.status.is_open()).collect();
         if !open.is_empty() && !self.refused {
             self.refused = true;
-            let text = refusal(&open);
+            let text = refusal(&open, style);
             return Completion {
                 allowed: false,
                 model_text: text.clone(),
@@ -545,18 +546,20 @@ impl CompletionGuard {
     }
 }
 
-fn refusal(open: &[&Item]) -> String {
+fn refusal(open: &[&Item], style: ToolStyle) -> String {
     let mut out = format!(
         "[session_complete refused: {} todo item{} still open]\n",
         open.len(),
         if open.len() == 1 { " is" } else { "s are" }
     );
     name_items(&mut out, open.iter().copied(), "  ", "\n");
-    out.push_str(
+    let tool = style.update_tool();
+    let _ = write!(
+        out,
         "Choose one:\n\
-         - finish them, marking each completed with todo_write, then call session_complete;\n\
-         - set the ones you will not do to cancelled with todo_write;\n\
-         - or call session_complete again to end anyway with them left open.",
+         - finish them, marking each completed with {tool}, then call session_complete;\n\
+         - set the ones you will not do to cancelled with {tool};\n\
+         - or call session_complete again to end anyway with them left open."
     );
     out
 }
@@ -818,7 +821,7 @@ mod tests {
     fn completion_with_open_items_is_refused_once_then_allowed() {
         let list = items(&[Status::Completed, Status::InProgress, Status::Pending]);
         let mut guard = CompletionGuard::default();
-        let first = guard.complete(&[], &list, "Done", None, 100);
+        let first = guard.complete(&[], &list, "Done", None, 100, ToolStyle::Todo);
         assert!(!first.allowed);
         assert!(first
             .text
@@ -831,19 +834,43 @@ mod tests {
             first.text.contains("cancelled with todo_write")
                 && first.text.contains("call session_complete again")
         );
-        let second = guard.complete(&[], &list, "Done", None, 100);
+        let second = guard.complete(&[], &list, "Done", None, 100, ToolStyle::Todo);
         assert!(second.allowed);
         assert!(second.text.ends_with("Completion message:\nDone\n"));
         assert!(second.text.contains("Left open (2):"));
         guard.reset();
-        assert!(!guard.complete(&[], &list, "Done", None, 100).allowed);
+        assert!(
+            !guard
+                .complete(&[], &list, "Done", None, 100, ToolStyle::Todo)
+                .allowed
+        );
+    }
+
+    #[test]
+    fn the_completion_refusal_names_the_tools_of_the_style() {
+        let list = items(&[Status::InProgress, Status::Pending]);
+        for style in ToolStyle::ALL {
+            let refusal = CompletionGuard::default()
+                .complete(&[], &list, "Done", None, 100, style)
+                .text;
+            let (todo, task) = (
+                refusal.contains("todo_write"),
+                refusal.contains("TaskUpdate"),
+            );
+            let named_right = match style {
+                ToolStyle::Todo => todo && !task,
+                ToolStyle::Tasks => task && !todo,
+                ToolStyle::Both => todo || task,
+            };
+            assert!(named_right, "{style:?}: {refusal}");
+        }
     }
 
     #[test]
     fn completion_with_nothing_open_is_allowed_at_once() {
         let mut guard = CompletionGuard::default();
         for list in [items(&[]), items(&[Status::Completed, Status::Cancelled])] {
-            let done = guard.complete(&[], &list, "Finished", None, 100);
+            let done = guard.complete(&[], &list, "Finished", None, 100, ToolStyle::Todo);
             assert!(done.allowed, "{}", done.text);
             assert_eq!(done.text, report(&[], &list, Some("Finished"), None, 100));
         }
@@ -880,7 +907,14 @@ mod tests {
         }
         assert_eq!(Counts::of(&list).completed, 5);
         let mut guard = CompletionGuard::default();
-        let done = guard.complete(ledger.entries(), &list, "Built and tested.", None, 4000);
+        let done = guard.complete(
+            ledger.entries(),
+            &list,
+            "Built and tested.",
+            None,
+            4000,
+            ToolStyle::Todo,
+        );
         assert!(done.allowed);
         for result in results.iter().flatten() {
             assert!(done.text.contains(result.as_str()), "{result} missing");

@@ -54,13 +54,9 @@ fn write_progress(out: &mut String, counts: &Counts) {
     }
 }
 
-fn item_line(out: &mut String, item: &Item, auto_tools: &[&str]) {
-    item_line_in_tree(out, item, auto_tools, 1, false);
-}
-
-/// `item_line` for an item at LEVEL of its tree, two spaces more per
-/// level; AWAY when it does not stand right under its parent, which the
-/// line then names.
+/// An item's line without its end, at LEVEL of its tree, two spaces more
+/// per level; AWAY when it does not stand right under its parent, which
+/// the line then names.
 fn item_line_in_tree(out: &mut String, item: &Item, auto_tools: &[&str], level: usize, away: bool) {
     // Pieces pushed one by one: a long list has a thousand of these lines,
     // and the formatting machinery costs more than the copying.
@@ -76,7 +72,6 @@ fn item_line_in_tree(out: &mut String, item: &Item, auto_tools: &[&str], level: 
         push_under(out, item);
     }
     push_completes_when(out, item, auto_tools);
-    out.push('\n');
 }
 
 /// " (completes when run_tests succeeds)" for an open item naming one of
@@ -103,8 +98,9 @@ fn push_under(out: &mut String, item: &Item) {
     }
 }
 
-/// Shows the item at N of ITEMS as `item_line` does, in the tree of
-/// LAYOUT when the list has one; PREV is the item shown before it.
+/// The line of the item at N of ITEMS, `t2 [pending] Patch the loop
+/// [blocked by t1]`, in the tree of LAYOUT when the list has one; PREV is
+/// the item shown before it.
 fn tree_item_line(
     out: &mut String,
     items: &[Item],
@@ -112,9 +108,10 @@ fn tree_item_line(
     layout: Option<&Layout>,
     prev: Option<usize>,
     auto_tools: &[&str],
+    waits: &mut Waits,
 ) {
     match layout {
-        None => item_line(out, &items[n], auto_tools),
+        None => item_line_in_tree(out, &items[n], auto_tools, 1, false),
         Some(layout) => item_line_in_tree(
             out,
             &items[n],
@@ -122,6 +119,33 @@ fn tree_item_line(
             layout.level(n),
             !layout.in_place(n, prev),
         ),
+    }
+    waits.push_blocked_by(out, n);
+    out.push('\n');
+}
+
+/// What the items of a list wait for, for their lines.  The id index is
+/// made the first time a line needs it: most items wait for nothing, and
+/// a result that names a few items of a long list should not index it.
+struct Waits<'a> {
+    items: &'a [Item],
+    index: Option<rustc_hash::FxHashMap<&'a str, usize>>,
+}
+
+impl<'a> Waits<'a> {
+    fn of(items: &'a [Item]) -> Waits<'a> {
+        Waits { items, index: None }
+    }
+
+    /// " [blocked by t1, t2]" for the open item at N, when it waits for
+    /// an open blocker.
+    fn push_blocked_by(&mut self, out: &mut String, n: usize) {
+        let items = self.items;
+        if items[n].blocked_by.is_empty() || !items[n].status.is_open() {
+            return;
+        }
+        let index = self.index.get_or_insert_with(|| graph::index_of(items));
+        push_blocked_by(out, items, index, n);
     }
 }
 
@@ -138,9 +162,18 @@ fn item_lines<'a>(
 ) {
     let layout = Layout::of(items);
     let layout = layout.as_ref();
+    let mut waits = Waits::of(items);
     if items.len() <= full_up_to {
         for n in 0..items.len() {
-            tree_item_line(out, items, n, layout, n.checked_sub(1), auto_tools);
+            tree_item_line(
+                out,
+                items,
+                n,
+                layout,
+                n.checked_sub(1),
+                auto_tools,
+                &mut waits,
+            );
         }
         return;
     }
@@ -156,7 +189,7 @@ fn item_lines<'a>(
                 hidden_changed += 1;
             } else {
                 changed_shown += 1;
-                tree_item_line(out, items, n, layout, prev, auto_tools);
+                tree_item_line(out, items, n, layout, prev, auto_tools, &mut waits);
                 prev = Some(n);
             }
             continue;
@@ -167,7 +200,7 @@ fn item_lines<'a>(
             Status::Pending if pending_shown == full_up_to => hidden_pending += 1,
             status => {
                 pending_shown += usize::from(status == Status::Pending);
-                tree_item_line(out, items, n, layout, prev, auto_tools);
+                tree_item_line(out, items, n, layout, prev, auto_tools, &mut waits);
                 prev = Some(n);
             }
         }
@@ -219,11 +252,16 @@ fn added_ids_line(out: &mut String, items: &[Item], diff: &Diff) {
 }
 
 /// The changed items, in list order: `t3 completed: Write the docs`, the
-/// running one with its activeForm.  At most MAX_NAMED.
+/// running one with its activeForm, an edited one with its owner, and
+/// what each waits for.  At most MAX_NAMED.
 fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&str]) {
     let changed = diff.changed_id_set();
+    let mut waits = Waits::of(items);
     let mut shown = 0;
-    for item in items.iter().filter(|i| changed.contains(i.id.as_str())) {
+    for (n, item) in items.iter().enumerate() {
+        if !changed.contains(item.id.as_str()) {
+            continue;
+        }
         shown += 1;
         if shown > MAX_NAMED {
             continue;
@@ -244,6 +282,15 @@ fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&s
             out.push_str(" (now top-level)");
         }
         push_completes_when(out, item, auto_tools);
+        if let Some(owner) = &item.owner {
+            // The owner is news only when this write gave it.
+            if diff.edited.contains(&item.id) || diff.added.contains(&item.id) {
+                out.push_str(" (");
+                push_cut(out, owner);
+                out.push(')');
+            }
+        }
+        waits.push_blocked_by(out, n);
         out.push('\n');
     }
     if shown > MAX_NAMED {

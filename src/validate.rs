@@ -904,6 +904,16 @@ impl ToolStyle {
     pub fn has_tasks(self) -> bool {
         self != ToolStyle::Todo
     }
+
+    /// The tool that marks an item completed or cancelled, as the texts
+    /// the model reads name it: one the style offers.
+    pub fn update_tool(self) -> &'static str {
+        match self {
+            ToolStyle::Todo => "todo_write",
+            ToolStyle::Tasks => "TaskUpdate",
+            ToolStyle::Both => "todo_write or TaskUpdate",
+        }
+    }
 }
 
 /// The tools of STYLE, in the shape the Messages API takes.

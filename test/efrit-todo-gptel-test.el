@@ -1149,6 +1149,92 @@ It stays off and adds no hook; 0.9.9.4 and later are taken."
       (should-not (efrit-todo-gptel-test-continuations requests))
       (should-not (efrit-todo-stopped session)))))
 
+(defun efrit-todo-gptel-test--names-task-tools-only (text)
+  "Return non-nil if TEXT names TaskUpdate and not todo_write."
+  (and (string-search "TaskUpdate" text) (not (string-search "todo_write" text))))
+
+(defun efrit-todo-gptel-test--echoes (n)
+  "Return N answers calling echo, each with another text."
+  (mapcar (lambda (k) (efrit-todo-gptel-test--tool "echo" `((text . ,(format "look %d" k)))))
+          (number-sequence 1 n)))
+
+(ert-deftest efrit-todo-gptel-test-texts-name-only-the-task-tools ()
+  "In the style tasks, efrit-todo's texts name TaskUpdate, never todo_write.
+The reminder and the continuations in one chat; the breaker's
+warning and refusal in another."
+  (efrit-todo-gptel-test--with-mode
+    (let* ((efrit-todo-tool-style 'tasks)
+           (chat (efrit-todo-gptel-test--chat efrit-todo-gptel-test--task-tools))
+           (requests (efrit-todo-gptel-test-send
+                      chat "Look around, then report"
+                      (append (list (efrit-todo-gptel-test--task "TaskCreate" "subject" "Look around")
+                                    (efrit-todo-gptel-test--task "TaskCreate" "subject" "Report")
+                                    (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t1"
+                                                                 "status" "in_progress"))
+                              (efrit-todo-gptel-test--echoes 4)
+                              (make-list 5 (efrit-todo-gptel-test--text "That is all.")))))
+           (results (efrit-todo-gptel-test-tool-results requests))
+           (continuations (efrit-todo-gptel-test-continuations requests))
+           (reminder (seq-find (lambda (text) (string-search "[efrit-todo reminder]" text))
+                               results)))
+      (efrit-todo-gptel-test--check-requests requests)
+      (should (= (length continuations) 2))
+      (dolist (text (list reminder (car continuations)))
+        (should (stringp text))
+        (should (efrit-todo-gptel-test--names-task-tools-only text)))
+      (dolist (text (append results continuations))
+        (should-not (string-search "todo_write" text))))
+    (let* ((efrit-todo-tool-style 'tasks)
+           (efrit-todo-breaker-without-progress 6)
+           (chat (efrit-todo-gptel-test--chat efrit-todo-gptel-test--task-tools))
+           (requests (efrit-todo-gptel-test-send
+                      chat "Look around"
+                      (append (list (efrit-todo-gptel-test--task "TaskCreate" "subject" "Look around")
+                                    (efrit-todo-gptel-test--task "TaskUpdate" "taskId" "t1"
+                                                                 "status" "in_progress"))
+                              (efrit-todo-gptel-test--echoes 12))))
+           (results (efrit-todo-gptel-test-tool-results requests))
+           (warning (seq-find (lambda (text) (string-search "other tools will be refused" text))
+                              results))
+           (refusal (seq-find (lambda (text) (string-search "was not run" text)) results))
+           (session (efrit-todo-gptel-session chat)))
+      (unwind-protect
+          (progn
+            (efrit-todo-gptel-test--check-requests requests)
+            (should (plist-get (efrit-todo-breaker session) :tripped))
+            (dolist (text (list warning refusal))
+              (should (stringp text))
+              (should (efrit-todo-gptel-test--names-task-tools-only text)))
+            (dolist (text results)
+              (should-not (string-search "todo_write" text))))
+        ;; A tripped breaker anywhere makes every session's check go to
+        ;; the module: leave none behind for the other tests.
+        (efrit-todo-breaker-reset session)))))
+
+(ert-deftest efrit-todo-gptel-test-a-plan-made-one-task-at-a-time-goes-through ()
+  "Thirty TaskCreate calls, one per response: none refused, none warned about."
+  (efrit-todo-gptel-test--with-mode
+    (let* ((efrit-todo-tool-style 'tasks)
+           (chat (efrit-todo-gptel-test--chat efrit-todo-gptel-test--task-tools))
+           (plan (mapcar (lambda (k)
+                           (efrit-todo-gptel-test--task
+                            "TaskCreate" "subject" (format "Update the docstring of function-%d" k)))
+                         (number-sequence 1 30)))
+           (requests (efrit-todo-gptel-test-send
+                      chat "Plan thirty steps"
+                      (append plan
+                              (list (efrit-todo-gptel-test--tool
+                                     "todo_pause" '((reason . "The plan is ready for review.")))
+                                    (efrit-todo-gptel-test--text "The plan is ready.")))))
+           (results (efrit-todo-gptel-test-tool-results requests))
+           (session (efrit-todo-gptel-session chat)))
+      (efrit-todo-gptel-test--check-requests requests)
+      (should (= (length (efrit-todo-list session)) 30))
+      (should (= (length results) 31))
+      (dolist (result results)
+        (should-not (string-match-p "Warning\\|Vary\\|refused\\|not run" result)))
+      (should-not (plist-get (efrit-todo-breaker session) :tripped)))))
+
 (ert-deftest efrit-todo-gptel-test-the-preset-follows-the-tool-style ()
   "The preset offers the tools of `efrit-todo-tool-style', also after it changes."
   (let ((style efrit-todo-tool-style)

@@ -810,6 +810,123 @@ Return the refusal, or the result as the model would get it."
           ;; to the module: leave none behind for the other tests.
           (efrit-todo-reset))))))
 
+;;;; Every text names only the tools of the style
+
+(defun efrit-todo-graph-test--names-only-tools-of (style text)
+  "Return non-nil if TEXT names only the tools of STYLE that mark items.
+In the style `todo' that is todo_write; in `tasks' TaskUpdate (or
+TaskCreate); in `both' either."
+  (let ((todo (string-search "todo_write" text))
+        (task (string-match-p "Task\\(Update\\|Create\\)" text)))
+    (pcase style
+      ('todo (and todo (not task)))
+      ('tasks (and task (not todo)))
+      ('both (or todo task)))))
+
+(defun efrit-todo-graph-test--texts-of-a-stuck-session ()
+  "Return the texts the model gets in a fresh session that stops progressing.
+A plist: :reminder, :continuation, :completion, :warning and :refusal."
+  (let ((efrit-todo-breaker-without-progress 8)
+        (efrit-todo-reminder-after 4)
+        (texts nil))
+    (efrit-todo-graph-test--call "TaskCreate" (efrit-todo-test-object "subject" "Look around"))
+    (efrit-todo-graph-test--call "TaskUpdate" (efrit-todo-test-object "taskId" "t1"
+                                                                      "status" "in_progress"))
+    (dotimes (k 4)
+      (let ((text (efrit-todo-after-tool "read_file" (efrit-todo-test-object "path" (format "%d.el" k))
+                                         "contents" nil)))
+        (when (string-search "reminder" text)
+          (setq texts (plist-put texts :reminder text)))))
+    (setq texts (plist-put texts :continuation (efrit-todo-turn-end nil)))
+    (setq texts (plist-put texts :completion (plist-get (efrit-todo-complete "done") :text)))
+    (let ((k 4))
+      (while (and (< k 20) (not (plist-get texts :refusal)))
+        (let* ((input (efrit-todo-test-object "path" (format "%d.el" k)))
+               (refusal (efrit-todo-before-tool "read_file" input)))
+          (if refusal
+              (setq texts (plist-put texts :refusal refusal))
+            (let ((text (efrit-todo-after-tool "read_file" input "contents" nil)))
+              (when (string-search "other tools will be refused" text)
+                (setq texts (plist-put texts :warning text))))))
+        (setq k (1+ k))))
+    (efrit-todo-reset)
+    texts))
+
+(ert-deftest efrit-todo-graph-test-texts-name-the-tools-of-the-style ()
+  "Reminder, continuation, completion guard, warning and refusal follow the style.
+In the style `tasks' none of them names todo_write, which is not offered."
+  (dolist (style '(todo tasks both))
+    (let ((efrit-todo-tool-style style))
+      (efrit-todo-test-with-session
+        (let ((texts (efrit-todo-graph-test--texts-of-a-stuck-session)))
+          (dolist (key '(:reminder :continuation :completion :warning :refusal))
+            (let ((text (plist-get texts key)))
+              (should (stringp text))
+              (should (efrit-todo-graph-test--names-only-tools-of style text))))))
+      (let ((suggestion (plist-get (efrit-todo-analyze-request
+                                    "1. Fix the parser\n2. Add a test\n3. Update NEWS")
+                                   :suggestion)))
+        (should (efrit-todo-graph-test--names-only-tools-of style suggestion))
+        (when (eq style 'tasks)
+          (should (string-match-p "TaskCreate" suggestion)))))))
+
+(ert-deftest efrit-todo-graph-test-a-bad-style-is-named ()
+  "A style that is not one of the three is an error naming the option."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Look" "in_progress"))
+    (let ((efrit-todo-tool-style 'sideways))
+      (should (string-match-p "tool-style"
+                              (efrit-todo-graph-test--error (efrit-todo-turn-end nil))))
+      (should (string-match-p "tool-style"
+                              (efrit-todo-graph-test--error
+                                (efrit-todo-analyze-request "1. a\n2. b\n3. c")))))))
+
+;;;; Planning is progress
+
+(ert-deftest efrit-todo-graph-test-a-plan-made-one-task-at-a-time-goes-through ()
+  "Thirty TaskCreate calls, one per response, are neither refused nor warned about.
+The same TaskCreate again and again is still caught."
+  (let ((efrit-todo-tool-style 'tasks))
+    (efrit-todo-test-with-session
+      (unwind-protect
+          (progn
+            (dotimes (k 30)
+              (let ((text (efrit-todo-graph-test--call
+                           "TaskCreate"
+                           (efrit-todo-test-object "subject" (format "Step %d of the plan" (1+ k))))))
+                (should (string-prefix-p "[Task list updated" text))
+                (should-not (string-match-p "Warning\\|Vary\\|refused\\|not run" text))))
+            (should (= (length (efrit-todo-list)) 30))
+            (should-not (plist-get (efrit-todo-breaker) :tripped))
+            ;; The work can begin: no call is refused for want of progress.
+            (should-not (efrit-todo-before-tool "read_file" (efrit-todo-test-object "path" "a.el")))
+            (let ((same (efrit-todo-test-object "subject" "Once more")))
+              (dotimes (_ 3) (efrit-todo-graph-test--call "TaskCreate" same))
+              (should (string-match-p "same call to TaskCreate 4 times"
+                                      (efrit-todo-before-tool "TaskCreate" same)))))
+        (efrit-todo-reset)))))
+
+;;;; What the model is shown
+
+(ert-deftest efrit-todo-graph-test-lines-show-blockers-and-merges-say-what-changed ()
+  "The guidance and a first plan's result show what each item waits for.
+A merge that adds blocked_by or owner says so in its result."
+  (efrit-todo-test-with-session
+    (let ((result (efrit-todo-test-write
+                   (efrit-todo-test-item "Write the fix" "in_progress")
+                   (efrit-todo-test-item "Patch the loop" "pending" "blocked_by" ["t1"])
+                   (efrit-todo-test-item "Ship it" "pending"))))
+      (should (string-match-p "^  t2 \\[pending\\] Patch the loop \\[blocked by t1\\]$" result))
+      (should (string-match-p "^  t3 \\[pending\\] Ship it$" result)))
+    (should (string-match-p "^  t2 \\[pending\\] Patch the loop \\[blocked by t1\\]$"
+                            (efrit-todo-prompt-guidance)))
+    (let ((result (efrit-todo-write (efrit-todo-test-object
+                                     "merge" t
+                                     "todos" (vector (efrit-todo-test-object
+                                                      "id" "t3" "blocked_by" ["t2"]
+                                                      "owner" "executor"))))))
+      (should (string-match-p "^t3 pending: Ship it (executor) \\[blocked by t2\\]$" result)))))
+
 (provide 'efrit-todo-graph-test)
 
 ;;; efrit-todo-graph-test.el ends here

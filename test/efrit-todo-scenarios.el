@@ -1329,8 +1329,9 @@ ready, and the list finishes."
     ;; Not the todo_write suggestion.  (Efrit's own prompt may name
     ;; todo_write elsewhere: it is not efrit-todo's text.)
     (should-not (string-match-p
-                 (regexp-quote (plist-get (efrit-todo-analyze-request
-                                           (car (efrit-todo-scenarios-script 'planned)))
+                 (regexp-quote (plist-get (let ((efrit-todo-tool-style 'todo))
+                                            (efrit-todo-analyze-request
+                                             (car (efrit-todo-scenarios-script 'planned))))
                                           :suggestion))
                  system))))
 
@@ -1394,6 +1395,91 @@ same ids; a command started elsewhere has a list of its own."
         (should (equal (mapcar (lambda (i) (plist-get i :content))
                                (efrit-todo-list (plist-get outcome :session)))
                        '("Unrelated")))))))
+
+(defun efrit-todo-scenarios--texts (outcome)
+  "Return every text efrit-todo sent the model in OUTCOME.
+The tool results, then the continuations."
+  (append (mapcar #'car (efrit-todo-scenarios-tool-results outcome))
+          (efrit-todo-scenarios-continuations outcome)))
+
+(defun efrit-todo-scenarios--names-task-tools-only (text)
+  "Return non-nil if TEXT names TaskUpdate and not todo_write."
+  (and (string-search "TaskUpdate" text) (not (string-search "todo_write" text))))
+
+(defun efrit-todo-scenarios--reads (n)
+  "Return N answers calling eval_sexp, each with another expression."
+  (cl-loop for k from 0 below n
+           collect (efrit-todo-scenarios--tool "eval_sexp" `(("expr" . ,(format "(+ %d 1)" k))))))
+
+(ert-deftest efrit-todo-scenarios-texts-name-only-the-task-tools ()
+  "In the style tasks, efrit-todo's texts name TaskUpdate, never todo_write.
+The reminder, the completion guard's refusal and the continuations
+in one run; the breaker's warning and refusal in another."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (outcome (efrit-todo-scenarios-run
+                   "Look around, then report"
+                   (append (list (efrit-todo-scenarios--task "TaskCreate" "subject" "Look around")
+                                 (efrit-todo-scenarios--task "TaskCreate" "subject" "Report")
+                                 (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t1"
+                                                             "status" "in_progress"))
+                           (efrit-todo-scenarios--reads 4)
+                           (list (efrit-todo-scenarios--tool "session_complete"
+                                                             '(("message" . "looked"))))
+                           (make-list 5 (efrit-todo-scenarios--text "That is all.")))))
+         (texts (efrit-todo-scenarios--texts outcome))
+         (reminder (seq-find (lambda (text) (string-search "[efrit-todo reminder]" text)) texts))
+         (refusal (seq-find (lambda (text) (string-search "session_complete refused" text)) texts))
+         (continuations (efrit-todo-scenarios-continuations outcome)))
+    (should (= (length continuations) 2))
+    (dolist (text (list reminder refusal (car continuations)))
+      (should (stringp text))
+      (should (efrit-todo-scenarios--names-task-tools-only text)))
+    (dolist (text texts)
+      (should-not (string-search "todo_write" text)))
+    (efrit-todo-scenarios--should-be-valid outcome))
+  (let* ((efrit-todo-tool-style 'tasks)
+         (efrit-todo-breaker-without-progress 6)
+         (outcome (efrit-todo-scenarios-run
+                   "Look around"
+                   (append (list (efrit-todo-scenarios--task "TaskCreate" "subject" "Look around")
+                                 (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t1"
+                                                             "status" "in_progress"))
+                           (efrit-todo-scenarios--reads 12))))
+         (texts (efrit-todo-scenarios--texts outcome))
+         (warning (seq-find (lambda (text) (string-search "other tools will be refused" text))
+                            texts))
+         (refusal (seq-find (lambda (text) (string-search "was not run" text)) texts)))
+    (should (equal (plist-get outcome :stop) "circuit-breaker"))
+    (dolist (text (list warning refusal))
+      (should (stringp text))
+      (should (efrit-todo-scenarios--names-task-tools-only text)))
+    (dolist (text texts)
+      (should-not (string-search "todo_write" text)))
+    (efrit-todo-scenarios--should-be-valid outcome)))
+
+(ert-deftest efrit-todo-scenarios-a-plan-made-one-task-at-a-time-goes-through ()
+  "Thirty TaskCreate calls, one per response: none refused, none warned about."
+  (let* ((efrit-todo-tool-style 'tasks)
+         (plan (cl-loop for k from 1 to 30
+                        collect (efrit-todo-scenarios--task
+                                 "TaskCreate" "subject" (format "Update the docstring of function-%d" k))))
+         (outcome (efrit-todo-scenarios-run
+                   "Plan thirty steps"
+                   (append plan
+                           (list (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t1"
+                                                             "status" "in_progress")
+                                 (efrit-todo-scenarios--tool "todo_pause"
+                                                             '(("reason" . "The plan is ready for review.")))
+                                 (efrit-todo-scenarios--text "The plan is ready.")))))
+         (results (efrit-todo-scenarios-tool-results outcome)))
+    (should (equal (plist-get outcome :stop) "end_turn"))
+    (should (= (seq-count (lambda (name) (equal name "TaskCreate")) (plist-get outcome :runs)) 30))
+    (should (= (length (efrit-todo-list (plist-get outcome :session))) 30))
+    (dolist (result (seq-take results 31))
+      (should-not (cdr result))
+      (should-not (string-match-p "Warning\\|Vary\\|refused\\|not run" (car result))))
+    (should-not (plist-get (efrit-todo-breaker (plist-get outcome :session)) :tripped))
+    (efrit-todo-scenarios--should-be-valid outcome)))
 
 (provide 'efrit-todo-scenarios)
 ;;; efrit-todo-scenarios.el ends here

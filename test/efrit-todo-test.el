@@ -1856,7 +1856,7 @@ Its speed is measured in `make bench', not here."
     (should (equal (efrit-todo-test-line
                     (efrit-todo-after-tool "read_file" '(:path "c.el") "again" nil) "[efrit-todo] ")
                    (concat "[efrit-todo] The user changed the list: "
-                           "the user removed the finished items t3 from the list.")))
+                           "the user removed the finished item t3 from the list.")))
     ;; Other notices may follow a result (a reminder, after this many
     ;; calls), but not the user's edits a second time.
     (should-not (string-match-p

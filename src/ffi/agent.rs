@@ -6,6 +6,7 @@ use super::errors::{checked, guarded, valid};
 use super::input::{
     call_input, duration_arg, result_text, string_arg, text_arg, tool_name, ResultText,
 };
+use super::list::{optional, style_arg};
 use super::options::loop_options;
 use super::output::{lisp_text, stop_plist};
 use super::symbols::*;
@@ -13,7 +14,7 @@ use super::team::acting_agent;
 use crate::guide;
 use crate::session::{registry, Session};
 use crate::validate::{checked_text, Input};
-use emacs::{defun, Env, IntoLisp, Result, Value};
+use emacs::{defun, CallEnv, Env, IntoLisp, Result, Value};
 
 /// Before TOOL runs in SESSION with INPUT: nil to go ahead, or the text of
 /// the refusal to send back instead of running it.  OPTIONS is the loop
@@ -384,12 +385,17 @@ fn note_breakers(env: &Env, any_armed: bool) -> Result<()> {
 }
 
 /// Whether TEXT, a user's request, looks like several steps: (:complex
-/// BOOL :score N :steps N :suggestion TEXT).
-#[defun]
-fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
+/// BOOL :score N :steps N :suggestion TEXT).  The suggestion names the
+/// planning tools of STYLE (see `style_arg`).
+fn analyze_request<'e>(
+    env: &'e Env,
+    text: Value<'e>,
+    style: Option<Value<'e>>,
+) -> Result<Value<'e>> {
     guarded(env, || {
         let text = text_arg(env, text, "text")?;
-        let analysis = guide::analyze_request(&text);
+        let style = style_arg(env, style)?;
+        let analysis = guide::analyze_request(&text, style);
         env.list([
             kw_complex.bind(env),
             analysis.complex.into_lisp(env)?,
@@ -401,4 +407,8 @@ fn analyze_request<'e>(env: &'e Env, text: Value<'e>) -> Result<Value<'e>> {
             analysis.suggestion.into_lisp(env)?,
         ])
     })
+}
+
+pub(super) fn analyze_request_call(env: &CallEnv) -> Result<Value<'_>> {
+    analyze_request(env, env.get_arg(0), optional(env, 1))
 }

@@ -114,7 +114,7 @@ fn task_tool<'e>(
 
 /// The tool style STYLE names: "todo", "tasks" or "both" (a string or a
 /// symbol); nil is "todo".
-fn style_arg(env: &Env, style: Option<Value>) -> Result<ToolStyle> {
+pub(super) fn style_arg(env: &Env, style: Option<Value>) -> Result<ToolStyle> {
     let Some(style) = style.filter(|v| v.is_not_nil()) else {
         return Ok(ToolStyle::Todo);
     };
@@ -533,7 +533,7 @@ fn clear<'e>(env: &'e Env, session: Value<'e>) -> Result<()> {
 
 /// Argument N of the call, None when the caller left it out: the defuns
 /// below take trailing optional arguments, which `#[defun]` cannot declare.
-fn optional<'e>(env: &'e CallEnv, n: usize) -> Option<Value<'e>> {
+pub(super) fn optional<'e>(env: &'e CallEnv, n: usize) -> Option<Value<'e>> {
     (n < env.raw_args().len()).then(|| env.get_arg(n))
 }
 

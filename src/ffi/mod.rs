@@ -84,6 +84,10 @@ fn register_optional(env: &Env) -> Result<()> {
             emacs::lambda!(env, list::prompt_guidance_call, 2..3, "The system prompt's part for SESSION.\n\n(fn SESSION FULL-UP-TO &optional STYLE)")?,
         ),
         (
+            "analyze-request",
+            emacs::lambda!(env, agent::analyze_request_call, 1..2, "Whether TEXT looks like several steps, and the suggestion for STYLE.\n\n(fn TEXT &optional STYLE)")?,
+        ),
+        (
             "user-edit",
             emacs::lambda!(env, list::user_edit_call, 6..7, "One edit by the user.\n\n(fn SESSION OP ID ARG MAX-ITEMS MAX-CONTENT &optional MAX-BLOCKERS)")?,
         ),

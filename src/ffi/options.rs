@@ -3,10 +3,10 @@
 
 use super::cache::{read_cached, LastRead};
 use super::errors::invalid;
-use super::input::{count_arg, is, symbol_name};
+use super::input::{count_arg, is, symbol_name, to_input};
 use super::symbols::*;
 use crate::session::{LoopOptions, Options};
-use crate::validate::{InvalidInput, Limits};
+use crate::validate::{quote, Input, InvalidInput, Limits, ToolStyle};
 use emacs::{Env, Result, Value};
 
 /// The limits of a write, from the Lisp options `efrit-todo-max-items' and
@@ -68,15 +68,18 @@ fn set_option(options: &mut LoopOptions, key: &str, value: OptionValue) -> Optio
         ":reminders" => guide.reminders = value.flag(),
         ":auto-complete" => options.auto_complete = value.flag(),
         ":max-result-chars" => options.max_result_chars = value.count()? as usize,
+        ":tool-style" => options.set_style(value.style()?),
         _ => return None,
     }
     Some(())
 }
 
 /// An option's value: a count (a natural number; a negative one counts as
-/// 0, as the defcustoms' :type allows only naturals anyway) or a flag.
+/// 0, as the defcustoms' :type allows only naturals anyway), a flag, or a
+/// tool style (a name; nil is the default).
 enum OptionValue {
     Number(i64),
+    Style(Option<ToolStyle>),
     Other { non_nil: bool },
 }
 
@@ -84,15 +87,36 @@ impl OptionValue {
     fn count(&self) -> Option<u32> {
         match self {
             OptionValue::Number(n) => Some(u32::try_from((*n).max(0)).unwrap_or(u32::MAX)),
-            OptionValue::Other { .. } => None,
+            OptionValue::Style(_) | OptionValue::Other { .. } => None,
         }
     }
 
     fn flag(&self) -> bool {
         match self {
-            OptionValue::Number(_) => true,
+            OptionValue::Number(_) | OptionValue::Style(_) => true,
             OptionValue::Other { non_nil } => *non_nil,
         }
+    }
+
+    fn style(&self) -> Option<ToolStyle> {
+        match self {
+            OptionValue::Style(style) => *style,
+            _ => None,
+        }
+    }
+}
+
+/// The name a tool style VALUE gives: a symbol's or a string's, None for
+/// nil (the default style), and a description of anything else.
+fn style_name(env: &Env, value: Value) -> Result<Option<String>> {
+    if value.is_not_nil() {
+        Ok(Some(match to_input(env, value, 0)? {
+            Input::Str(name) => name,
+            Input::Unsupported(_) => symbol_name(value)?,
+            other => other.describe(),
+        }))
+    } else {
+        Ok(None)
     }
 }
 
@@ -119,6 +143,24 @@ fn read_loop_options(env: &Env, plist: Value) -> Result<LoopOptions> {
         };
         let read = if is(env, env.type_of(value)?, ty_integer) {
             OptionValue::Number(value.into_rust()?)
+        } else if name == ":tool-style" {
+            // Only this key's value is a name: the others are never read
+            // as one, which would cost a module call each.
+            let style = style_name(env, value)?;
+            match style.as_deref().map(ToolStyle::parse) {
+                None => OptionValue::Style(Some(ToolStyle::Todo)),
+                Some(Some(style)) => OptionValue::Style(Some(style)),
+                Some(None) => {
+                    let got = style.unwrap_or_default();
+                    return invalid(
+                        env,
+                        InvalidInput::new(
+                            "options.tool-style",
+                            format!("expected todo, tasks or both, got {}", quote(&got)),
+                        ),
+                    );
+                }
+            }
         } else {
             OptionValue::Other {
                 non_nil: value.is_not_nil(),

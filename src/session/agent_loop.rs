@@ -168,6 +168,7 @@ impl Session {
             message,
             self.guide.pause_reason(),
             options.max_result_chars,
+            options.guide.style,
         )
     }
 

@@ -29,7 +29,7 @@ use crate::history::{Actor, Change, ChangeKind, ChangedIds, History, UndoData};
 use crate::ledger::{CompletionGuard, Ledger};
 use crate::model::{now, Counts, IdCounter, Item, Status, Timestamp};
 use crate::reconcile::Diff;
-use crate::validate::{InvalidInput, Limits};
+use crate::validate::{InvalidInput, Limits, ToolStyle};
 
 pub use shared::ListMark;
 
@@ -58,6 +58,15 @@ pub struct LoopOptions {
     pub guide: GuideOptions,
     pub auto_complete: bool,
     pub max_result_chars: usize,
+}
+
+impl LoopOptions {
+    /// The tools the model is offered are those of STYLE: the texts of the
+    /// breaker, the guide and the completion guard name only those.
+    pub fn set_style(&mut self, style: ToolStyle) {
+        self.breaker.style = style;
+        self.guide.style = style;
+    }
 }
 
 /// What the last todo_write did, for the breaker to see when the adapter
@@ -1033,6 +1042,48 @@ mod tests {
     }
 
     #[test]
+    fn the_loop_texts_follow_the_style_of_the_options() {
+        let mut options = LoopOptions::default();
+        options.set_style(ToolStyle::Tasks);
+        let mut s = Session::started_now();
+        let create = json!({"subject": "Look around"});
+        s.task_tool(
+            "TaskCreate",
+            &Input::from_json(&create),
+            &Options::default(),
+        )
+        .unwrap();
+        let start = json!({"taskId": "t1", "status": "in_progress"});
+        s.task_tool("TaskUpdate", &Input::from_json(&start), &Options::default())
+            .unwrap();
+        let reminder = (0..4)
+            .filter_map(|n| {
+                s.after_tool(
+                    "read_file",
+                    Input::Int(n),
+                    Some("text".into()),
+                    false,
+                    None,
+                    &options,
+                )
+            })
+            .last()
+            .unwrap_or_default();
+        assert!(reminder.contains("[efrit-todo reminder]"), "{reminder}");
+        let continuation = s
+            .guide
+            .turn_end(false, &s.items, &options.guide)
+            .unwrap_or_default();
+        let refusal = s.complete("done", &options).text;
+        for text in [reminder, continuation, refusal] {
+            assert!(
+                text.contains("TaskUpdate") && !text.contains("todo_write"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn a_new_turn_keeps_the_list_and_forgets_the_calls() {
         let mut s = edit_session();
         let options = LoopOptions::default();
@@ -1398,6 +1449,23 @@ mod subtask_tests {
     }
 
     #[test]
+    fn removing_finished_items_names_them_in_the_right_number() {
+        let options = Options::default();
+        let mut s = Session::started_now();
+        let todos = json!({"todos": [
+            {"content": "a", "status": "completed"},
+            {"content": "b", "status": "completed"},
+            {"content": "c", "status": "pending"}]});
+        s.write(&Input::from_json(&todos), &options, false, vec![])
+            .unwrap();
+        assert_eq!(
+            s.user_edit(UserEdit::ClearFinished, &options.limits)
+                .unwrap(),
+            "the user removed the finished items t1, t2 from the list"
+        );
+    }
+
+    #[test]
     fn user_edits_keep_the_rules_and_removing_a_parent_moves_its_subtasks_up() {
         let mut s = shipping();
         let options = Options::default();
@@ -1424,7 +1492,7 @@ mod subtask_tests {
         let note = s
             .user_edit(UserEdit::ClearFinished, &options.limits)
             .unwrap();
-        assert_eq!(note, "the user removed the finished items t4 from the list (their unfinished subtasks t6 moved up a level)");
+        assert_eq!(note, "the user removed the finished item t4 from the list (its unfinished subtask t6 moved up a level)");
         assert_eq!(
             parents(&s),
             [

@@ -390,6 +390,7 @@ mod tests {
     use super::*;
     use crate::history::ChangeKind;
     use crate::session::{LoopOptions, UserEdit};
+    use crate::validate::ToolStyle;
     use serde_json::{json, Value as Json};
 
     fn task(s: &mut Session, tool: &str, v: Json) -> Result<String, InvalidInput> {
@@ -759,6 +760,77 @@ mod tests {
             ),
             "status: t1 has subtasks t5: delete or move its subtasks first"
         );
+    }
+
+    #[test]
+    fn list_lines_show_what_items_wait_for() {
+        let mut s = Session::started_now();
+        let out = write(
+            &mut s,
+            json!({"todos": [
+            {"content": "Write the fix", "status": "in_progress"},
+            {"content": "Patch the loop", "status": "pending", "blocked_by": ["t1"]}]}),
+        )
+        .unwrap();
+        assert!(out.contains("  t1 [in_progress] Write the fix\n"), "{out}");
+        assert!(
+            out.contains("  t2 [pending] Patch the loop [blocked by t1]\n"),
+            "{out}"
+        );
+        for style in ToolStyle::ALL {
+            let guidance = render::prompt_guidance_for(&s.items, 30, style);
+            assert!(
+                guidance.contains("  t2 [pending] Patch the loop [blocked by t1]\n"),
+                "{guidance}"
+            );
+        }
+        // A finished blocker blocks nothing: the line says no more.
+        write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t1", "status": "completed"}]}),
+        )
+        .unwrap();
+        let guidance = render::prompt_guidance_for(&s.items, 30, ToolStyle::Todo);
+        assert!(
+            guidance.contains("  t2 [pending] Patch the loop\n"),
+            "{guidance}"
+        );
+    }
+
+    #[test]
+    fn a_merge_result_says_what_it_changed_in_blockers_and_owners() {
+        let mut s = Session::started_now();
+        write(
+            &mut s,
+            json!({"todos": [
+            {"content": "Write the fix", "status": "in_progress"},
+            {"content": "Patch the loop", "status": "pending"}]}),
+        )
+        .unwrap();
+        let out = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t2", "blocked_by": ["t1"]}]}),
+        )
+        .unwrap();
+        assert!(
+            out.contains("t2 pending: Patch the loop [blocked by t1]"),
+            "{out}"
+        );
+        let out = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t2", "owner": "executor"}]}),
+        )
+        .unwrap();
+        assert!(
+            out.contains("t2 pending: Patch the loop (executor) [blocked by t1]"),
+            "{out}"
+        );
+        let out = write(
+            &mut s,
+            json!({"merge": true, "todos": [{"id": "t2", "blocked_by": []}]}),
+        )
+        .unwrap();
+        assert!(out.contains("t2 is ready now"), "{out}");
     }
 
     #[test]

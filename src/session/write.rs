@@ -969,13 +969,21 @@ impl Session {
                 if ids.is_empty() {
                     return Ok(String::new());
                 }
+                let one = ids.len() == 1;
                 let mut note = format!(
-                    "the user removed the finished items {} from the list",
+                    "the user removed the finished {} {} from the list",
+                    if one { "item" } else { "items" },
                     ids.join(", ")
                 );
                 if !moved_up.is_empty() {
                     note.push_str(&format!(
-                        " (their unfinished subtasks {} moved up a level)",
+                        " ({} unfinished {} {} moved up a level)",
+                        if one { "its" } else { "their" },
+                        if moved_up.len() == 1 {
+                            "subtask"
+                        } else {
+                            "subtasks"
+                        },
                         moved_up.join(", ")
                     ));
                 }

@@ -67,11 +67,12 @@ setup-test: build ## The README's set-ups in fresh emacs -Q -nw, in every order 
 loop: build ## The agent-loop scenarios through a stand-in efrit-do loop
 	$(BATCH) -l test/efrit-todo-fake-efrit.el -l test/efrit-todo-scenarios.el -f ert-run-tests-batch-and-exit
 
+REAL_EFRIT = $(BATCH) -l test/efrit-todo-real-efrit.el -l test/efrit-todo-scenarios.el
 test-efrit: build ## The scenarios and Efrit's own todo tests on the Efrit checkout at EFRIT_DIR
 	@if [ -z "$(EFRIT_DIR)" ]; then echo "test-efrit: skipped, EFRIT_DIR is unset; to run it: make test-efrit EFRIT_DIR=/path/to/efrit"; else \
-	  set -e; REAL="$(BATCH) -l test/efrit-todo-real-efrit.el -l test/efrit-todo-scenarios.el"; \
-	  $$REAL -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
-	  $$REAL -f efrit-todo-scenarios-compare; \
+	  set -e; \
+	  $(REAL_EFRIT) -l test/efrit-todo-efrit-test.el -f ert-run-tests-batch-and-exit; \
+	  $(REAL_EFRIT) -f efrit-todo-scenarios-compare; \
 	  $(MAKE) --no-print-directory setup-test; \
 	  EMACS="$(EMACS)" test/efrit-suites.sh "$(EFRIT_DIR)"; fi
 

@@ -504,6 +504,7 @@ impl Session {
                     was: Some(item.status),
                     blocked_by: given.unwrap_or(&item.blocked_by),
                     edges_given: given.is_some(),
+                    earlier_blocked_by: &item.blocked_by,
                 }
             })
             .collect();
@@ -527,6 +528,7 @@ impl Session {
                 // A retired item's own edges that name a gone item are
                 // dropped as it comes back; the others are sound.
                 edges_given: given.is_some(),
+                earlier_blocked_by: &[],
             });
             change_of.push(Some(i));
         }
@@ -541,7 +543,8 @@ impl Session {
                     .map(|k| listed + k)
             })
         };
-        graph::check_by(&nodes, paths.max_blockers, &find)
+        let all_listed = nodes.len() == listed;
+        graph::check_by(&nodes, paths.max_blockers, &find, all_listed)
             .map_err(|problem| Session::graph_error(problem, &nodes, paths, &change_of))
     }
 
@@ -648,6 +651,7 @@ impl Session {
                     was: was.map(|item| item.status),
                     blocked_by: &wanted.blocked_by,
                     edges_given: true,
+                    earlier_blocked_by: &[],
                 }
             })
             .collect();

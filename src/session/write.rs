@@ -103,18 +103,24 @@ impl Session {
             }
         };
         self.known_tools = known_tools;
+        // Taken out while the result borrows the session's tool names.
+        let mut index = std::mem::take(&mut self.index);
         let auto_tools = if auto_complete {
             self.tool_names(None)
         } else {
             Vec::new()
         };
-        let text = render::write_result(
-            &self.items,
-            &diff,
-            show_list,
-            options.full_list_up_to,
-            &auto_tools,
-        );
+        let text = Self::with_index(&self.items, &mut index, |items, find| {
+            render::write_result_by(
+                items,
+                &diff,
+                show_list,
+                options.full_list_up_to,
+                &auto_tools,
+                Some(find),
+            )
+        });
+        self.index = index;
         self.writes += 1;
         self.changed(Actor::Model, None);
         let completed_any = !diff.completed.is_empty();
@@ -457,6 +463,25 @@ impl Session {
             }
         }
         Ok(diff)
+    }
+
+    /// Calls F with the list and a lookup of ids through the session's
+    /// kept index, brought up to date at the first lookup only: a result
+    /// that names no blocker does not compare the list's ids.
+    pub(super) fn with_index<R>(
+        items: &[Item],
+        index: &mut graph::IdIndex,
+        f: impl FnOnce(&[Item], render::Find) -> R,
+    ) -> R {
+        let index = std::cell::RefCell::new(index);
+        let fresh = std::cell::Cell::new(false);
+        let find = |id: &str| {
+            if !fresh.replace(true) {
+                index.borrow_mut().refresh(items);
+            }
+            index.borrow().get(id)
+        };
+        f(items, &find)
     }
 
     /// The dependency checks of a merged write (see `graph::check`), on

@@ -70,6 +70,20 @@ impl IdIndex {
         }
     }
 
+    /// `refresh` for ITEMS that are the list last given to it with items
+    /// changed in place (keeping their ids) or added at its end: the ids
+    /// before are not compared again, only the new ones indexed.
+    pub fn follow_append(&mut self, items: &[Item]) {
+        if self.ids.len() > items.len() {
+            self.refresh(items);
+            return;
+        }
+        for (n, item) in items.iter().enumerate().skip(self.ids.len()) {
+            self.at.entry(item.id.clone()).or_insert(n);
+            self.ids.push(item.id.clone());
+        }
+    }
+
     /// Where ID stands in the list last given to `refresh`.
     pub fn get(&self, id: &str) -> Option<usize> {
         self.at.get(id).copied()

@@ -280,7 +280,7 @@ impl Session {
             };
             let diff = self.merge(&changes, &options.limits, &paths)?;
             self.note_write(&diff);
-            return Ok(Self::with_index(&self.items, &mut self.index, |items, find| {
+            return Ok(Self::with_index(&self.items, &mut self.index, true, |items, find| {
                 render::task_updated_by(items, task_id, &diff, Some(find))
             }));
         }
@@ -311,7 +311,7 @@ impl Session {
             .merge(&changes, &options.limits, &paths)
             .map_err(|e| task_path(e, &other_paths))?;
         self.note_write(&diff);
-        Ok(Self::with_index(&self.items, &mut self.index, |items, find| {
+        Ok(Self::with_index(&self.items, &mut self.index, true, |items, find| {
             render::task_updated_by(items, task_id, &diff, Some(find))
         }))
     }

@@ -81,6 +81,8 @@ impl Session {
         auto_complete: bool,
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
+        // A merge leaves the session's index fresh for the result.
+        let mut merged = false;
         let (diff, show_list) = match parse_request(input, &options.limits)? {
             WriteRequest::Replace(proposed) => self.replace_covered(&proposed, options)?,
             WriteRequest::Merge(changes) => {
@@ -99,6 +101,7 @@ impl Session {
                     unblock_hint: "blocked_by",
                     max_blockers: options.limits.max_blockers,
                 };
+                merged = true;
                 (self.merge(&changes, &options.limits, &paths)?, false)
             }
         };
@@ -110,7 +113,7 @@ impl Session {
         } else {
             Vec::new()
         };
-        let text = Self::with_index(&self.items, &mut index, |items, find| {
+        let text = Self::with_index(&self.items, &mut index, merged, |items, find| {
             render::write_result_by(
                 items,
                 &diff,
@@ -368,6 +371,7 @@ impl Session {
                 earlier.push((index, kept));
             }
         }
+        let inserts = !subtasks.is_empty();
         for item in subtasks {
             let parent = self
                 .items
@@ -408,6 +412,14 @@ impl Session {
                 diff.demoted.push(item.id.clone());
             }
         }
+        // The index was the list's at the start; the ids kept their
+        // places unless a subtask went in among them.  So the index leaves
+        // a merge fresh, for the result too.
+        if inserts {
+            self.index.refresh(&self.items);
+        } else {
+            self.index.follow_append(&self.items);
+        }
         earlier.sort_by_key(|(index, _)| *index);
         // An item becomes ready only when a blocker finishes, an edge or
         // an item goes, or an item moves away from a blocked parent.
@@ -417,7 +429,6 @@ impl Session {
             && diff.reparented.is_empty())
         {
             let before = before_of_each(&added, &earlier);
-            self.index.refresh(&self.items);
             diff.now_ready = graph::newly_ready_after_change(&self.items, &before, &self.index)
                 .into_iter()
                 .map(str::to_string)
@@ -468,13 +479,15 @@ impl Session {
     /// Calls F with the list and a lookup of ids through the session's
     /// kept index, brought up to date at the first lookup only: a result
     /// that names no blocker does not compare the list's ids.
+    /// FRESH says INDEX is ITEMS' already, as a merge leaves it.
     pub(super) fn with_index<R>(
         items: &[Item],
         index: &mut graph::IdIndex,
+        fresh: bool,
         f: impl FnOnce(&[Item], render::Find) -> R,
     ) -> R {
         let index = std::cell::RefCell::new(index);
-        let fresh = std::cell::Cell::new(false);
+        let fresh = std::cell::Cell::new(fresh);
         let find = |id: &str| {
             if !fresh.replace(true) {
                 index.borrow_mut().refresh(items);

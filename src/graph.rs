@@ -494,11 +494,7 @@ const LOCAL_CYCLE_CHECK: usize = 16;
 /// would have been in the list.  Otherwise an added or restored item may
 /// be what turns an old edge into part of a cycle, so every given edge is
 /// followed.
-fn may_close_cycle(
-    nodes: &[Node],
-    find: &dyn Fn(&str) -> Option<usize>,
-    all_listed: bool,
-) -> bool {
+fn may_close_cycle(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>, all_listed: bool) -> bool {
     let given: Vec<usize> = nodes
         .iter()
         .enumerate()

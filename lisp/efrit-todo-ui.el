@@ -604,6 +604,13 @@ description and its tool calls.  Return the number of lines inserted."
 
 (declare-function efrit-todo-agents "efrit-todo" (&optional session))
 
+(defun efrit-todo-ui--lead-breaker (session)
+  "Return the breaker plist of SESSION's own agent, the lead.
+A sub-agent's tool call redraws the list while `efrit-todo-agent' names
+that sub-agent; what is shown must not depend on whose call redrew it."
+  (let ((efrit-todo-agent nil))
+    (efrit-todo-breaker session)))
+
 (defun efrit-todo-ui--agents-text (session)
   "Return the running sub-agents of SESSION and their running items, or \"\".
 Each agent is named, with the id and activeForm of its running item."
@@ -689,7 +696,7 @@ only the lines that changed; otherwise insert the section at point."
             (setq suffix (1+ suffix)))
           (goto-char (car bounds))
           (delete-region (point) (line-beginning-position 2))
-          (efrit-todo-ui--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+          (efrit-todo-ui--insert-heading key (efrit-todo-counts key) (efrit-todo-ui--lead-breaker key) glyphs)
           (forward-line (apply #'+ (mapcar #'cdr (seq-take old prefix))))
           (delete-region (point) (line-beginning-position
                                   (1+ (apply #'+ (mapcar #'cdr (seq-subseq old prefix (- old-count suffix)))))))
@@ -706,7 +713,7 @@ only the lines that changed; otherwise insert the section at point."
       (when bounds
         (goto-char (car bounds))
         (delete-region (car bounds) (cdr bounds)))
-      (efrit-todo-ui--insert-heading key (efrit-todo-counts key) (efrit-todo-breaker key) glyphs)
+      (efrit-todo-ui--insert-heading key (efrit-todo-counts key) (efrit-todo-ui--lead-breaker key) glyphs)
       (puthash key
                (cl-loop for item in items
                         for signature in signatures
@@ -1668,7 +1675,7 @@ is less than 8."
          (item-width (min efrit-todo-mode-line-max-length
                           (or item-width efrit-todo-mode-line-max-length))))
     (when (and counts (> (plist-get counts :total) 0))
-      (let* ((tripped (plist-get (efrit-todo-breaker session) :tripped))
+      (let* ((tripped (plist-get (efrit-todo-ui--lead-breaker session) :tripped))
              (current (efrit-todo-current session))
              (text (concat
                     "Todo " (format "%d/%d" (plist-get counts :completed) (plist-get counts :total))

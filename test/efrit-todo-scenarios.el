@@ -1186,9 +1186,13 @@ ready, and the list finishes."
   (skip-unless invocation-name)
   (let* ((root (make-temp-file "efrit-todo-closing-" t))
          (dir (expand-file-name "state/" root))
+         (ended nil)
+         ;; The sentinel runs once the child's last output is read;
+         ;; `process-live-p' turns nil before that.
          (process (make-process
                    :name "efrit-todo-closing" :buffer (generate-new-buffer " *closing*")
                    :connection-type 'pipe :noquery t
+                   :sentinel (lambda (_process _event) (setq ended t))
                    :command (list (expand-file-name invocation-name invocation-directory)
                                   "-Q" "--batch"
                                   "-L" (file-name-directory (locate-library "efrit-todo"))
@@ -1199,8 +1203,9 @@ ready, and the list finishes."
                                   dir))))
     (unwind-protect
         (let ((deadline (+ (float-time) 60)))
-          (while (and (process-live-p process) (< (float-time) deadline))
+          (while (and (not ended) (< (float-time) deadline))
             (accept-process-output process 0.05))
+          (should ended)
           (should (equal (process-exit-status process) 0))
           (efrit-todo-scenarios--fresh-buffers)
           (let* ((output (with-current-buffer (process-buffer process) (buffer-string)))

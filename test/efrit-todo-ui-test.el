@@ -1503,6 +1503,24 @@ is added.  The agents are what `efrit-todo-agents' says."
           (should (string-match-p "^  ◐ t1  Patching the loop (executor)"
                                   (efrit-todo-ui-test--section session))))))))
 
+(ert-deftest efrit-todo-ui-test-the-heading-shows-the-leads-breaker ()
+  "The heading's breaker is the lead's, whoever's call redraws the list.
+A sub-agent's tool call that changes the list redraws it while that
+agent's calls are being made; the count shown stays the lead's."
+  (efrit-todo-ui-test-with-buffer session
+    (efrit-todo-ui-test--write-plan
+     session '((content . "Patch the loop") (status . "pending")))
+    (dotimes (_ 3)
+      (efrit-todo-after-tool "read_file" '(("path" . "a.el")) "text" nil session))
+    (efrit-todo-show)
+    (should (string-match-p "breaker ok, 3 calls" (efrit-todo-ui-test--section session)))
+    (let ((efrit-todo-agent (efrit-todo-agent-start "executor" session)))
+      (efrit-todo-after-tool "read_file" '(("path" . "b.el")) "text" nil session)
+      (efrit-todo-task-update '(("taskId" . "t1") ("status" . "in_progress")) session)
+      (efrit-todo-refresh)
+      (let ((heading (car (split-string (efrit-todo-ui-test--section session) "\n"))))
+        (should (string-match-p "breaker ok, 3 calls" heading))))))
+
 (provide 'efrit-todo-ui-test)
 
 ;;; efrit-todo-ui-test.el ends here

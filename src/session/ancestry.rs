@@ -7,7 +7,7 @@ use crate::model::{Item, Status};
 use crate::reconcile::Matching;
 use crate::validate::{InvalidInput, Limits, MergeItem, ProposedItem};
 
-use super::{Paths, Session};
+use super::{with_whole_list_paths, Paths, Session};
 
 /// How the user removes a dependency, for refusals of the user's edits.
 pub(super) const USER_UNBLOCK_HINT: &str = "efrit-todo-user-remove-blocker";
@@ -167,24 +167,10 @@ impl Session {
                 }
             })
             .collect();
-        let edge = |i: usize, blocker: &str| {
-            let k = proposed[i]
-                .blocked_by
-                .iter()
-                .position(|id| id == blocker)
-                .unwrap_or(0);
-            format!("todos[{i}].blocked_by[{k}]")
-        };
-        let field = |i: usize, name: &str| format!("todos[{i}].{name}");
-        let paths = Paths {
-            edge: &edge,
-            field: &field,
-            unblock_hint: "blocked_by",
-            max_blockers: limits.max_blockers,
-        };
-        let change_of: Vec<Option<usize>> = (0..nodes.len()).map(Some).collect();
-        graph::check_ancestry(&nodes, paths.unblock_hint)
-            .map_err(|problem| Session::ancestry_error(problem, &paths, &change_of))
+        with_whole_list_paths(proposed, limits.max_blockers, |paths, change_of| {
+            graph::check_ancestry(&nodes, paths.unblock_hint)
+                .map_err(|problem| Session::ancestry_error(problem, paths, change_of))
+        })
     }
 
     /// The dependency rules for the user's edit of the list to ITEMS

@@ -318,6 +318,32 @@ pub(crate) struct Paths<'a> {
     pub max_blockers: usize,
 }
 
+/// Runs CHECK with the field paths of a whole todo_write list
+/// (`todos[i].blocked_by[k]`) and each node's change, node i being item i.
+pub(crate) fn with_whole_list_paths<R>(
+    proposed: &[crate::validate::ProposedItem],
+    max_blockers: usize,
+    check: impl FnOnce(&Paths, &[Option<usize>]) -> R,
+) -> R {
+    let edge = |i: usize, blocker: &str| {
+        let k = proposed[i]
+            .blocked_by
+            .iter()
+            .position(|id| id == blocker)
+            .unwrap_or(0);
+        format!("todos[{i}].blocked_by[{k}]")
+    };
+    let field = |i: usize, name: &str| format!("todos[{i}].{name}");
+    let paths = Paths {
+        edge: &edge,
+        field: &field,
+        unblock_hint: "blocked_by",
+        max_blockers,
+    };
+    let change_of: Vec<Option<usize>> = (0..proposed.len()).map(Some).collect();
+    check(&paths, &change_of)
+}
+
 #[derive(Debug, Default)]
 pub struct Registry {
     /// In creation order, so listings are stable.

@@ -16,7 +16,10 @@ use crate::validate::{
     ProposedItem, WriteRequest,
 };
 
-use super::{ExternalItem, Options, Paths, Session, UserEdit, WriteEffect, WriteOutcome};
+use super::{
+    with_whole_list_paths, ExternalItem, Options, Paths, Session, UserEdit, WriteEffect,
+    WriteOutcome,
+};
 
 /// The list before a merged write, item by item of the list after it:
 /// ADDED flags the items the write brought in, EARLIER holds the earlier
@@ -693,24 +696,10 @@ impl Session {
                 }
             })
             .collect();
-        let edge = |i: usize, blocker: &str| {
-            let k = proposed[i]
-                .blocked_by
-                .iter()
-                .position(|id| id == blocker)
-                .unwrap_or(0);
-            format!("todos[{i}].blocked_by[{k}]")
-        };
-        let field = |i: usize, name: &str| format!("todos[{i}].{name}");
-        let paths = Paths {
-            edge: &edge,
-            field: &field,
-            unblock_hint: "blocked_by",
-            max_blockers: limits.max_blockers,
-        };
-        let change_of: Vec<Option<usize>> = (0..nodes.len()).map(Some).collect();
-        graph::check(&nodes, limits.max_blockers)
-            .map_err(|problem| Session::graph_error(problem, &nodes, &paths, &change_of))
+        with_whole_list_paths(proposed, limits.max_blockers, |paths, change_of| {
+            graph::check(&nodes, limits.max_blockers)
+                .map_err(|problem| Session::graph_error(problem, &nodes, paths, change_of))
+        })
     }
 
     /// The subtask checks of a merged write: LISTED gives for each change

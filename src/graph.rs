@@ -70,6 +70,20 @@ impl IdIndex {
         }
     }
 
+    /// `refresh` for ITEMS that are the list last given to it with items
+    /// changed in place (keeping their ids) or added at its end: the ids
+    /// before are not compared again, only the new ones indexed.
+    pub fn follow_append(&mut self, items: &[Item]) {
+        if self.ids.len() > items.len() {
+            self.refresh(items);
+            return;
+        }
+        for (n, item) in items.iter().enumerate().skip(self.ids.len()) {
+            self.at.entry(item.id.clone()).or_insert(n);
+            self.ids.push(item.id.clone());
+        }
+    }
+
     /// Where ID stands in the list last given to `refresh`.
     pub fn get(&self, id: &str) -> Option<usize> {
         self.at.get(id).copied()
@@ -357,16 +371,31 @@ pub fn newly_ready_after_change<'a>(
     if changed.is_empty() {
         return Vec::new();
     }
+    // An unaltered item waits on an altered one no less than before
+    // unless that one stopped being open: only then are its dependents
+    // looked for, so an edge change does not scan every item's blockers.
+    let freeing: FxHashSet<&str> = after
+        .iter()
+        .enumerate()
+        .filter(|(n, item)| {
+            matches!(before_of(*n), Before::Was(was)
+                     if was.status.is_open() && !item.status.is_open())
+        })
+        .map(|(_, item)| item.id.as_str())
+        .collect();
     let mut candidate: Vec<bool> = after
         .iter()
         .enumerate()
         .map(|(n, item)| match before_of(n) {
             Before::Added => false,
             Before::Was(_) => true,
-            Before::Same => item
-                .blocked_by
-                .iter()
-                .any(|id| changed.contains(id.as_str())),
+            Before::Same => {
+                !freeing.is_empty()
+                    && item
+                        .blocked_by
+                        .iter()
+                        .any(|id| freeing.contains(id.as_str()))
+            }
         })
         .collect();
     // The subtasks, at any depth, of an item whose readiness may change.
@@ -459,7 +488,13 @@ const LOCAL_CYCLE_CHECK: usize = 16;
 /// (every write is checked, and a file is repaired when read): so a few
 /// given edges are checked from their blockers, visiting only what those
 /// reach.
-fn may_close_cycle(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>) -> bool {
+///
+/// When every node is an item listed before the write (ALL_LISTED), an
+/// edge the item had already is skipped: a cycle of edges the list had
+/// would have been in the list.  Otherwise an added or restored item may
+/// be what turns an old edge into part of a cycle, so every given edge is
+/// followed.
+fn may_close_cycle(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>, all_listed: bool) -> bool {
     let given: Vec<usize> = nodes
         .iter()
         .enumerate()
@@ -470,9 +505,10 @@ fn may_close_cycle(nodes: &[Node], find: &dyn Fn(&str) -> Option<usize>) -> bool
         return true;
     }
     given.iter().any(|&n| {
-        nodes[n]
-            .blocked_by
+        let node = &nodes[n];
+        node.blocked_by
             .iter()
+            .filter(|id| !(all_listed && node.earlier_blocked_by.contains(id)))
             .filter_map(|id| find(id))
             .any(|m| reaches(nodes, find, m, n))
     })
@@ -662,6 +698,10 @@ pub struct Node<'a> {
     pub blocked_by: &'a [String],
     /// Whether the write gave this item's blockers (then they are checked).
     pub edges_given: bool,
+    /// The blockers the item had in the list before the write; empty when
+    /// unknown.  When every node is a listed item, an edge among these was
+    /// in the list's graph already and cannot close a cycle on its own.
+    pub earlier_blocked_by: &'a [String],
 }
 
 /// What `check` found wrong, by node index and blocker id.
@@ -705,16 +745,18 @@ pub fn check(nodes: &[Node], max_blockers: usize) -> Result<(), Problem> {
             index.entry(id).or_insert(n);
         }
     }
-    check_by(nodes, max_blockers, &|id| index.get(id).copied())
+    check_by(nodes, max_blockers, &|id| index.get(id).copied(), false)
 }
 
 /// `check`, with FIND giving the first node with an id: a write to a
 /// long list looks ids up through the list's kept index rather than
-/// hashing every node again.
+/// hashing every node again.  ALL_LISTED says every node is an item
+/// listed before the write, whose `earlier_blocked_by` are its edges then.
 pub fn check_by(
     nodes: &[Node],
     max_blockers: usize,
     find: &dyn Fn(&str) -> Option<usize>,
+    all_listed: bool,
 ) -> Result<(), Problem> {
     for (n, node) in nodes
         .iter()
@@ -742,7 +784,7 @@ pub fn check_by(
             });
         }
     }
-    if may_close_cycle(nodes, find) {
+    if may_close_cycle(nodes, find, all_listed) {
         let edges: Vec<Vec<usize>> = nodes
             .iter()
             .map(|node| node.blocked_by.iter().filter_map(|id| find(id)).collect())

@@ -130,11 +130,19 @@ fn tree_item_line(
 struct Waits<'a> {
     items: &'a [Item],
     index: Option<rustc_hash::FxHashMap<&'a str, usize>>,
+    find: Option<Find<'a>>,
 }
 
+/// Where an id stands in the list shown, from an index the caller keeps.
+pub type Find<'f> = &'f dyn Fn(&str) -> Option<usize>;
+
 impl<'a> Waits<'a> {
-    fn of(items: &'a [Item]) -> Waits<'a> {
-        Waits { items, index: None }
+    fn of(items: &'a [Item], find: Option<Find<'a>>) -> Waits<'a> {
+        Waits {
+            items,
+            index: None,
+            find,
+        }
     }
 
     /// " [blocked by t1, t2]" for the open item at N, when it waits for
@@ -142,6 +150,10 @@ impl<'a> Waits<'a> {
     fn push_blocked_by(&mut self, out: &mut String, n: usize) {
         let items = self.items;
         if items[n].blocked_by.is_empty() || !items[n].status.is_open() {
+            return;
+        }
+        if let Some(find) = self.find {
+            push_blocked_by_found(out, items, find, n);
             return;
         }
         let index = self.index.get_or_insert_with(|| graph::index_of(items));
@@ -159,10 +171,11 @@ fn item_lines<'a>(
     changed: impl FnOnce() -> FxHashSet<&'a str>,
     full_up_to: usize,
     auto_tools: &[&str],
+    find: Option<Find>,
 ) {
     let layout = Layout::of(items);
     let layout = layout.as_ref();
-    let mut waits = Waits::of(items);
+    let mut waits = Waits::of(items, find);
     if items.len() <= full_up_to {
         for n in 0..items.len() {
             tree_item_line(
@@ -254,9 +267,15 @@ fn added_ids_line(out: &mut String, items: &[Item], diff: &Diff) {
 /// The changed items, in list order: `t3 completed: Write the docs`, the
 /// running one with its activeForm, an edited one with its owner, and
 /// what each waits for.  At most MAX_NAMED.
-fn changed_lines(out: &mut String, items: &[Item], diff: &Diff, auto_tools: &[&str]) {
+fn changed_lines(
+    out: &mut String,
+    items: &[Item],
+    diff: &Diff,
+    auto_tools: &[&str],
+    find: Option<Find>,
+) {
     let changed = diff.changed_id_set();
-    let mut waits = Waits::of(items);
+    let mut waits = Waits::of(items, find);
     let mut shown = 0;
     for (n, item) in items.iter().enumerate() {
         if !changed.contains(item.id.as_str()) {
@@ -381,6 +400,20 @@ pub fn write_result(
     full_up_to: usize,
     auto_tools: &[&str],
 ) -> String {
+    write_result_by(items, diff, show_list, full_up_to, auto_tools, None)
+}
+
+/// `write_result`, with FIND giving where a blocker stands in ITEMS: a
+/// write to a long list looks its few blockers up through the list's
+/// kept index rather than indexing every item.
+pub fn write_result_by(
+    items: &[Item],
+    diff: &Diff,
+    show_list: bool,
+    full_up_to: usize,
+    auto_tools: &[&str],
+    find: Option<Find>,
+) -> String {
     let counts = Counts::of(items);
     // Room for the lines shown, so that the text is not copied while it grows.
     let shown = if show_list {
@@ -420,13 +453,14 @@ pub fn write_result(
             || diff.changed_id_set(),
             full_up_to,
             auto_tools,
+            find,
         );
         // Needed only when not every new item was shown with its id.
         if items.len() > full_up_to && diff.added.len() > full_up_to {
             added_ids_line(&mut out, items, diff);
         }
     } else {
-        changed_lines(&mut out, items, diff, auto_tools);
+        changed_lines(&mut out, items, diff, auto_tools, find);
     }
     warnings(&mut out, items, diff);
     if !diff.now_ready.is_empty() {
@@ -485,7 +519,7 @@ pub fn prompt_guidance_for(items: &[Item], full_up_to: usize, style: ToolStyle) 
         "TODO LIST when this session started ({}):\n",
         progress(&Counts::of(items))
     );
-    item_lines(&mut out, items, FxHashSet::default, full_up_to, &[]);
+    item_lines(&mut out, items, FxHashSet::default, full_up_to, &[], None);
     let _ = write!(out, "Next: ");
     write_next_step(&mut out, items);
     out.push('\n');
@@ -529,7 +563,7 @@ pub fn resume_guidance_for(
         .filter(|i| i.status.is_open())
         .cloned()
         .collect();
-    item_lines(&mut out, &open, FxHashSet::default, full_up_to, &[]);
+    item_lines(&mut out, &open, FxHashSet::default, full_up_to, &[], None);
     let finished = items.len() - open.len();
     if finished > 0 {
         let _ = writeln!(out, "  ({finished} finished items not shown)");
@@ -561,6 +595,22 @@ pub fn push_now_ready(out: &mut String, ids: &[String]) {
 
 /// " [blocked by t1, t2]" for the open blockers of ITEMS[N], nothing when
 /// none is open.
+/// `push_blocked_by`, looking the blockers up with FIND.
+fn push_blocked_by_found(out: &mut String, items: &[Item], find: Find, n: usize) {
+    let mut open = items[n]
+        .blocked_by
+        .iter()
+        .filter_map(|id| find(id).and_then(|j| items.get(j)))
+        .filter(|blocker| blocker.status.is_open())
+        .map(|blocker| blocker.id.as_str())
+        .peekable();
+    if open.peek().is_some() {
+        out.push_str(" [blocked by ");
+        push_ids(out, open);
+        out.push(']');
+    }
+}
+
 fn push_blocked_by(
     out: &mut String,
     items: &[Item],
@@ -715,6 +765,12 @@ pub fn task_created(items: &[Item], id: &str) -> String {
 /// TaskUpdate's result: what changed for TASK_ID and the items it touched,
 /// and which became ready.
 pub fn task_updated(items: &[Item], task_id: &str, diff: &Diff) -> String {
+    task_updated_by(items, task_id, diff, None)
+}
+
+/// `task_updated`, with FIND giving where a blocker stands in ITEMS (see
+/// `write_result_by`).
+pub fn task_updated_by(items: &[Item], task_id: &str, diff: &Diff, find: Option<Find>) -> String {
     let mut out = String::from("[Task list updated: ");
     write_progress(&mut out, &Counts::of(items));
     out.push_str("]\n");
@@ -726,13 +782,17 @@ pub fn task_updated(items: &[Item], task_id: &str, diff: &Diff) -> String {
     }
     let changed = diff.changed_id_set();
     // Only the blockers of the items shown are looked up.
-    let index = graph::index_of_some(
-        items,
-        items
-            .iter()
-            .filter(|item| changed.contains(item.id.as_str()))
-            .flat_map(|item| item.blocked_by.iter().map(String::as_str)),
-    );
+    let index = if find.is_some() {
+        Default::default()
+    } else {
+        graph::index_of_some(
+            items,
+            items
+                .iter()
+                .filter(|item| changed.contains(item.id.as_str()))
+                .flat_map(|item| item.blocked_by.iter().map(String::as_str)),
+        )
+    };
     let mut shown = 0;
     for (n, item) in items.iter().enumerate() {
         if !changed.contains(item.id.as_str()) {
@@ -761,7 +821,10 @@ pub fn task_updated(items: &[Item], task_id: &str, diff: &Diff) -> String {
                 out.push(')');
             }
         }
-        push_blocked_by(&mut out, items, &index, n);
+        match find {
+            Some(find) => push_blocked_by_found(&mut out, items, find, n),
+            None => push_blocked_by(&mut out, items, &index, n),
+        }
         out.push('\n');
     }
     if shown > MAX_NAMED {

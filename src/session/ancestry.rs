@@ -202,6 +202,7 @@ impl Session {
                 was: Some(was.status),
                 blocked_by: &item.blocked_by,
                 edges_given: n == index && item.blocked_by != was.blocked_by,
+                earlier_blocked_by: &[],
             })
             .collect();
         let change_of = vec![Some(0); nodes.len()];

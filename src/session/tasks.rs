@@ -280,7 +280,12 @@ impl Session {
             };
             let diff = self.merge(&changes, &options.limits, &paths)?;
             self.note_write(&diff);
-            return Ok(render::task_updated(&self.items, task_id, &diff));
+            return Ok(Self::with_index(
+                &self.items,
+                &mut self.index,
+                true,
+                |items, find| render::task_updated_by(items, task_id, &diff, Some(find)),
+            ));
         }
         let add_blocked_by = &update.add_blocked_by;
         let edge = |i: usize, blocker: &str| {
@@ -309,7 +314,12 @@ impl Session {
             .merge(&changes, &options.limits, &paths)
             .map_err(|e| task_path(e, &other_paths))?;
         self.note_write(&diff);
-        Ok(render::task_updated(&self.items, task_id, &diff))
+        Ok(Self::with_index(
+            &self.items,
+            &mut self.index,
+            true,
+            |items, find| render::task_updated_by(items, task_id, &diff, Some(find)),
+        ))
     }
 
     /// Removes the item ID: its id leaves every blocker list and stays

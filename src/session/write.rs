@@ -84,6 +84,8 @@ impl Session {
         auto_complete: bool,
         known_tools: Vec<String>,
     ) -> Result<WriteOutcome, InvalidInput> {
+        // A merge leaves the session's index fresh for the result.
+        let mut merged = false;
         let (diff, show_list) = match parse_request(input, &options.limits)? {
             WriteRequest::Replace(proposed) => self.replace_covered(&proposed, options)?,
             WriteRequest::Merge(changes) => {
@@ -102,22 +104,29 @@ impl Session {
                     unblock_hint: "blocked_by",
                     max_blockers: options.limits.max_blockers,
                 };
+                merged = true;
                 (self.merge(&changes, &options.limits, &paths)?, false)
             }
         };
         self.known_tools = known_tools;
+        // Taken out while the result borrows the session's tool names.
+        let mut index = std::mem::take(&mut self.index);
         let auto_tools = if auto_complete {
             self.tool_names(None)
         } else {
             Vec::new()
         };
-        let text = render::write_result(
-            &self.items,
-            &diff,
-            show_list,
-            options.full_list_up_to,
-            &auto_tools,
-        );
+        let text = Self::with_index(&self.items, &mut index, merged, |items, find| {
+            render::write_result_by(
+                items,
+                &diff,
+                show_list,
+                options.full_list_up_to,
+                &auto_tools,
+                Some(find),
+            )
+        });
+        self.index = index;
         self.writes += 1;
         self.changed(Actor::Model, None);
         let completed_any = !diff.completed.is_empty();
@@ -365,6 +374,7 @@ impl Session {
                 earlier.push((index, kept));
             }
         }
+        let inserts = !subtasks.is_empty();
         for item in subtasks {
             let parent = self
                 .items
@@ -405,6 +415,14 @@ impl Session {
                 diff.demoted.push(item.id.clone());
             }
         }
+        // The index was the list's at the start; the ids kept their
+        // places unless a subtask went in among them.  So the index leaves
+        // a merge fresh, for the result too.
+        if inserts {
+            self.index.refresh(&self.items);
+        } else {
+            self.index.follow_append(&self.items);
+        }
         earlier.sort_by_key(|(index, _)| *index);
         // An item becomes ready only when a blocker finishes, an edge or
         // an item goes, or an item moves away from a blocked parent.
@@ -414,7 +432,6 @@ impl Session {
             && diff.reparented.is_empty())
         {
             let before = before_of_each(&added, &earlier);
-            self.index.refresh(&self.items);
             diff.now_ready = graph::newly_ready_after_change(&self.items, &before, &self.index)
                 .into_iter()
                 .map(str::to_string)
@@ -462,6 +479,27 @@ impl Session {
         Ok(diff)
     }
 
+    /// Calls F with the list and a lookup of ids through the session's
+    /// kept index, brought up to date at the first lookup only: a result
+    /// that names no blocker does not compare the list's ids.
+    /// FRESH says INDEX is ITEMS' already, as a merge leaves it.
+    pub(super) fn with_index<R>(
+        items: &[Item],
+        index: &mut graph::IdIndex,
+        fresh: bool,
+        f: impl FnOnce(&[Item], render::Find) -> R,
+    ) -> R {
+        let index = std::cell::RefCell::new(index);
+        let fresh = std::cell::Cell::new(fresh);
+        let find = |id: &str| {
+            if !fresh.replace(true) {
+                index.borrow_mut().refresh(items);
+            }
+            index.borrow().get(id)
+        };
+        f(items, &find)
+    }
+
     /// The dependency checks of a merged write (see `graph::check`), on
     /// the list as it would be: LISTED gives for each change the index of
     /// the listed item it changes.  A write that gives no blockers and
@@ -507,6 +545,7 @@ impl Session {
                     was: Some(item.status),
                     blocked_by: given.unwrap_or(&item.blocked_by),
                     edges_given: given.is_some(),
+                    earlier_blocked_by: &item.blocked_by,
                 }
             })
             .collect();
@@ -530,6 +569,7 @@ impl Session {
                 // A retired item's own edges that name a gone item are
                 // dropped as it comes back; the others are sound.
                 edges_given: given.is_some(),
+                earlier_blocked_by: &[],
             });
             change_of.push(Some(i));
         }
@@ -544,7 +584,8 @@ impl Session {
                     .map(|k| listed + k)
             })
         };
-        graph::check_by(&nodes, paths.max_blockers, &find)
+        let all_listed = nodes.len() == listed;
+        graph::check_by(&nodes, paths.max_blockers, &find, all_listed)
             .map_err(|problem| Session::graph_error(problem, &nodes, paths, &change_of))
     }
 
@@ -651,6 +692,7 @@ impl Session {
                     was: was.map(|item| item.status),
                     blocked_by: &wanted.blocked_by,
                     edges_given: true,
+                    earlier_blocked_by: &[],
                 }
             })
             .collect();

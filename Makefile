@@ -55,10 +55,13 @@ cargo-test: ## Unit and property tests of the pure Rust modules, then clippy
 # The gptel and agent-team scenarios run a second time against the fake
 # gptel standing for gptel 0.9.9.4 (its older system-message variable, no
 # post-tool hook, the TOOL state not split).
+# Suites are required, not loaded: one suite may require another, and
+# Emacs 29 and later refuse a test defined twice in batch.
+REQUIRE = --eval '(mapc (quote require) (quote ($(1))))'
 ert: build ## The ERT suites in batch Emacs against the built module
-	$(BATCH) $(addprefix -l ,$(SUITES)) -f ert-run-tests-batch-and-exit
-	EFRIT_TODO_FAKE_GPTEL=0.9.9.4 $(BATCH) -l test/efrit-todo-gptel-test.el \
-	  -l test/efrit-todo-gptel-team-test.el -f ert-run-tests-batch-and-exit
+	$(BATCH) $(call REQUIRE,$(notdir $(basename $(SUITES)))) -f ert-run-tests-batch-and-exit
+	EFRIT_TODO_FAKE_GPTEL=0.9.9.4 $(BATCH) $(call REQUIRE,efrit-todo-gptel-test efrit-todo-gptel-team-test) \
+	  -f ert-run-tests-batch-and-exit
 
 # The ert target runs this suite too; EFRIT_DIR set, with that Efrit.
 setup-test: build ## The README's set-ups in fresh emacs -Q -nw, in every order with Efrit's; package installs

@@ -10,6 +10,10 @@ set -uo pipefail
 efrit=${1:?usage: efrit-suites.sh EFRIT_DIR}
 emacs=${EMACS:-emacs}
 here=$(cd "$(dirname "$0")/.." && pwd)
+# Efrit's tests write under ~/.emacs.d/.efrit: give them a HOME of their own.
+home=$(mktemp -d "${TMPDIR:-/tmp}/efrit-suites-home.XXXXXX")
+trap 'rm -rf "$home"' EXIT INT TERM
+export HOME="$home"
 suites=$(cd "$efrit/test" && ls test-*.el *-test.el 2>/dev/null)
 efrit_path="-L $efrit/lisp -L $efrit/lisp/core -L $efrit/lisp/interfaces -L $efrit/lisp/tools -L $efrit/lisp/support"
 WORDING="test-handle-todo-write-basic test-handle-todo-write-current-task-reported

@@ -27,6 +27,16 @@ export LANG=C.UTF-8
 EMACS=${EMACS:-emacs}
 socket="efrit-todo-build-test-$$"
 work=$(mktemp -d "${TMPDIR:-/tmp}/efrit-todo-build-tmux.XXXXXX")
+# The Emacs under test (and cargo) run with a HOME of their own, so that
+# nothing is written under the user's (native compilation's eln-cache,
+# Efrit's ~/.emacs.d/.efrit).  rustup's toolchain stays reachable.
+for tool in rustup cargo; do
+    dir="$HOME/.$tool"
+    var=$(echo "$tool" | tr a-z A-Z)_HOME
+    if [ -d "$dir" ] && [ -z "$(printenv "$var" || true)" ]; then export "$var=$dir"; fi
+done
+export HOME="$work/home"
+mkdir -p "$HOME"
 tmux_() { tmux -u -L "$socket" -f /dev/null "$@"; }
 now_ms() { date +%s%3N; }
 began=$(now_ms)

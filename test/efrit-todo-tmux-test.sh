@@ -25,8 +25,13 @@ EMACS=${EMACS:-emacs}
 socket=""
 sockets=""
 tmux_() { tmux -u -L "$socket" -f /dev/null "$@"; }
+# The Emacs under test runs with a HOME of its own, so that nothing
+# (native compilation's eln-cache, for one) is written under the user's.
+home=$(mktemp -d "${TMPDIR:-/tmp}/efrit-todo-tmux-home.XXXXXX")
+export HOME="$home"
 cleanup() {
     for s in $sockets; do tmux -L "$s" -f /dev/null kill-server >/dev/null 2>&1 || true; done
+    rm -rf "$home"
 }
 trap cleanup EXIT INT TERM
 

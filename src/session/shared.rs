@@ -3,10 +3,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::graph;
-use crate::history::{Actor, Change, ChangeKind, ChangedIds, UndoData};
-use crate::model::now;
-use crate::tree;
+use crate::history::{Change, ChangeKind, UndoData};
 
 use super::Session;
 
@@ -151,21 +148,11 @@ impl Session {
         }
         let before = self.items.clone();
         undo_items(&undo, self);
-        tree::repair(&mut self.items, &[]);
-        graph::repair(&mut self.items);
-        let ids = ChangedIds::between(&before, &self.items);
-        let note = format!(
-            "the user undid change {seq} ({} by the {}: {summary}); its items are as they were before it",
-            kind.name(),
-            actor.name()
-        );
-        self.history.mark_undone(seq);
-        self.history.push(Change {
-            undoes: Some(seq),
-            ..Change::new(Actor::User, ChangeKind::Undo, now(), note.clone(), ids)
-        });
-        self.changed(Actor::User, Some(note.clone()));
-        Ok(Some(note))
+        Ok(Some(self.record_undo(
+            (seq, actor, kind, &summary),
+            &before,
+            "its items are as they were before it",
+        )))
     }
 }
 

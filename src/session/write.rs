@@ -58,11 +58,28 @@ impl Session {
         let undo = target.undo.clone()?;
         let before = self.items.clone();
         undo.apply(&mut self.items, &mut self.retired);
+        Some(self.record_undo(
+            (seq, actor, kind, &summary),
+            &before,
+            "the list is as it was before it",
+        ))
+    }
+
+    /// Ends the undo of a change, given as (SEQ, ACTOR, KIND, SUMMARY), once
+    /// its items are put back: repairs the list, records the undo as the
+    /// user's change and returns the note for the model.  BEFORE is the
+    /// list before the undo; RESULT says what the undo left.
+    pub(super) fn record_undo(
+        &mut self,
+        (seq, actor, kind, summary): (u64, Actor, ChangeKind, &str),
+        before: &[Item],
+        result: &str,
+    ) -> String {
         tree::repair(&mut self.items, &[]);
         graph::repair(&mut self.items);
-        let ids = ChangedIds::between(&before, &self.items);
+        let ids = ChangedIds::between(before, &self.items);
         let note = format!(
-            "the user undid change {seq} ({} by the {}: {summary}); the list is as it was before it",
+            "the user undid change {seq} ({} by the {}: {summary}); {result}",
             kind.name(),
             actor.name()
         );
@@ -72,7 +89,7 @@ impl Session {
             ..Change::new(Actor::User, ChangeKind::Undo, now(), note.clone(), ids)
         });
         self.changed(Actor::User, Some(note.clone()));
-        Some(note)
+        note
     }
 
     /// The todo_write tool.  With AUTO_COMPLETE, items naming one of the

@@ -98,6 +98,8 @@ impl Session {
         self.ids.raise_to(issued);
         self.history = saved.history;
         self.created = saved.created;
+        // Items another Emacs's agents own stay theirs here too.
+        self.agents.learn_known(saved.agents.known());
         self.writes = self.writes.max(saved.writes);
     }
 }

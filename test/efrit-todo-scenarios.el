@@ -1401,6 +1401,21 @@ same ids; a command started elsewhere has a list of its own."
                                (efrit-todo-list (plist-get outcome :session)))
                        '("Unrelated")))))))
 
+(defmacro efrit-todo-scenarios--in-project (list &rest body)
+  "Run BODY in a file buffer of a project whose .dir-locals.el names LIST."
+  (declare (indent 1) (debug t))
+  `(let ((root (file-name-as-directory (make-temp-file "efrit-todo-project" t)))
+         (enable-local-variables :safe))
+     (unwind-protect
+         (progn
+           (with-temp-file (expand-file-name ".dir-locals.el" root)
+             (prin1 `((nil . ((efrit-todo-list-id . ,,list)))) (current-buffer)))
+           (with-current-buffer (find-file-noselect (expand-file-name "main.el" root))
+             (unwind-protect (progn ,@body)
+               (set-buffer-modified-p nil)
+               (kill-buffer))))
+       (delete-directory root t))))
+
 ;; Written from the contract: a command on a shared list is an agent of
 ;; its own beside the list's other agents, and leaves the list to them.
 (ert-deftest efrit-todo-scenarios-a-command-on-a-shared-list-is-an-agent-of-its-own ()
@@ -1449,9 +1464,10 @@ left as unfinished for the next command to be asked about."
       (should (equal (mapcar (lambda (a) (plist-get a :name)) (efrit-todo-agents list)) (list chat)))
       (should-not (efrit-todo-stopped list))
       (should-not (assoc list (list (efrit-todo-unfinished))))
-      ;; The next command there goes on with the open item.
-      (with-temp-buffer
-        (setq-local efrit-todo-list-id list)
+      ;; The next command in the project (its .dir-locals.el names the
+      ;; list) goes on with the open item.
+      (efrit-todo-scenarios--in-project list
+        (should (equal efrit-todo-list-id list))
         (efrit-todo-scenarios-run
          "Go on"
          (list (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t3" "status" "completed")

@@ -149,6 +149,61 @@ the other added, no id is issued twice, nothing is set aside."
                      '("t1" "t2" "t3" "t4")))
       (should-not (efrit-todo-shared-test--set-aside dir)))))
 
+(defconst efrit-todo-shared-test--agent
+  '(let* ((args command-line-args-left)
+          (efrit-todo-state-directory (nth 0 args))
+          (list (nth 1 args))
+          (what (nth 2 args)))
+     (setq command-line-args-left nil)
+     (efrit-todo-share-list list)
+     (let ((efrit-todo-agent (efrit-todo-agent-start "efrit" list t)))
+       (pcase what
+         ;; A command that starts a task, and whose Emacs goes away
+         ;; while it runs: its agent never ends.
+         ("start"
+          (efrit-todo-task-create '(:subject "Patch the loop") list)
+          (message "RESULT<%s>" (efrit-todo-task-update '(:taskId "t1" :status "in_progress") list)))
+         ;; A later command of that name, which ends.
+         ("end" (message "RESULT<%s>" (efrit-todo-agent-end efrit-todo-agent list))))))
+  "A child Emacs: share LIST in DIR and run an efrit command's agent: WHAT.")
+
+(ert-deftest efrit-todo-shared-test-an-agent-of-another-emacs-keeps-its-items ()
+  "An item another Emacs's agent runs is that agent's here too.
+A child Emacs's command starts t1 and goes away without ending.  This
+Emacs's chat cannot change t1, naming the owner; the lead can.  A
+later command of that name, in a third Emacs, ends and lets t1 go,
+after which the chat takes it."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "agents-%s" (cl-gensym))))
+      (efrit-todo-shared-test--run efrit-todo-shared-test--agent dir list "start")
+      (efrit-todo-share-list list)
+      (let ((chat (efrit-todo-agent-start "chat" list t)))
+        (should (equal (mapcar (lambda (i) (list (plist-get i :status) (plist-get i :owner)))
+                               (efrit-todo-list list))
+                       '((in-progress "efrit"))))
+        (let ((efrit-todo-agent chat))
+          (should (equal (cadr (should-error (efrit-todo-task-update '(:taskId "t1" :status "completed") list)
+                                             :type 'efrit-todo-invalid-input))
+                         "taskId: t1 is owned by efrit; only efrit or the lead may change it")))
+        (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--agent dir list "end")))
+          (should (string-match-p "efrit left t1 (Patch the loop) unfinished; it is pending again, free to take" out)))
+        (let ((efrit-todo-agent chat))
+          (efrit-todo-task-update '(:taskId "t1" :status "in_progress") list))
+        (should (equal (mapcar (lambda (i) (list (plist-get i :status) (plist-get i :owner)))
+                               (efrit-todo-list list))
+                       `((in-progress ,chat))))
+        (efrit-todo-agent-end chat list)
+        (should (equal (efrit-todo-shared-test--run-list dir list) '((pending nil))))
+        (should-not (efrit-todo-shared-test--set-aside dir))))))
+
+(defun efrit-todo-shared-test--run-list (dir list)
+  "LIST's items as saved in DIR: (STATUS OWNER) each, as `efrit-todo-list' says."
+  (mapcar (lambda (item)
+            (list (intern (replace-regexp-in-string "_" "-" (alist-get 'status item)))
+                  (alist-get 'owner item)))
+          (alist-get 'items (efrit-todo-shared-test--saved dir list))))
+
 (ert-deftest efrit-todo-shared-test-unshared-sessions-keep-conflict-copies ()
   "A session that is not shared keeps today's rule: a conflict copy."
   (skip-unless invocation-name)

@@ -223,8 +223,13 @@ Off shared lists, BODY runs as it would."
   (efrit-todo-efrit--leave list)
   (remhash list efrit-todo-efrit--final-reports)
   (remhash list efrit-todo-efrit--completion-messages)
-  (puthash list (efrit-todo-agent-start efrit-todo-efrit-agent-name list t)
-           efrit-todo-efrit--agents))
+  (condition-case err
+      (puthash list (efrit-todo-agent-start efrit-todo-efrit-agent-name list t)
+               efrit-todo-efrit--agents)
+    ;; The command still runs, on the list, without a name of its own.
+    (efrit-todo-error
+     (message "Efrit-todo: the command works on %s without an agent name: %s"
+              list (error-message-string err)))))
 
 (defun efrit-todo-efrit--leave (list)
   "End the agent of the command on the shared LIST, letting its open items go."

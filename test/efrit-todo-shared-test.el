@@ -198,7 +198,7 @@ after which the chat takes it."
         (should-not (efrit-todo-shared-test--set-aside dir))))))
 
 (defun efrit-todo-shared-test--run-list (dir list)
-  "LIST's items as saved in DIR: (STATUS OWNER) each, as `efrit-todo-list' says."
+  "Return LIST's items as saved in DIR: (STATUS OWNER) each."
   (mapcar (lambda (item)
             (list (intern (replace-regexp-in-string "_" "-" (alist-get 'status item)))
                   (alist-get 'owner item)))

@@ -1372,7 +1372,17 @@ unfinished."
       (let ((efrit-todo-agent other))
         (efrit-todo-task-create '(("subject" . "Review the patch")) list)
         (efrit-todo-task-update '(("taskId" . "t1") ("status" . "in_progress")) list))
-      (with-current-buffer chat (setq-local efrit-todo-list-id list))
+      ;; The chat is in a project whose .dir-locals.el names the list.
+      (let ((root (file-name-as-directory (make-temp-file "efrit-todo-project" t)))
+            (enable-local-variables :safe))
+        (unwind-protect
+            (with-current-buffer chat
+              (with-temp-file (expand-file-name ".dir-locals.el" root)
+                (prin1 `((nil . ((efrit-todo-list-id . ,list)))) (current-buffer)))
+              (setq default-directory root)
+              (hack-dir-local-variables-non-file-buffer)
+              (should (equal efrit-todo-list-id list)))
+          (delete-directory root t)))
       (let* ((requests
               (efrit-todo-gptel-test-send
                chat "Plan and fix"

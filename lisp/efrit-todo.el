@@ -209,7 +209,10 @@ Values from a model or a caller may be nested too deep to print whole,
 and Emacs's printer refuses some even with `print-level' set: then
 only VALUE's type is named.  Never signals."
   (condition-case nil
-      (let ((print-level 3) (print-length 10))
+      ;; Escaped, so that a value from a file (a directory-local list id)
+      ;; shows on one line and cannot add lines of its own to a message.
+      (let ((print-level 3) (print-length 10)
+            (print-escape-newlines t) (print-escape-control-characters t))
         (truncate-string-to-width (format "%S" value) 100 nil nil "..."))
     (error (format "a %s that cannot be printed" (type-of value)))))
 
@@ -1430,16 +1433,28 @@ where the system offers one.  nil: only when a call reads the list."
 (defvar efrit-todo--shared-watch nil
   "(DIRECTORY . DESCRIPTOR) of the file notification on the state directory.")
 
+(defvar efrit-todo--shared-poll-failures nil
+  "Alist of (LIST . TEXT): the failure last shown for each shared list.
+The look runs every second; a failure that stays is shown once.")
+
 (defun efrit-todo--shared-poll ()
   "Take in the shared lists other Emacsen changed, and say they changed.
-Never signals: a failure is shown once as a message."
+Never signals: a failure is shown once as a message, until the list
+can be looked at again."
   (if (not (and efrit-todo--shared-lists (efrit-todo--state-dir)))
       (efrit-todo--shared-unwatch)
     (dolist (name efrit-todo--shared-lists)
       (condition-case err
-          (when (efrit-todo--shared-refresh name)
-            (efrit-todo--changed name))
-        (error (message "Efrit-todo: shared list %s: %s" name (error-message-string err)))))))
+          (progn
+            (when (efrit-todo--shared-refresh name)
+              (efrit-todo--changed name))
+            (setq efrit-todo--shared-poll-failures
+                  (assoc-delete-all name efrit-todo--shared-poll-failures)))
+        (error
+         (let ((text (format "Efrit-todo: shared list %s: %s" name (error-message-string err))))
+           (unless (equal (cdr (assoc name efrit-todo--shared-poll-failures)) text)
+             (setf (alist-get name efrit-todo--shared-poll-failures nil nil #'equal) text)
+             (message "%s" text))))))))
 
 (defvar efrit-todo--shared-poll-soon nil
   "The timer of a look asked for by a file notification, until it runs.

@@ -397,6 +397,34 @@ runs nothing."
         (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo--module-items list))
                        '("t1" "t2")))))))
 
+;; The look runs every second: a file it cannot read would otherwise put
+;; its message over whatever the user types in the minibuffer, forever.
+(ert-deftest efrit-todo-shared-test-a-look-that-fails-says-so-once ()
+  "A shared file the look cannot take is named once, not at every look.
+Once it can be read again, a later failure is named again."
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "unreadable-%s" (cl-gensym)))
+          (messages nil))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (let ((file (efrit-todo--module-store-file list dir)))
+        (cl-letf (((symbol-function 'message)
+                   (lambda (fmt &rest args) (push (apply #'format fmt args) messages))))
+          (delete-file file)
+          (make-directory file)
+          (dotimes (_ 3) (efrit-todo--shared-poll))
+          (should (equal (length messages) 1))
+          (should (string-match-p "not a regular file" (car messages)))
+          (delete-directory file)
+          (efrit-todo-task-create '(:subject "Saved again") list)
+          (efrit-todo--shared-poll)
+          (should (equal (length messages) 1))
+          (delete-file file)
+          (make-directory file)
+          (efrit-todo--shared-poll)
+          (should (equal (length messages) 2))
+          (delete-directory file))))))
+
 ;;;; Undo
 
 (ert-deftest efrit-todo-shared-test-undo-takes-back-this-emacs-change-only ()
@@ -453,7 +481,12 @@ It refuses, saying why, when another Emacs has since changed the same item."
       (cl-letf (((symbol-function 'message)
                  (lambda (fmt &rest args) (push (apply #'format fmt args) messages))))
         (should-not (efrit-todo-buffer-list-id)))
-      (should (cl-some (lambda (m) (string-match-p "ignoring efrit-todo-list-id" m)) messages))))
+      (should (cl-some (lambda (m) (string-match-p "ignoring efrit-todo-list-id" m)) messages))
+      ;; The value comes from a file anyone may write: the message shows
+      ;; its newline escaped, on one line, rather than a second line of
+      ;; the file's choosing.
+      (should (cl-some (lambda (m) (string-match-p "a\\\\nb" m)) messages))
+      (should-not (cl-some (lambda (m) (string-match-p "\n" m)) messages))))
   (with-temp-buffer
     (setq-local efrit-todo-list-id "team")
     (should (equal (efrit-todo-buffer-list-id) "team"))))

@@ -113,7 +113,7 @@
 (declare-function efrit-todo--change "efrit-todo" (session change))
 
 (defmacro efrit-todo-compat--changing (session &rest body)
-  "Run BODY, a change of the list of SESSION, as every change of it runs.
+  "Run BODY, a change of the list of SESSION, and return its value.
 A shared list's change is made on its newest save and saved before
 this returns (see `efrit-todo--changing')."
   (declare (indent 1) (debug (form body)))

@@ -1394,4 +1394,28 @@ mod tests {
         let whole = s.report(None, &options);
         assert!(whole.contains("6 tool calls"), "{whole}");
     }
+
+    #[test]
+    fn a_peer_is_told_it_shares_the_list() {
+        let mut s = planned();
+        let lead = s.prompt_guidance(30).to_string();
+        assert!(!lead.contains("shared"), "{lead}");
+        s.peer_start("efrit").unwrap();
+        s.agent_start("executor").unwrap();
+        let peer = s
+            .as_agent(Some("efrit"), |s| s.prompt_guidance(30).to_string())
+            .unwrap();
+        assert!(
+            peer.contains("shared with other agents; you work on it as efrit"),
+            "{peer}"
+        );
+        assert!(peer.contains("t2 [pending] Patch the loop"), "{peer}");
+        // A sub-agent working for the lead is not a peer; the lead's text
+        // stays the same.
+        let sub = s
+            .as_agent(Some("executor"), |s| s.prompt_guidance(30).to_string())
+            .unwrap();
+        assert!(!sub.contains("shared"), "{sub}");
+        assert_eq!(s.prompt_guidance(30), lead);
+    }
 }

@@ -110,17 +110,16 @@
 (defvar efrit-todo-max-items)
 (defvar efrit-todo-max-content-length)
 (declare-function efrit-todo--session "efrit-todo" (session))
-(declare-function efrit-todo--shared-change "efrit-todo" (session change))
-(defvar efrit-todo--shared-lists)
+(declare-function efrit-todo--change "efrit-todo" (session change))
 
 (defmacro efrit-todo-compat--changing (session &rest body)
-  "Run BODY, a change of the list of SESSION (a variable), as the core does.
+  "Run BODY, a change of the list of SESSION, and return its value.
 A shared list's change is made on its newest save and saved before
-this returns, as every change of it is (see `efrit-todo--changing')."
-  (declare (indent 1) (debug (symbolp body)))
-  `(if (and efrit-todo--shared-lists (member ,session efrit-todo--shared-lists))
-       (efrit-todo--shared-change ,session (lambda () ,@body))
-     ,@body))
+this returns (see `efrit-todo--changing')."
+  (declare (indent 1) (debug (form body)))
+  `(efrit-todo--change ,session (lambda () ,@body)))
+
+(defvar efrit-todo--shared-lists)
 (declare-function efrit-todo--describe "efrit-todo" (value))
 (declare-function efrit-todo--changed "efrit-todo" (session))
 (declare-function efrit-todo--run-change-hook "efrit-todo" (session))

@@ -240,6 +240,12 @@ this returns; see `efrit-todo--shared-change'."
        (efrit-todo--shared-change ,session (lambda () ,@body))
      ,@body))
 
+(defun efrit-todo--change (session change)
+  "Call CHANGE, a change of the list of SESSION, as `efrit-todo--changing' does.
+For callers that cannot use the macro (efrit-todo-compat.el, which
+this file requires)."
+  (efrit-todo--changing session (funcall change)))
+
 (defsubst efrit-todo--reading (session)
   "Take in another Emacs's newer save of SESSION, when it is a shared list.
 Called before a call reads the list; return SESSION."

@@ -1456,6 +1456,9 @@ left as unfinished for the next command to be asked about."
           (should (equal owners-while-running
                          '(("Answer the user" "chat") ("Read the code" "efrit") ("Fix the bug" "efrit"))))
           (should (string-match-p "t1 is owned by chat" (nth 1 results)))
+          (should (string-search "shared with other agents; you work on it as efrit"
+                                 (efrit-todo-scenarios--system-text
+                                  (car (plist-get outcome :requests)))))
           ;; Its report holds its own calls: three, not the chat's two.
           (should (string-match-p "Session report: 3 tool calls" (plist-get outcome :last-result)))))
       (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status) (plist-get i :owner)))

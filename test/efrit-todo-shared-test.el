@@ -204,6 +204,28 @@ after which the chat takes it."
                   (alist-get 'owner item)))
           (alist-get 'items (efrit-todo-shared-test--saved dir list))))
 
+(ert-deftest efrit-todo-shared-test-efrit-own-calls-change-the-newest-save ()
+  "Efrit's own list functions change a shared list on its newest save too.
+A child Emacs adds t1 and t2; then `efrit-todo-add', `efrit-todo-update-status'
+and `efrit-todo--generate-id' here, on the same list, build on them:
+no id comes twice, nothing is set aside, the child's tasks stay."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "compat-%s" (cl-gensym)))
+           (efrit-todo-current-session list))
+      (efrit-todo-share-list list)
+      (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "2")
+      (should (equal (efrit-todo-item-id (efrit-todo-add "Efrit's own")) "t3"))
+      (should (equal (efrit-todo--generate-id) "t4"))
+      (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")
+      (should (efrit-todo-update-status "t5" 'completed))
+      (should (equal (efrit-todo-shared-test--saved-items dir list)
+                     '(("t1" . "child task 0") ("t2" . "child task 1") ("t3" . "Efrit's own")
+                       ("t5" . "child task 0"))))
+      (should (equal (efrit-todo-shared-test--run-list dir list)
+                     '((pending nil) (pending nil) (pending nil) (completed nil))))
+      (should-not (efrit-todo-shared-test--set-aside dir)))))
+
 (ert-deftest efrit-todo-shared-test-unshared-sessions-keep-conflict-copies ()
   "A session that is not shared keeps today's rule: a conflict copy."
   (skip-unless invocation-name)

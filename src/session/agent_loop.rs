@@ -222,15 +222,28 @@ impl Session {
     /// so the prompt stays byte-identical and cached.
     pub fn prompt_guidance_for(&mut self, full_up_to: usize, style: ToolStyle) -> &str {
         let (items, resumed) = (&self.items, &self.resumed_from);
-        self.prompt.get_or_insert_with(|| match resumed {
-            Some(stop) => render::resume_guidance_for(
-                items,
-                &stop.reason,
-                stop.running.as_deref(),
-                full_up_to,
-                style,
-            ),
-            None => render::prompt_guidance_for(items, full_up_to, style),
+        let peer = self
+            .agents
+            .acting()
+            .filter(|_| self.agents.acting_peer())
+            .map(|me| {
+                format!(
+                    "\n\nThis list is shared with other agents; you work on it as {me}. The items you add or start are yours; an item another agent owns is theirs to change."
+                )
+            });
+        self.prompt.get_or_insert_with(|| {
+            let mut text = match resumed {
+                Some(stop) => render::resume_guidance_for(
+                    items,
+                    &stop.reason,
+                    stop.running.as_deref(),
+                    full_up_to,
+                    style,
+                ),
+                None => render::prompt_guidance_for(items, full_up_to, style),
+            };
+            text.push_str(peer.as_deref().unwrap_or_default());
+            text
         })
     }
 

@@ -288,14 +288,7 @@ impl Session {
         }
         if left.is_empty() {
             let summary = format!("{name} ended; its pending items are free to take");
-            self.record(
-                Actor::Model,
-                ChangeKind::Status,
-                before,
-                Vec::new(),
-                None,
-                Some(summary),
-            );
+            self.record_agent_end(before, summary);
             return None;
         }
         let mut named = String::new();
@@ -316,7 +309,13 @@ impl Session {
         let they = if left.len() == 1 { "it is" } else { "they are" };
         let free = if agent.peer { ", free to take" } else { "" };
         let text = format!("{name} left {named} unfinished; {they} pending again{free}.");
-        let summary = format!("{name} ended; {named} pending again");
+        self.record_agent_end(before, format!("{name} ended; {named} pending again"));
+        Some(text)
+    }
+
+    /// Records an agent's end, which changed the list from BEFORE, as one
+    /// change the user can undo.
+    fn record_agent_end(&mut self, before: Vec<Item>, summary: String) {
         self.record(
             Actor::Model,
             ChangeKind::Status,
@@ -325,7 +324,6 @@ impl Session {
             None,
             Some(summary),
         );
-        Some(text)
     }
 
     /// The running sub-agents, oldest first, each with its running item.
@@ -700,6 +698,19 @@ mod tests {
 
     fn own(id: &str, status: Status, owner: Option<&str>) -> (String, Status, Option<String>) {
         (id.to_string(), status, owner.map(str::to_string))
+    }
+
+    /// Breaker limits and loop options with a hard cap of CAP calls.
+    fn hard_capped(cap: u32) -> (BreakerLimits, LoopOptions) {
+        let limits = BreakerLimits {
+            hard_cap: cap,
+            ..BreakerLimits::default()
+        };
+        let options = LoopOptions {
+            breaker: limits,
+            ..LoopOptions::default()
+        };
+        (limits, options)
     }
 
     /// The lead's plan: t1 running, t2 and t3 pending.
@@ -1083,14 +1094,7 @@ mod tests {
 
     #[test]
     fn each_agent_has_its_own_breaker_and_the_hard_cap_counts_all() {
-        let limits = BreakerLimits {
-            hard_cap: 12,
-            ..BreakerLimits::default()
-        };
-        let options = LoopOptions {
-            breaker: limits,
-            ..LoopOptions::default()
-        };
+        let (limits, options) = hard_capped(12);
         let mut s = planned();
         s.agent_start("executor").unwrap();
         let call = |s: &mut Session, agent: Option<&str>| {
@@ -1346,14 +1350,7 @@ mod tests {
 
     #[test]
     fn a_peer_has_its_own_hard_cap_and_report() {
-        let limits = BreakerLimits {
-            hard_cap: 4,
-            ..BreakerLimits::default()
-        };
-        let options = LoopOptions {
-            breaker: limits,
-            ..LoopOptions::default()
-        };
+        let (limits, options) = hard_capped(4);
         let mut s = Session::started_now();
         s.peer_start("efrit").unwrap();
         s.peer_start("chat").unwrap();
@@ -1393,5 +1390,29 @@ mod tests {
         );
         let whole = s.report(None, &options);
         assert!(whole.contains("6 tool calls"), "{whole}");
+    }
+
+    #[test]
+    fn a_peer_is_told_it_shares_the_list() {
+        let mut s = planned();
+        let lead = s.prompt_guidance(30).to_string();
+        assert!(!lead.contains("shared"), "{lead}");
+        s.peer_start("efrit").unwrap();
+        s.agent_start("executor").unwrap();
+        let peer = s
+            .as_agent(Some("efrit"), |s| s.prompt_guidance(30).to_string())
+            .unwrap();
+        assert!(
+            peer.contains("shared with other agents; you work on it as efrit"),
+            "{peer}"
+        );
+        assert!(peer.contains("t2 [pending] Patch the loop"), "{peer}");
+        // A sub-agent working for the lead is not a peer; the lead's text
+        // stays the same.
+        let sub = s
+            .as_agent(Some("executor"), |s| s.prompt_guidance(30).to_string())
+            .unwrap();
+        assert!(!sub.contains("shared"), "{sub}");
+        assert_eq!(s.prompt_guidance(30), lead);
     }
 }

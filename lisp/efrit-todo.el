@@ -835,10 +835,11 @@ state of that agent's breaker."
 (defun efrit-todo-agent-start (type &optional session peer)
   "Start a sub-agent of TYPE (a string such as \"executor\") in SESSION.
 Return its name: TYPE, or TYPE-2, TYPE-3... while an agent of that
-name is running.  Bind `efrit-todo-agent' to the name around the
-sub-agent's calls: it gets its own breaker, reminders and
-continuations, its calls are marked with its name in the ledger and
-the report, and the items it starts or adds are its own.
+name is running (on a shared list, in any Emacs sharing it).
+Bind `efrit-todo-agent' to the name around the sub-agent's calls: it
+gets its own breaker, reminders and continuations, its calls are
+marked with its name in the ledger and the report, and the items it
+starts or adds are its own.
 
 With PEER non-nil the agent works beside the others on a shared list
 \(an efrit-do command, a gptel chat; see `efrit-todo-list-id') rather

@@ -226,6 +226,57 @@ no id comes twice, nothing is set aside, the child's tasks stay."
                      '((pending nil) (pending nil) (pending nil) (completed nil))))
       (should-not (efrit-todo-shared-test--set-aside dir)))))
 
+(defconst efrit-todo-shared-test--running-command
+  '(let* ((args command-line-args-left)
+          (efrit-todo-state-directory (nth 0 args))
+          (list (nth 1 args)))
+     (setq command-line-args-left nil)
+     (efrit-todo-share-list list)
+     (let ((efrit-todo-agent (efrit-todo-agent-start "efrit" list t)))
+       (efrit-todo-task-create '(:subject "Patch the loop") list)
+       (efrit-todo-task-update '(:taskId "t1" :status "in_progress") list)
+       (message "RUNNING<%s>" efrit-todo-agent)
+       ;; The command runs on until it is killed.
+       (sleep-for 60)))
+  "A child Emacs: an efrit command on LIST in DIR that starts t1 and runs on.")
+
+(ert-deftest efrit-todo-shared-test-two-emacsen-commands-get-two-names ()
+  "A command in each of two Emacsen on one list: two names, two owners.
+While the child's \"efrit\" runs, this Emacs's command is \"efrit-2\": it
+cannot change the child's t1, and its whole-list write keeps it.  Once
+the child is killed, its name is free again."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "names-%s" (cl-gensym)))
+           (child (efrit-todo-shared-test--spawn
+                   "efrit-todo-running-command" efrit-todo-shared-test--running-command dir list)))
+      (unwind-protect
+          (progn
+            (efrit-todo-shared-test--wait
+             (list child)
+             (lambda () (string-match-p "RUNNING<efrit>" (efrit-todo-shared-test--output child)))
+             30 "the child's command")
+            (efrit-todo-share-list list)
+            (let ((mine (efrit-todo-agent-start "efrit" list t)))
+              (should (equal mine "efrit-2"))
+              (let ((efrit-todo-agent mine))
+                (should (string-match-p
+                         "owned by efrit;"
+                         (cadr (should-error (efrit-todo-task-update '(:taskId "t1" :status "completed") list)
+                                             :type 'efrit-todo-invalid-input))))
+                (efrit-todo-write '(:todos [(:content "My own plan" :status "pending")]) list))
+              (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status) (plist-get i :owner)))
+                                     (efrit-todo-list list))
+                             '(("t1" in-progress "efrit") ("t2" pending "efrit-2"))))
+              (efrit-todo-agent-end mine list))
+            (kill-process child)
+            (efrit-todo-shared-test--wait
+             (list child) (lambda () (process-get child 'ended)) 30 "the child's end")
+            (should (equal (efrit-todo-agent-start "efrit" list t) "efrit"))
+            (efrit-todo-agent-end "efrit" list)
+            (should-not (efrit-todo-shared-test--set-aside dir)))
+        (when (process-live-p child) (kill-process child))))))
+
 (ert-deftest efrit-todo-shared-test-unshared-sessions-keep-conflict-copies ()
   "A session that is not shared keeps today's rule: a conflict copy."
   (skip-unless invocation-name)

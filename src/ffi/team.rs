@@ -38,6 +38,7 @@ fn agent_start<'e>(
         let mut registry = registry();
         let session = registry.session(&session);
         let name = if peer.is_not_nil() {
+            crate::store::forget_dead_peers(session);
             session.peer_start(&kind)
         } else {
             session.agent_start(&kind)

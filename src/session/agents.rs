@@ -47,6 +47,8 @@ struct Agent {
     last_write: Option<WriteEffect>,
     /// Its part of the system prompt, fixed at its first request.
     prompt: Option<String>,
+    /// When it started, for the lease other Emacsen see.
+    since: f64,
     /// A peer works on a shared list beside others (an efrit-do command, a
     /// chat), not for the lead: its calls count against its own hard cap
     /// only, its report holds its own calls, and when it ends its open
@@ -65,6 +67,20 @@ pub struct Agents {
     ended_calls: u32,
     /// The sub-agent on whose behalf the current call runs; None for the lead.
     acting: Option<String>,
+    /// Agents that other Emacsen run on this shared list, as its newest
+    /// save says: their names are taken.
+    elsewhere: Vec<PeerLease>,
+    /// Agents started and ended so far, which a shared list's save records.
+    starts_and_ends: u64,
+}
+
+/// A running agent as a shared list's file records it: its name, the
+/// Emacs running it ("HOST:PID"), and since when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerLease {
+    pub name: String,
+    pub holder: String,
+    pub since: f64,
 }
 
 /// A running sub-agent as callers see it.
@@ -148,6 +164,34 @@ impl Agents {
             .is_some_and(|me| self.running.iter().any(|a| a.peer && a.name == me))
     }
 
+    /// The running agents a save records: this Emacs's, held by HOLDER,
+    /// then the other Emacsen's.
+    pub fn leases(&self, holder: &str) -> Vec<PeerLease> {
+        self.running
+            .iter()
+            .map(|agent| PeerLease {
+                name: agent.name.clone(),
+                holder: holder.to_string(),
+                since: agent.since,
+            })
+            .chain(self.elsewhere.iter().cloned())
+            .collect()
+    }
+
+    /// How many agents started and ended so far.
+    pub fn starts_and_ends(&self) -> u64 {
+        self.starts_and_ends
+    }
+
+    /// The agents other Emacsen run, as their newest save says.
+    pub fn elsewhere(&self) -> &[PeerLease] {
+        &self.elsewhere
+    }
+
+    pub fn set_elsewhere(&mut self, leases: Vec<PeerLease>) {
+        self.elsewhere = leases;
+    }
+
     /// Takes in the sub-agent names another Emacs's save of a shared list
     /// knew, after this session's own.
     pub fn learn_known(&mut self, names: &[String]) {
@@ -220,7 +264,11 @@ impl Session {
 
     fn start_agent(&mut self, kind: &str, peer: bool) -> Result<String, InvalidInput> {
         check_agent_name(kind, "type")?;
-        let running = |name: &str| self.agents.running.iter().any(|a| a.name == name);
+        // A name another Emacs's agent has on this shared list is taken too.
+        let running = |name: &str| {
+            self.agents.running.iter().any(|a| a.name == name)
+                || self.agents.elsewhere.iter().any(|a| a.name == name)
+        };
         let mut name = kind.to_string();
         let mut n = 1u32;
         while running(&name) {
@@ -243,8 +291,10 @@ impl Session {
             name: name.clone(),
             kind: kind.to_string(),
             peer,
+            since: now(),
             ..Agent::default()
         });
+        self.agents.starts_and_ends += 1;
         Ok(name)
     }
 
@@ -256,6 +306,7 @@ impl Session {
     pub fn agent_end(&mut self, name: &str) -> Option<String> {
         let at = self.agents.running.iter().position(|a| a.name == name)?;
         let agent = self.agents.running.remove(at);
+        self.agents.starts_and_ends += 1;
         if !agent.peer {
             self.agents.ended_calls = self
                 .agents

@@ -20,7 +20,9 @@ use std::sync::{Mutex, MutexGuard};
 use once_cell::sync::Lazy;
 use rustc_hash::FxHashMap;
 
-pub use agents::{check_agent_name, AgentView, Agents, MAX_AGENT_NAME_CHARS, MAX_KNOWN_AGENTS};
+pub use agents::{
+    check_agent_name, AgentView, Agents, PeerLease, MAX_AGENT_NAME_CHARS, MAX_KNOWN_AGENTS,
+};
 
 use crate::breaker::{Breaker, BreakerLimits};
 use crate::graph;

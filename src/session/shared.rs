@@ -57,13 +57,15 @@ fn undo_items(undo: &UndoData, session: &mut Session) {
 }
 
 /// What tells whether a shared list changed between two moments: a change
-/// of the list moves the history's number, and an id handed out without
-/// a change (Efrit's `efrit-todo--generate-id`) moves the counter.  Both
-/// must reach the file before the lock is let go.
+/// of the list moves the history's number, an id handed out without a
+/// change (Efrit's `efrit-todo--generate-id`) moves the counter, and an
+/// agent that starts or ends moves the agents' count.  All must reach
+/// the file before the lock is let go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListMark {
     history_seq: u64,
     issued: u64,
+    agents: u64,
 }
 
 impl Session {
@@ -72,6 +74,7 @@ impl Session {
         ListMark {
             history_seq: self.history.last_seq(),
             issued: self.ids.issued(),
+            agents: self.agents.starts_and_ends(),
         }
     }
 
@@ -98,8 +101,10 @@ impl Session {
         self.ids.raise_to(issued);
         self.history = saved.history;
         self.created = saved.created;
-        // Items another Emacs's agents own stay theirs here too.
+        // Items another Emacs's agents own stay theirs here too, and the
+        // names of the agents they run are taken.
         self.agents.learn_known(saved.agents.known());
+        self.agents.set_elsewhere(saved.agents.elsewhere().to_vec());
         self.writes = self.writes.max(saved.writes);
     }
 }

@@ -8,9 +8,10 @@ use serde::Serialize;
 use crate::breaker::BreakerState;
 use crate::history::{Change, ChangedIds, History};
 use crate::model::{now, Item, Timestamp};
-use crate::session::Session;
+use crate::session::{PeerLease, Session};
 
-use super::record::{LedgerSummary, StoredStop, MAX_STORED_RETIRED, SCHEMA_VERSION};
+use super::holder::{others_running, this_holder};
+use super::record::{LedgerSummary, StoredPeer, StoredStop, MAX_STORED_RETIRED, SCHEMA_VERSION};
 
 #[derive(Serialize)]
 struct ItemOut<'a> {
@@ -177,6 +178,10 @@ struct StateOut<'a> {
     /// The sub-agents the session has known, whose items stay theirs.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     agents: &'a [String],
+    /// The agents running on the list, in this Emacs and others, so
+    /// that another Emacs names its own apart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    peers: Vec<StoredPeer>,
 }
 
 impl<'a> StateOut<'a> {
@@ -208,8 +213,28 @@ impl<'a> StateOut<'a> {
                 running: stop.running.clone(),
             }),
             agents: session.agents.known(),
+            peers: peers(session),
         }
     }
+}
+
+/// The running agents SESSION's file records: this Emacs's, and those of
+/// other Emacsen that may still run.
+fn peers(session: &Session) -> Vec<StoredPeer> {
+    let this = this_holder();
+    let (own, others): (Vec<PeerLease>, Vec<PeerLease>) = session
+        .agents
+        .leases(this)
+        .into_iter()
+        .partition(|lease| lease.holder == this);
+    own.into_iter()
+        .chain(others_running(others))
+        .map(|lease| StoredPeer {
+            name: lease.name,
+            holder: lease.holder,
+            since: lease.since,
+        })
+        .collect()
 }
 
 /// The bytes of SESSION's file, as a first save (generation 0).

@@ -14,9 +14,12 @@ use crate::history::{Actor, Change, ChangeKind, ChangedIds, History, UndoData, M
 use crate::ledger::Entry;
 use crate::model::{id_number, Item, Status, Timestamp, MAX_ID_NUMBER};
 use crate::session::{
-    check_agent_name, check_session_name, Session, Stop, MAX_KNOWN_AGENTS, MAX_STOP_REASON_CHARS,
+    check_agent_name, check_session_name, PeerLease, Session, Stop, MAX_KNOWN_AGENTS,
+    MAX_STOP_REASON_CHARS,
 };
 use crate::validate::{checked_text, Input, Limits};
+
+use super::holder::{others_running, MAX_HOLDER_CHARS};
 
 /// The layout this code writes.  Version 1 was the first, list-only layout:
 /// `session`, `counter` and `todos`.
@@ -100,6 +103,15 @@ pub(super) struct StoredStop {
     pub(super) at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) running: Option<String>,
+}
+
+/// A running agent of a shared list, as its file records it (see
+/// `PeerLease`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct StoredPeer {
+    pub(super) name: String,
+    pub(super) holder: String,
+    pub(super) since: Timestamp,
 }
 
 impl StoredStop {
@@ -288,6 +300,8 @@ struct StoredState<'a> {
     stopped: Option<&'a RawValue>,
     #[serde(default, borrow)]
     agents: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    peers: Option<&'a RawValue>,
 }
 
 /// Just the version, to tell a newer layout from a damaged file.
@@ -657,6 +671,43 @@ impl StoredState<'_> {
             })
             .unwrap_or_default();
 
+        let peers = records
+            .part::<Vec<StoredPeer>>(self.peers, "peers")
+            .and_then(|peers| {
+                if peers.len() > MAX_KNOWN_AGENTS {
+                    records.drop_part(
+                        "peers",
+                        format!(
+                            "peers: {} agents, more than the {MAX_KNOWN_AGENTS} kept",
+                            peers.len()
+                        ),
+                    );
+                    return None;
+                }
+                for (i, peer) in peers.iter().enumerate() {
+                    let holder = &peer.holder;
+                    let bad = check_agent_name(&peer.name, &format!("peers[{i}].name"))
+                        .map_err(|e| e.to_string())
+                        .and_then(|()| {
+                            if holder.is_empty()
+                                || holder.chars().count() > MAX_HOLDER_CHARS
+                                || holder.chars().any(char::is_control)
+                                || !peer.since.is_finite()
+                            {
+                                Err(format!("peers[{i}]: not an Emacs and a time"))
+                            } else {
+                                Ok(())
+                            }
+                        });
+                    if let Err(why) = bad {
+                        records.drop_part("peers", why);
+                        return None;
+                    }
+                }
+                Some(peers)
+            })
+            .unwrap_or_default();
+
         let mut session = Session::default();
         session.ids.raise_to(self.id_counter);
         for item in items.iter().chain(&retired) {
@@ -698,6 +749,13 @@ impl StoredState<'_> {
             item.set_status(Status::Pending, crate::model::now());
         }
         session.agents.restore_known(agents);
+        session
+            .agents
+            .set_elsewhere(others_running(peers.into_iter().map(|peer| PeerLease {
+                name: peer.name,
+                holder: peer.holder,
+                since: peer.since,
+            })));
         Ok(Decoded {
             name: self.session,
             session,
@@ -1256,6 +1314,54 @@ mod graph_tests {
     }
 
     #[test]
+    fn another_emacs_running_agents_take_their_names() {
+        let mut s = Session::default();
+        s.peer_start("efrit").unwrap();
+        let mut json: Json = serde_json::from_slice(&encode("proj", &s)).unwrap();
+        // Read back here, this Emacs's own agents are no one else's.
+        let (_, back) = decode(&serde_json::to_vec(&json).unwrap()).unwrap();
+        assert!(back.agents.elsewhere().is_empty());
+        // As another Emacs's, on this host, alive (this process's parent).
+        let host = super::super::holder::this_holder()
+            .rsplit_once(':')
+            .unwrap()
+            .0
+            .to_string();
+        // SAFETY: getppid has no preconditions.
+        let parent = format!("{host}:{}", unsafe { libc::getppid() });
+        json["peers"][0]["holder"] = json!(parent);
+        let bytes = serde_json::to_vec(&json).unwrap();
+        let mut other = decode_as(&bytes, &Limits::default(), false)
+            .unwrap()
+            .session;
+        assert_eq!(other.agents.elsewhere().len(), 1);
+        assert_eq!(other.peer_start("efrit").unwrap(), "efrit-2");
+        // Saved again, both are recorded; the other Emacs's first.
+        let again: Json = serde_json::from_slice(&encode("proj", &other)).unwrap();
+        let names: Vec<&str> = again["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["efrit-2", "efrit"]);
+        // A bad entry drops the part, with a warning; the list stays.
+        json["peers"][0]["holder"] = json!("a\nb");
+        let decoded = decode_as(
+            &serde_json::to_vec(&json).unwrap(),
+            &Limits::default(),
+            false,
+        )
+        .unwrap();
+        assert!(decoded.session.agents.elsewhere().is_empty());
+        assert!(
+            decoded.warnings.iter().any(|w| w.contains("peers")),
+            "{:?}",
+            decoded.warnings
+        );
+    }
+
+    #[test]
     fn agents_are_saved_and_their_running_tasks_come_back_pending() {
         let mut s = Session::default();
         let options = crate::session::Options::default();
@@ -1293,6 +1399,12 @@ mod graph_tests {
         let taken = decode_as(&bytes, &Limits::default(), false).unwrap();
         assert_eq!(taken.session.items[1].status, Status::InProgress);
         assert_eq!(taken.session.items[1].owner.as_deref(), Some("executor"));
+        // The running agents are saved with the Emacs that runs them.
+        assert_eq!(json["peers"][0]["name"], "executor");
+        assert_eq!(
+            json["peers"][0]["holder"],
+            super::super::holder::this_holder()
+        );
         // A file without agents: none known; a bad list is dropped with a
         // warning and the items kept.
         assert!(decode(&encode("solo", &Session::default()))

@@ -197,9 +197,10 @@ A command started in a buffer whose `efrit-todo-list-id' names a
 shared list works on it as an agent of this name (NAME-2, NAME-3...
 while another of that name runs, in this Emacs or another sharing
 the list): the items it adds or starts are its own while it runs,
-and it has a breaker, reminders and a report of its own.  When it ends, its open items are let go for the
-other agents of the list to take, and the list is not left as
-unfinished: nothing asks whether to go on with it."
+and it has a breaker, reminders and a report of its own.  When it
+ends, its open items are let go for the other agents of the list to
+take, and the list is not left as unfinished: nothing asks whether
+to go on with it."
   :type 'string
   :group 'efrit-todo)
 

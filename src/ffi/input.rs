@@ -81,10 +81,10 @@ pub(super) fn recycle(input: Input) {
 
 fn keep_spares(spares: &mut Spares, input: Input) {
     match input {
-        Input::Str(string) => {
-            if spares.strings.len() < MAX_SPARES && string.capacity() <= MAX_SPARE_BYTES {
-                spares.strings.push(string);
-            }
+        Input::Str(string)
+            if spares.strings.len() < MAX_SPARES && string.capacity() <= MAX_SPARE_BYTES =>
+        {
+            spares.strings.push(string);
         }
         Input::Array(items) => {
             for item in items {

@@ -25,6 +25,9 @@ fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
 struct Spares {
     strings: Vec<String>,
     pairs: Vec<Vec<(Key, Input)>>,
+    /// The buffer `short_text' reads into, here rather than in
+    /// `STRING_BUFFER' so that a text read takes one thread-local.
+    buffer: Vec<u8>,
 }
 
 /// The most spares of each kind kept: a full list of 1000 items, and some.
@@ -39,14 +42,15 @@ const MAX_SPARE_BYTES: usize = 256;
 const MAX_SPARE_PAIRS: usize = 16;
 
 thread_local! {
-    static SPARES: std::cell::RefCell<Spares> = const {
-        std::cell::RefCell::new(Spares { strings: Vec::new(), pairs: Vec::new() })
-    };
+    static SPARES: std::cell::RefCell<Spares> = std::cell::RefCell::new(Spares {
+        strings: Vec::new(),
+        pairs: Vec::new(),
+        buffer: vec![0; SHORT_STRING_BYTES],
+    });
 }
 
-/// TEXT in a string of its own, a spare one when there is one.
-fn owned_text(text: &str) -> String {
-    let spare = SPARES.with(|spares| spares.borrow_mut().strings.pop());
+/// TEXT in a string of its own: SPARE, when there is one.
+fn owned_text(text: &str, spare: Option<String>) -> String {
     match spare {
         Some(mut string) => {
             string.clear();
@@ -108,12 +112,15 @@ fn keep_spares(spares: &mut Spares, input: Input) {
 /// Only for values that are short strings all but always: otherwise the
 /// failed call costs a caught signal, which `debug-on-signal' would show.
 fn short_text(value: Value) -> Option<std::result::Result<String, std::str::Utf8Error>> {
-    STRING_BUFFER.with(|buffer| {
-        let mut buffer = buffer.borrow_mut();
+    SPARES.with(|spares| {
+        let mut spares = spares.borrow_mut();
+        let Spares {
+            buffer, strings, ..
+        } = &mut *spares;
         value
             .copy_string_contents(&mut buffer[..])
             .ok()
-            .map(|bytes| std::str::from_utf8(bytes).map(owned_text))
+            .map(|bytes| std::str::from_utf8(bytes).map(|text| owned_text(text, strings.pop())))
     })
 }
 
@@ -495,7 +502,13 @@ pub(super) fn tool_input(
     env: &Env,
     value: Value,
 ) -> Result<std::result::Result<Input, InvalidInput>> {
-    if is(env, env.type_of(value)?, ty_string) {
+    let ty = env.type_of(value)?;
+    // A table (Efrit's JSON) as `to_input' reads it, without testing its
+    // type again.
+    if is(env, ty, ty_hash_table) {
+        return table_to_input(env, value, 0).map(Ok);
+    }
+    if is(env, ty, ty_string) {
         let Some(text) = lisp_string(value) else {
             return Ok(Err(InvalidInput::new(
                 "input",

@@ -330,11 +330,20 @@ pub(super) fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
         return Ok(Input::Null);
     }
     let ty = env.type_of(value)?;
-    // Types in the order they are met: tables and strings (Efrit's JSON)
-    // first, as each test is a module call.  A todo item's texts are read
+    // Types in the order they are met: tables, vectors and strings
+    // (Efrit's JSON) first, as each test is a module call.  A todo item's texts are read
     // as strings before they come here (`text_or_input'), its table not.
     if is(env, ty, ty_hash_table) {
         return table_to_input(env, value, depth);
+    }
+    if is(env, ty, ty_vector) {
+        let elements: Vector = value.into_rust()?;
+        if elements.len() > MAX_ELEMENTS {
+            return Ok(Input::Invalid(format!(
+                "a vector of more than {MAX_ELEMENTS} elements"
+            )));
+        }
+        return vector_to_input(env, elements, depth);
     }
     if is(env, ty, ty_string) {
         return Ok(match lisp_string(value) {
@@ -365,15 +374,6 @@ pub(super) fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
             "symbol {}",
             symbol_name(value)?
         )));
-    }
-    if is(env, ty, ty_vector) {
-        let elements: Vector = value.into_rust()?;
-        if elements.len() > MAX_ELEMENTS {
-            return Ok(Input::Invalid(format!(
-                "a vector of more than {MAX_ELEMENTS} elements"
-            )));
-        }
-        return vector_to_input(env, elements, depth);
     }
     if is(env, ty, ty_cons) {
         let length = env.call(proper_list_p, (value,))?;

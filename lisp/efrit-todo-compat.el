@@ -110,6 +110,16 @@
 (defvar efrit-todo-max-items)
 (defvar efrit-todo-max-content-length)
 (declare-function efrit-todo--session "efrit-todo" (session))
+(declare-function efrit-todo--change "efrit-todo" (session change))
+
+(defmacro efrit-todo-compat--changing (session &rest body)
+  "Run BODY, a change of the list of SESSION, and return its value.
+A shared list's change is made on its newest save and saved before
+this returns (see `efrit-todo--changing')."
+  (declare (indent 1) (debug (form body)))
+  `(efrit-todo--change ,session (lambda () ,@body)))
+
+(defvar efrit-todo--shared-lists)
 (declare-function efrit-todo--describe "efrit-todo" (value))
 (declare-function efrit-todo--changed "efrit-todo" (session))
 (declare-function efrit-todo--run-change-hook "efrit-todo" (session))
@@ -325,8 +335,9 @@ The struct is a plain vector, so this is the only test there is."
   "Copy TODOS, a list Efrit set directly, into the current session."
   (let ((session (efrit-todo--session nil)))
     (efrit-todo-compat--note-writer session)
-    (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
-                                efrit-todo-max-items efrit-todo-max-content-length)
+    (efrit-todo-compat--changing session
+      (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
+                                  efrit-todo-max-items efrit-todo-max-content-length))
     ;; The variable keeps what was set; when that is not a list of structs
     ;; (the module also takes plists and tables), read the structs afresh.
     (setq efrit-todo-compat--mirror-session
@@ -344,15 +355,20 @@ the module in step.  Never signals: it runs inside someone's `setq'."
           ('efrit-todo--current-todos
            (if (listp value)
                ;; Efrit empties the list when a command starts; a list a
-               ;; command left open stays, for the next one to take over.
-               (if (and (null value) (efrit-todo-stopped))
+               ;; command left open stays, for the next one to take over,
+               ;; and so does a shared list, which other agents work on.
+               (if (and (null value)
+                        (or (efrit-todo-stopped)
+                            (member (efrit-todo--session nil) efrit-todo--shared-lists)))
                    (setq efrit-todo-compat--mirror-session nil)
                  (efrit-todo-compat--adopt value))
              (setq efrit-todo-compat--mirror-session nil)
              (message "Efrit-todo: ignoring a non-list value of efrit-todo--current-todos")))
           ('efrit-todo--counter
            (when (natnump value)
-             (efrit-todo--module-raise-counter (efrit-todo--session nil) value))))
+             (let ((session (efrit-todo--session nil)))
+               (efrit-todo-compat--changing session
+                 (efrit-todo--module-raise-counter session value))))))
       (error
        ;; The variable is about to hold what could not be adopted: read
        ;; the list from the module again next time.
@@ -368,7 +384,8 @@ the module in step.  Never signals: it runs inside someone's `setq'."
   (if (efrit-todo-compat--plain-p)
       (efrit-todo-compat--plain 'generate-id)
     (let* ((session (efrit-todo--session nil))
-           (id (efrit-todo--module-allocate-id session)))
+           (id (efrit-todo-compat--changing session
+                 (efrit-todo--module-allocate-id session))))
       (efrit-todo-compat--refresh-mirror session)
       id)))
 
@@ -393,10 +410,11 @@ PRIORITY is low, medium (the default) or high."
   (let* ((session (efrit-todo--session nil))
          (plist (progn
                   (efrit-todo-compat--note-writer session)
-                  (efrit-todo--module-add session content
-                                        (symbol-name (or priority 'medium))
-                                        efrit-todo-max-items
-                                        efrit-todo-max-content-length))))
+                  (efrit-todo-compat--changing session
+                    (efrit-todo--module-add session content
+                                          (symbol-name (or priority 'medium))
+                                          efrit-todo-max-items
+                                          efrit-todo-max-content-length)))))
     (efrit-todo--changed session)
     (efrit-todo-compat--find-struct (plist-get plist :id))))
 
@@ -415,8 +433,9 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
   (let* ((session (efrit-todo--session nil))
          (plist (progn
                   (efrit-todo-compat--note-writer session)
-                  (efrit-todo--module-set-status
-                   session id (efrit-todo-compat--status-from-efrit new-status)))))
+                  (efrit-todo-compat--changing session
+                    (efrit-todo--module-set-status
+                     session id (efrit-todo-compat--status-from-efrit new-status))))))
     (when plist
       (efrit-todo--changed session)
       (efrit-todo-compat--find-struct id))))
@@ -446,8 +465,9 @@ NEW-STATUS is todo, in-progress, completed or cancelled."
             (list (format "todos: expected a list of items, got a %s" (type-of todos)))))
   (let ((session (efrit-todo--session nil)))
     (efrit-todo-compat--note-writer session)
-    (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
-                                efrit-todo-max-items efrit-todo-max-content-length)
+    (efrit-todo-compat--changing session
+      (efrit-todo--module-set-all session (mapcar #'efrit-todo-compat--struct-plist todos)
+                                  efrit-todo-max-items efrit-todo-max-content-length))
     (efrit-todo--changed session)
     (efrit-todo-compat--mirror)))
 
@@ -459,7 +479,7 @@ never comes back with another meaning."
       (efrit-todo-compat--plain 'clear)
     (let ((session (efrit-todo--session nil)))
       (efrit-todo-compat--note-writer session)
-      (efrit-todo--module-clear session)
+      (efrit-todo-compat--changing session (efrit-todo--module-clear session))
       (efrit-todo--changed session))))
 
 (defun efrit-todo-count ()
@@ -472,7 +492,7 @@ It never goes down: lowering it would reissue ids."
   (if (efrit-todo-compat--plain-p)
       (setq efrit-todo--counter n)
     (let ((session (efrit-todo--session nil)))
-      (efrit-todo--module-raise-counter session n)
+      (efrit-todo-compat--changing session (efrit-todo--module-raise-counter session n))
       (efrit-todo-compat--refresh-mirror session)
       efrit-todo--counter)))
 

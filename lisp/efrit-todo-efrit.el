@@ -119,6 +119,7 @@ the session has no list and has not called a tool yet."
     (efrit-repl-loop--continue-iteration :around efrit-todo-efrit--continue-repl)
     (efrit-repl-loop--finish :around efrit-todo-efrit--finish-repl)
     (efrit-do-async--stop-loop :before efrit-todo-efrit--stopping-do)
+    (efrit-do-async--stop-loop :after efrit-todo-efrit--stopped-do)
     (efrit-repl-loop--end-turn :before efrit-todo-efrit--stopping-repl)
     (efrit-execute :around efrit-todo-efrit--execute)
     (efrit-executor--sync-api-call :around efrit-todo-efrit--sync-api-call)
@@ -189,6 +190,55 @@ way; those values are not the user's.")
   "The efrit-todo session each Efrit session works on, when not its own.
 An Efrit session that took over a list a previous command left open
 works on that command's efrit-todo session: the same items and ids.")
+
+(defcustom efrit-todo-efrit-agent-name "efrit"
+  "The name an efrit-do command goes by on a shared list.
+A command started in a buffer whose `efrit-todo-list-id' names a
+shared list works on it as an agent of this name (NAME-2, NAME-3...
+while another of that name runs in this Emacs): the items it adds or
+starts are its own while it runs, and it has a breaker, reminders and
+a report of its own.  When it ends, its open items are let go for the
+other agents of the list to take, and the list is not left as
+unfinished: nothing asks whether to go on with it."
+  :type 'string
+  :group 'efrit-todo)
+
+(defvar efrit-todo-efrit--agents (make-hash-table :test 'equal)
+  "The agent the running command is on each shared list, by list name.")
+
+(defun efrit-todo-efrit--agent-on (name)
+  "Return the agent the running command is on the shared list NAME, or nil."
+  (and (stringp name) (gethash name efrit-todo-efrit--agents)))
+
+(defmacro efrit-todo-efrit--acting (name &rest body)
+  "Run BODY as the agent the running command is on the list NAME, if any.
+Off shared lists, BODY runs as it would."
+  (declare (indent 1) (debug t))
+  `(let ((efrit-todo-agent (or (efrit-todo-efrit--agent-on ,name) efrit-todo-agent)))
+     ,@body))
+
+(defun efrit-todo-efrit--join (list)
+  "Make the command starting now an agent of the shared LIST."
+  ;; A command that ended without Efrit saying so leaves no agent behind.
+  (efrit-todo-efrit--leave list)
+  (remhash list efrit-todo-efrit--final-reports)
+  (remhash list efrit-todo-efrit--completion-messages)
+  (condition-case err
+      (puthash list (efrit-todo-agent-start efrit-todo-efrit-agent-name list t)
+               efrit-todo-efrit--agents)
+    ;; The command still runs, on the list, without a name of its own.
+    (efrit-todo-error
+     (message "Efrit-todo: the command works on %s without an agent name: %s"
+              list (error-message-string err)))))
+
+(defun efrit-todo-efrit--leave (list)
+  "End the agent of the command on the shared LIST, letting its open items go."
+  (when-let* ((agent (efrit-todo-efrit--agent-on list)))
+    (remhash list efrit-todo-efrit--agents)
+    (condition-case err
+        (efrit-todo-agent-end agent list)
+      (error (message "Efrit-todo: %s could not leave the shared list %s: %s"
+                      agent list (error-message-string err))))))
 
 (defun efrit-todo-efrit--todo-session (id)
   "Return the efrit-todo session of the Efrit session named ID."
@@ -278,7 +328,10 @@ efrit-todo session ID now works on."
   "Note that session NAME's command stopped for STOP-REASON, ERROR-MESSAGE.
 An allowed session_complete is no stop: the work is done.  Any other
 stop with items open leaves the list for the next command."
-  (unless (equal stop-reason "session-complete")
+  ;; A command on a shared list leaves it to the others once Efrit has
+  ;; shown its outcome (`efrit-todo-efrit--stopped-do'), rather than as
+  ;; a list to go on with.
+  (unless (or (equal stop-reason "session-complete") (efrit-todo-efrit--agent-on name))
     (condition-case err
         (efrit-todo-stop (efrit-todo-efrit--stop-reason name stop-reason error-message) name)
       (error (message "Efrit-todo: could not note the stop of %s: %s"
@@ -288,6 +341,11 @@ stop with items open leaves the list for the next command."
   "Note that efrit-do SESSION stops for STOP-REASON, with ERROR-MESSAGE.
 Every stop of Efrit's async loop passes here, API errors included."
   (efrit-todo-efrit--note-stop (efrit-todo-efrit--name session) stop-reason error-message))
+
+(defun efrit-todo-efrit--stopped-do (session &rest _)
+  "Leave the shared list efrit-do SESSION worked on, if it did.
+Its outcome has been shown by then."
+  (efrit-todo-efrit--leave (efrit-todo-efrit--name session)))
 
 (defun efrit-todo-efrit--stopping-repl (session stop-reason &rest _)
   "Note that the turn of REPL SESSION ends for STOP-REASON."
@@ -299,7 +357,9 @@ Run from `kill-emacs-hook' before the lists are saved, so that the
 next Emacs goes on with the list."
   (when (and efrit-todo-efrit--in-use (fboundp 'efrit-session-active) (efrit-session-active))
     (efrit-todo-efrit--note-stop (efrit-todo-efrit--running-session)
-                                 "Emacs was closed while the command ran")))
+                                 "Emacs was closed while the command ran"))
+  (dolist (list (hash-table-keys efrit-todo-efrit--agents))
+    (efrit-todo-efrit--leave list)))
 
 (defun efrit-todo-efrit--taken-p (id)
   "Return non-nil if session ID is in use by Efrit or efrit-todo."
@@ -323,7 +383,8 @@ works on that list."
           ;; Started in a buffer that names a shared list: the command
           ;; works on it, and takes over no other list.
           (progn (puthash unique (efrit-todo-share-list list-id) efrit-todo-efrit--carried)
-                 (setq efrit-todo-current-session list-id))
+                 (setq efrit-todo-current-session list-id)
+                 (efrit-todo-efrit--join list-id))
         ;; Set before Efrit empties its todo variables, so that emptying
         ;; reaches the new session and not the one that just finished;
         ;; a list taken over is made current at the first request.
@@ -365,6 +426,8 @@ Efrit's own breaker and error-loop checks are off for the call."
   (if (not (hash-table-p tool-item))
       (funcall execute tool-item)
     (let* ((efrit-todo-current-session (efrit-todo-efrit--running-session))
+           (efrit-todo-agent (or (efrit-todo-efrit--agent-on efrit-todo-current-session)
+                                 efrit-todo-agent))
            (name (gethash "name" tool-item))
            (input (gethash "input" tool-item))
            (refusal (and (stringp name) (efrit-todo-before-tool name input))))
@@ -399,16 +462,18 @@ Every Task tool runs, whatever `efrit-todo-tool-style' offers now:
 the model may call a tool a request offered before the style changed."
   (if (member tool-name efrit-todo-efrit--own-tools)
       (condition-case err
-          (efrit-todo--run-tool tool-name (if (hash-table-p tool-input)
-                                              tool-input
-                                            (make-hash-table :test 'equal)))
+          (efrit-todo-efrit--acting (efrit-todo-efrit--running-session)
+            (efrit-todo--run-tool tool-name (if (hash-table-p tool-input)
+                                                tool-input
+                                              (make-hash-table :test 'equal))))
         (efrit-todo-invalid-input (format "Error in %s: %s" tool-name (cadr err))))
     (funcall dispatch tool-name tool-input input-str)))
 
 (defun efrit-todo-efrit--todo-write (tool-input)
   "Efrit's todo_write handler, on `efrit-todo-write' with TOOL-INPUT."
   (condition-case err
-      (efrit-todo-write tool-input)
+      (efrit-todo-efrit--acting (efrit-todo-efrit--running-session)
+        (efrit-todo-write tool-input))
     (efrit-todo-invalid-input (format "Error in todo_write: %s" (cadr err)))))
 
 (defun efrit-todo-efrit--session-complete (tool-input)
@@ -422,7 +487,7 @@ user looks, where the end of the session puts it."
          (message (if (stringp message) message (format "%s" message)))
          (session (efrit-todo--session nil))
          (answer (condition-case err
-                     (efrit-todo-complete message)
+                     (efrit-todo-efrit--acting session (efrit-todo-complete message))
                    (efrit-todo-invalid-input
                     (list :allowed nil :text (format "Error in session_complete: %s"
                                                      (cadr err)))))))
@@ -521,7 +586,7 @@ conversation again."
          (id (or (nth 3 args) (efrit-todo-efrit--running-session)))
          (session (efrit-todo-efrit--todo-session id))
          (guidance (condition-case nil
-                       (efrit-todo-prompt-guidance session)
+                       (efrit-todo-efrit--acting session (efrit-todo-prompt-guidance session))
                      (error nil)))
          (suggestion (efrit-todo-efrit--stable-suggestion id session))
          (note (efrit-todo-efrit--stable-note id)))
@@ -540,13 +605,13 @@ conversation again."
 
 (defun efrit-todo-efrit--tripped (name)
   "Return the reason the breaker of session NAME tripped, or nil."
-  (let ((breaker (efrit-todo-breaker name)))
+  (let ((breaker (efrit-todo-efrit--acting name (efrit-todo-breaker name))))
     (and (plist-get breaker :tripped) (plist-get breaker :reason))))
 
 (defun efrit-todo-efrit--outcome (name stop-reason)
   "Return the text for the user when session NAME stopped for STOP-REASON."
   (let ((report (or (gethash name efrit-todo-efrit--final-reports)
-                    (efrit-todo-report name)))
+                    (efrit-todo-efrit--acting name (efrit-todo-report name))))
         (tripped (efrit-todo-efrit--tripped name)))
     (cond (tripped (format "Stopped by the circuit breaker: %s\n\n%s" tripped report))
           ((member stop-reason '("end_turn" "session-complete")) report)
@@ -577,7 +642,8 @@ assistant message would not be a valid request."
   (let ((content (gethash session efrit-todo-efrit--end-turn-content)))
     (remhash session efrit-todo-efrit--end-turn-content)
     (and (> (length content) 0)
-         (efrit-todo-turn-end nil (efrit-todo-efrit--name session)))))
+         (let ((name (efrit-todo-efrit--name session)))
+           (efrit-todo-efrit--acting name (efrit-todo-turn-end nil name))))))
 
 (defun efrit-todo-efrit--finish-do (finish session stop-reason error-message
                                            completion-message)
@@ -703,7 +769,8 @@ A nil or empty result thus never becomes a generic success message."
                                  ((gethash name efrit-todo-efrit--final-reports) "session-complete")
                                  (t "end_turn"))))
           (efrit-todo-efrit--note-stop name stop-reason)
-          (efrit-todo-efrit--outcome name stop-reason))
+          (prog1 (efrit-todo-efrit--outcome name stop-reason)
+            (efrit-todo-efrit--leave name)))
       result)))
 
 (defun efrit-todo-efrit--sync-api-call (call request-data)

@@ -100,7 +100,7 @@
 
 ;; The agent-teams API of efrit-todo.el.
 (defvar efrit-todo-agent)
-(declare-function efrit-todo-agent-start "efrit-todo" (type &optional session))
+(declare-function efrit-todo-agent-start "efrit-todo" (type &optional session peer))
 (declare-function efrit-todo-agent-end "efrit-todo" (name &optional session))
 
 (defgroup efrit-todo-gptel nil
@@ -256,6 +256,38 @@ efrit-todo commands run there act on the chat's list."
       (setq-local efrit-todo-current-session efrit-todo-gptel--session))
     efrit-todo-gptel--session))
 
+(defvar-local efrit-todo-gptel--peer nil
+  "The agent this chat is on its shared list while a turn runs, or nil.
+A chat whose `efrit-todo-list-id' names a shared list works on it as
+an agent named after the chat buffer, from the first request of a
+turn to the turn's end; `efrit-todo-agent' is that name in the chat
+buffer meanwhile.")
+
+(defun efrit-todo-gptel--agent-type ()
+  "Return the agent name of the current chat on a shared list: its buffer's."
+  (let ((name (string-trim (replace-regexp-in-string "[[:cntrl:]]+" " " (buffer-name)))))
+    ;; Room for the -2 of a second agent of the name.
+    (truncate-string-to-width (if (string-empty-p name) "chat" name) 90)))
+
+(defun efrit-todo-gptel--join (session)
+  "Make this chat an agent of the shared list SESSION for a turn."
+  (efrit-todo-gptel--leave)
+  (let ((name (efrit-todo-agent-start (efrit-todo-gptel--agent-type) session t)))
+    (setq efrit-todo-gptel--peer name)
+    (setq-local efrit-todo-agent name)
+    (add-hook 'kill-buffer-hook #'efrit-todo-gptel--leave nil t)))
+
+(defun efrit-todo-gptel--leave ()
+  "End this chat's turn on its shared list: its open items are let go."
+  (when efrit-todo-gptel--peer
+    (let ((name efrit-todo-gptel--peer))
+      (setq efrit-todo-gptel--peer nil)
+      (kill-local-variable 'efrit-todo-agent)
+      (condition-case err
+          (efrit-todo-agent-end name (efrit-todo-gptel-session))
+        (error (message "Efrit-todo: %s could not leave its shared list: %s"
+                        name (error-message-string err)))))))
+
 (defun efrit-todo-gptel--open-p (session)
   "Return non-nil if SESSION has pending or running items."
   (let ((counts (efrit-todo-counts session)))
@@ -263,11 +295,14 @@ efrit-todo commands run there act on the chat's list."
 
 (defun efrit-todo-gptel--note-stop (session reason)
   "Note that the request working on SESSION stopped for REASON.
-With items open the list is kept for the next request of the chat."
-  (condition-case err
-      (efrit-todo-stop (truncate-string-to-width reason 280 nil nil "...") session)
-    (error (message "Efrit-todo: could not note the stop of %s: %s"
-                    session (error-message-string err)))))
+With items open the list is kept for the next request of the chat.
+A chat on a shared list leaves it to the other agents instead."
+  (if efrit-todo-gptel--peer
+      (efrit-todo-gptel--leave)
+    (condition-case err
+        (efrit-todo-stop (truncate-string-to-width reason 280 nil nil "...") session)
+      (error (message "Efrit-todo: could not note the stop of %s: %s"
+                      session (error-message-string err))))))
 
 (defun efrit-todo-gptel--tripped (session)
   "Return the reason the breaker of SESSION tripped, or nil."
@@ -380,9 +415,13 @@ continuation goes on with the turn.  Return the session."
           (setq efrit-todo-gptel--continuing nil)
         (setq efrit-todo-gptel--continuations 0)
         (efrit-todo-gptel--cancel-timer)
-        (efrit-todo-begin-turn session)
-        (when (efrit-todo-stopped session)
-          (efrit-todo-resume session))))
+        (if (member session (efrit-todo-shared-lists))
+            ;; Other agents work on the list too: the chat's turn is an
+            ;; agent of its own, its breaker and report its own.
+            (efrit-todo-gptel--join session)
+          (efrit-todo-begin-turn session)
+          (when (efrit-todo-stopped session)
+            (efrit-todo-resume session)))))
     session))
 
 (defun efrit-todo-gptel--settings ()
@@ -429,7 +468,9 @@ sent with those settings, already has it."
           (unless continuation
             (when efrit-todo-gptel-guidance
               (let ((guidance (condition-case nil
-                                  (efrit-todo-prompt-guidance session)
+                                  (let ((efrit-todo-agent
+                                         (buffer-local-value 'efrit-todo-gptel--peer buffer)))
+                                    (efrit-todo-prompt-guidance session))
                                 (error nil))))
                 (when (and guidance (not (string-empty-p guidance)))
                   (let ((system (efrit-todo-gptel--system-variable)))
@@ -444,7 +485,8 @@ sent with those settings, already has it."
             (setq-local gptel-tools
                         (efrit-todo-gptel--wrap-tools
                          gptel-tools efrit-todo-gptel--missing-checks
-                         (lambda () (efrit-todo-gptel--end-if-tripped buffer fsm)))))))))))
+                         (lambda () (efrit-todo-gptel--end-if-tripped buffer fsm))
+                         (buffer-local-value 'efrit-todo-gptel--peer buffer))))))))))
 
 (defun efrit-todo-gptel--managed-buffer (call)
   "Return the chat buffer of tool CALL when its request is managed.
@@ -719,7 +761,7 @@ with its Agent call, not here."
        (efrit-todo-gptel--ended nil)    ; the breaker or an abort, noted then
        ((not efrit-todo-gptel--response-ok)
         (efrit-todo-gptel--note-stop session "the request failed"))
-       ((not (efrit-todo-gptel--open-p session)) nil)
+       ((not (efrit-todo-gptel--open-p session)) (efrit-todo-gptel--leave))
        (t
         (let ((continuation
                (and (< efrit-todo-gptel--continuations
@@ -752,7 +794,8 @@ kept for the next request of the chat."
   "Mark the running requests stopped, as Emacs is closing.
 Run from `kill-emacs-hook' before the lists are saved."
   (dolist (buffer (buffer-list))
-    (when (buffer-local-value 'efrit-todo-gptel--active buffer)
+    (when (or (buffer-local-value 'efrit-todo-gptel--active buffer)
+              (buffer-local-value 'efrit-todo-gptel--peer buffer))
       (with-current-buffer buffer
         (efrit-todo-gptel--note-stop (efrit-todo-gptel-session)
                                      "Emacs was closed while the request ran")))))
@@ -984,6 +1027,7 @@ The breaker's stop comes after every call of a response is recorded.")
   (dolist (buffer (buffer-list))
     (with-current-buffer buffer
       (efrit-todo-gptel--cancel-timer)
+      (efrit-todo-gptel--leave)
       (setq efrit-todo-gptel--active nil))))
 
 ;;;###autoload

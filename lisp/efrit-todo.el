@@ -209,7 +209,10 @@ Values from a model or a caller may be nested too deep to print whole,
 and Emacs's printer refuses some even with `print-level' set: then
 only VALUE's type is named.  Never signals."
   (condition-case nil
-      (let ((print-level 3) (print-length 10))
+      ;; Escaped, so that a value from a file (a directory-local list id)
+      ;; shows on one line and cannot add lines of its own to a message.
+      (let ((print-level 3) (print-length 10)
+            (print-escape-newlines t) (print-escape-control-characters t))
         (truncate-string-to-width (format "%S" value) 100 nil nil "..."))
     (error (format "a %s that cannot be printed" (type-of value)))))
 
@@ -236,6 +239,12 @@ this returns; see `efrit-todo--shared-change'."
   `(if (and efrit-todo--shared-lists (member ,session efrit-todo--shared-lists))
        (efrit-todo--shared-change ,session (lambda () ,@body))
      ,@body))
+
+(defun efrit-todo--change (session change)
+  "Call CHANGE, a change of the list of SESSION, as `efrit-todo--changing' does.
+For callers that cannot use the macro (efrit-todo-compat.el, which
+this file requires)."
+  (efrit-todo--changing session (funcall change)))
 
 (defsubst efrit-todo--reading (session)
   "Take in another Emacs's newer save of SESSION, when it is a shared list.
@@ -752,8 +761,10 @@ returns the text to send back: RESULT (\"NAME returned no output\"
 when it is nil or empty) plus any notice.  DURATION is in seconds."
   (let* ((session (efrit-todo--session session))
          (seq-before (and efrit-todo-auto-complete (efrit-todo--module-change-seq session)))
-         (text (efrit-todo--module-after-tool session name input result error-p duration
-                                              (efrit-todo--loop-options))))
+         ;; Auto-completion may change a shared list.
+         (text (efrit-todo--changing session
+                 (efrit-todo--module-after-tool session name input result error-p duration
+                                                (efrit-todo--loop-options)))))
     ;; A recorded call changes the ledger and the breaker, which the UI
     ;; shows; Efrit's mirror of the list needs refreshing only when
     ;; auto-completion changed the list itself.
@@ -772,7 +783,7 @@ Return nil to let the session end, or a continuation message to send."
   "The todo_pause tool: the model stops SESSION with items open for REASON.
 REASON is 1 to 500 characters.  Return the text for the model."
   (let ((session (efrit-todo--session session)))
-    (prog1 (efrit-todo--module-pause session reason)
+    (prog1 (efrit-todo--changing session (efrit-todo--module-pause session reason))
       (efrit-todo--run-change-hook session))))
 
 (declare-function efrit-todo--module-pause-reason "efrit-todo-module" (session))
@@ -817,30 +828,39 @@ state of that agent's breaker."
 
 ;;;; Agent teams
 
-(declare-function efrit-todo--module-agent-start "efrit-todo-module" (session type))
+(declare-function efrit-todo--module-agent-start "efrit-todo-module" (session type peer))
 (declare-function efrit-todo--module-agent-end "efrit-todo-module" (session name))
 (declare-function efrit-todo--module-agents "efrit-todo-module" (session))
 
-(defun efrit-todo-agent-start (type &optional session)
+(defun efrit-todo-agent-start (type &optional session peer)
   "Start a sub-agent of TYPE (a string such as \"executor\") in SESSION.
 Return its name: TYPE, or TYPE-2, TYPE-3... while an agent of that
 name is running.  Bind `efrit-todo-agent' to the name around the
 sub-agent's calls: it gets its own breaker, reminders and
 continuations, its calls are marked with its name in the ledger and
-the report, and the items it starts or adds are its own."
+the report, and the items it starts or adds are its own.
+
+With PEER non-nil the agent works beside the others on a shared list
+\(an efrit-do command, a gptel chat; see `efrit-todo-list-id') rather
+than for a lead: its hard cap counts its own calls only, its report
+holds its own calls, and when it ends its open items are let go for
+the others to take."
   (let* ((session (efrit-todo--session session))
-         (name (efrit-todo--module-agent-start session type)))
+         (name (efrit-todo--changing session
+                 (efrit-todo--module-agent-start session type peer))))
     (setq efrit-todo--checked-session nil)
     (efrit-todo--run-change-hook session)
     name))
 
 (defun efrit-todo-agent-end (name &optional session)
   "End sub-agent NAME of SESSION.
-Its items in progress go back to pending and stay its own.  Return a
-short text for the lead naming them, or nil when none was in progress
-or no agent NAME is running."
+Its items in progress go back to pending and stay its own (a peer's
+open items are let go: no owner).  Return a short text for the lead
+naming them, or nil when none was in progress or no agent NAME is
+running."
   (let* ((session (efrit-todo--session session))
-         (text (efrit-todo--module-agent-end session name)))
+         (text (efrit-todo--changing session
+                 (efrit-todo--module-agent-end session name))))
     (setq efrit-todo--checked-session nil)
     (if text
         (efrit-todo--changed session)
@@ -891,7 +911,7 @@ to take over (see `efrit-todo-carry-over'); the stop is marked in the
 history and the report, and t returned.  Without, return nil.
 REASON is 1 to 300 characters."
   (let ((session (efrit-todo--session session)))
-    (prog1 (efrit-todo--module-stop session reason)
+    (prog1 (efrit-todo--changing session (efrit-todo--module-stop session reason))
       (efrit-todo--run-change-hook session))))
 
 (defun efrit-todo-resume (&optional session)
@@ -1419,16 +1439,28 @@ where the system offers one.  nil: only when a call reads the list."
 (defvar efrit-todo--shared-watch nil
   "(DIRECTORY . DESCRIPTOR) of the file notification on the state directory.")
 
+(defvar efrit-todo--shared-poll-failures nil
+  "Alist of (LIST . TEXT): the failure last shown for each shared list.
+The look runs every second; a failure that stays is shown once.")
+
 (defun efrit-todo--shared-poll ()
   "Take in the shared lists other Emacsen changed, and say they changed.
-Never signals: a failure is shown once as a message."
+Never signals: a failure is shown once as a message, until the list
+can be looked at again."
   (if (not (and efrit-todo--shared-lists (efrit-todo--state-dir)))
       (efrit-todo--shared-unwatch)
     (dolist (name efrit-todo--shared-lists)
       (condition-case err
-          (when (efrit-todo--shared-refresh name)
-            (efrit-todo--changed name))
-        (error (message "Efrit-todo: shared list %s: %s" name (error-message-string err)))))))
+          (progn
+            (when (efrit-todo--shared-refresh name)
+              (efrit-todo--changed name))
+            (setq efrit-todo--shared-poll-failures
+                  (assoc-delete-all name efrit-todo--shared-poll-failures)))
+        (error
+         (let ((text (format "Efrit-todo: shared list %s: %s" name (error-message-string err))))
+           (unless (equal (cdr (assoc name efrit-todo--shared-poll-failures)) text)
+             (setf (alist-get name efrit-todo--shared-poll-failures nil nil #'equal) text)
+             (message "%s" text))))))))
 
 (defvar efrit-todo--shared-poll-soon nil
   "The timer of a look asked for by a file notification, until it runs.

@@ -1352,5 +1352,63 @@ on with them; a chat without a list id keeps a list of its own."
         (with-current-buffer buffer (set-buffer-modified-p nil))
         (kill-buffer buffer)))))
 
+;; Written from the contract: a chat on a shared list works under its
+;; own name beside the list's other agents.
+(ert-deftest efrit-todo-gptel-test-a-chat-on-a-shared-list-is-an-agent-of-its-own ()
+  "A chat's turn on a shared list is an agent named after the chat.
+Another agent runs t1.  The chat's whole-list todo_write keeps t1;
+its change of t1 is refused; while the turn runs, the items it adds
+are the chat's and the chat is among the list's agents.  When the
+turn ends its open items are free, and the list is not left as
+unfinished."
+  (efrit-todo-gptel-test--with-mode
+    (let* ((list (format "gptel-team-%d" (cl-incf efrit-todo-gptel-test--buffers)))
+           (efrit-todo--shared-lists efrit-todo--shared-lists)
+           (chat (efrit-todo-gptel-test--chat))
+           (name (buffer-name chat))
+           other seen)
+      (efrit-todo-share-list list)
+      (setq other (efrit-todo-agent-start "other" list t))
+      (let ((efrit-todo-agent other))
+        (efrit-todo-task-create '(("subject" . "Review the patch")) list)
+        (efrit-todo-task-update '(("taskId" . "t1") ("status" . "in_progress")) list))
+      ;; The chat is in a project whose .dir-locals.el names the list.
+      (let ((root (file-name-as-directory (make-temp-file "efrit-todo-project" t)))
+            (enable-local-variables :safe))
+        (unwind-protect
+            (with-current-buffer chat
+              (with-temp-file (expand-file-name ".dir-locals.el" root)
+                (prin1 `((nil . ((efrit-todo-list-id . ,list)))) (current-buffer)))
+              (setq default-directory root)
+              (hack-dir-local-variables-non-file-buffer)
+              (should (equal efrit-todo-list-id list))
+              ;; The directory goes; gptel's processes start elsewhere.
+              (setq default-directory temporary-file-directory))
+          (delete-directory root t)))
+      (let* ((requests
+              (efrit-todo-gptel-test-send
+               chat "Plan and fix"
+               (list (efrit-todo-gptel-test--todos '("Read the code" "completed")
+                                                   '("Fix the bug" "in_progress"))
+                     (lambda (_request)
+                       (setq seen (list (mapcar (lambda (i) (plist-get i :owner)) (efrit-todo-list list))
+                                        (mapcar (lambda (a) (plist-get a :name)) (efrit-todo-agents list))))
+                       (efrit-todo-gptel-test--merge '("t1" "completed")))
+                     (efrit-todo-gptel-test--tool "todo_pause" '(("reason" . "over to the others")))
+                     (efrit-todo-gptel-test--text "Paused."))))
+             (results (efrit-todo-gptel-test-tool-results requests)))
+        (efrit-todo-gptel-test--check-requests requests)
+        (should (equal seen (list (list other name name) (list other name))))
+        (should (string-match-p "t1 is owned by other" (nth 1 results))))
+      (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status) (plist-get i :owner)))
+                             (efrit-todo-list list))
+                     `(("t1" in-progress ,other) ("t2" completed ,name) ("t3" pending nil))))
+      (should (equal (mapcar (lambda (a) (plist-get a :name)) (efrit-todo-agents list)) (list other)))
+      (with-current-buffer chat (should-not (local-variable-p 'efrit-todo-agent)))
+      (should-not (efrit-todo-stopped list))
+      (efrit-todo-agent-end other list)
+      (with-current-buffer chat (set-buffer-modified-p nil))
+      (kill-buffer chat))))
+
 (provide 'efrit-todo-gptel-test)
 ;;; efrit-todo-gptel-test.el ends here

@@ -1401,6 +1401,85 @@ same ids; a command started elsewhere has a list of its own."
                                (efrit-todo-list (plist-get outcome :session)))
                        '("Unrelated")))))))
 
+(defmacro efrit-todo-scenarios--in-project (list &rest body)
+  "Run BODY in a file buffer of a project whose .dir-locals.el names LIST."
+  (declare (indent 1) (debug t))
+  `(let ((root (file-name-as-directory (make-temp-file "efrit-todo-project" t)))
+         (enable-local-variables :safe))
+     (unwind-protect
+         (progn
+           (with-temp-file (expand-file-name ".dir-locals.el" root)
+             (prin1 `((nil . ((efrit-todo-list-id . ,,list)))) (current-buffer)))
+           (with-current-buffer (find-file-noselect (expand-file-name "main.el" root))
+             (unwind-protect (progn ,@body)
+               (set-buffer-modified-p nil)
+               (kill-buffer))))
+       (delete-directory root t))))
+
+;; Written from the contract: a command on a shared list is an agent of
+;; its own beside the list's other agents, and leaves the list to them.
+(ert-deftest efrit-todo-scenarios-a-command-on-a-shared-list-is-an-agent-of-its-own ()
+  "An efrit-do command on a shared list works under its own name.
+Another agent (a chat) runs t1 on the list.  The command's whole-list
+todo_write covers its own items only; its attempt on the chat's t1 is
+refused; the items it adds are its own (owner \"efrit\") while it
+runs; its report holds its own calls.  When it ends its open items
+are free (no owner), the chat's stay the chat's, and the list is not
+left as unfinished for the next command to be asked about."
+  (let ((list (format "scenario-team-%s" (cl-gensym)))
+        (efrit-todo--shared-lists efrit-todo--shared-lists)
+        (efrit-todo-scenarios--keep-unfinished t)
+        owners-while-running)
+    (efrit-todo-share-list list)
+    (let* ((chat (efrit-todo-agent-start "chat" list t)))
+      (let ((efrit-todo-agent chat))
+        (efrit-todo-task-create '(("subject" . "Answer the user")) list)
+        (efrit-todo-task-update '(("taskId" . "t1") ("status" . "in_progress")) list))
+      (with-temp-buffer
+        (setq-local efrit-todo-list-id list)
+        (let* ((outcome
+                (efrit-todo-scenarios-run
+                 "Fix the bug"
+                 (list (efrit-todo-scenarios--todos '("Read the code" "completed")
+                                                    '("Fix the bug" "in_progress"))
+                       (lambda (_request)
+                         (setq owners-while-running
+                               (mapcar (lambda (i) (list (plist-get i :content) (plist-get i :owner)))
+                                       (efrit-todo-list list)))
+                         (efrit-todo-scenarios--tool
+                          "todo_write" '(("merge" . t)
+                                         ("todos" . [(("id" . "t1") ("content" . "Answer the user")
+                                                      ("status" . "completed"))]))))
+                       (efrit-todo-scenarios--tool "todo_pause" '(("reason" . "the chat goes on")))
+                       (efrit-todo-scenarios--text "Paused."))))
+               (results (mapcar #'car (efrit-todo-scenarios-tool-results outcome))))
+          (should (equal owners-while-running
+                         '(("Answer the user" "chat") ("Read the code" "efrit") ("Fix the bug" "efrit"))))
+          (should (string-match-p "t1 is owned by chat" (nth 1 results)))
+          (should (string-search "shared with other agents; you work on it as efrit"
+                                 (efrit-todo-scenarios--system-text
+                                  (car (plist-get outcome :requests)))))
+          ;; Its report holds its own calls: three, not the chat's two.
+          (should (string-match-p "Session report: 3 tool calls" (plist-get outcome :last-result)))))
+      (should (equal (mapcar (lambda (i) (list (plist-get i :id) (plist-get i :status) (plist-get i :owner)))
+                             (efrit-todo-list list))
+                     `(("t1" in-progress "chat") ("t2" completed "efrit") ("t3" pending nil))))
+      (should (equal (mapcar (lambda (a) (plist-get a :name)) (efrit-todo-agents list)) (list chat)))
+      (should-not (efrit-todo-stopped list))
+      (should-not (assoc list (list (efrit-todo-unfinished))))
+      ;; The next command in the project (its .dir-locals.el names the
+      ;; list) goes on with the open item.
+      (efrit-todo-scenarios--in-project list
+        (should (equal efrit-todo-list-id list))
+        (efrit-todo-scenarios-run
+         "Go on"
+         (list (efrit-todo-scenarios--task "TaskUpdate" "taskId" "t3" "status" "completed")
+               (efrit-todo-scenarios--tool "session_complete" '(("message" . "done"))))))
+      (should (eq (plist-get (seq-find (lambda (i) (equal (plist-get i :id) "t3")) (efrit-todo-list list))
+                             :status)
+                  'completed))
+      (efrit-todo-agent-end chat list))))
+
 (defun efrit-todo-scenarios--texts (outcome)
   "Return every text efrit-todo sent the model in OUTCOME.
 The tool results, then the continuations."

@@ -149,6 +149,83 @@ the other added, no id is issued twice, nothing is set aside."
                      '("t1" "t2" "t3" "t4")))
       (should-not (efrit-todo-shared-test--set-aside dir)))))
 
+(defconst efrit-todo-shared-test--agent
+  '(let* ((args command-line-args-left)
+          (efrit-todo-state-directory (nth 0 args))
+          (list (nth 1 args))
+          (what (nth 2 args)))
+     (setq command-line-args-left nil)
+     (efrit-todo-share-list list)
+     (let ((efrit-todo-agent (efrit-todo-agent-start "efrit" list t)))
+       (pcase what
+         ;; A command that starts a task, and whose Emacs goes away
+         ;; while it runs: its agent never ends.
+         ("start"
+          (efrit-todo-task-create '(:subject "Patch the loop") list)
+          (message "RESULT<%s>" (efrit-todo-task-update '(:taskId "t1" :status "in_progress") list)))
+         ;; A later command of that name, which ends.
+         ("end" (message "RESULT<%s>" (efrit-todo-agent-end efrit-todo-agent list))))))
+  "A child Emacs: share LIST in DIR and run an efrit command's agent: WHAT.")
+
+(ert-deftest efrit-todo-shared-test-an-agent-of-another-emacs-keeps-its-items ()
+  "An item another Emacs's agent runs is that agent's here too.
+A child Emacs's command starts t1 and goes away without ending.  This
+Emacs's chat cannot change t1, naming the owner; the lead can.  A
+later command of that name, in a third Emacs, ends and lets t1 go,
+after which the chat takes it."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "agents-%s" (cl-gensym))))
+      (efrit-todo-shared-test--run efrit-todo-shared-test--agent dir list "start")
+      (efrit-todo-share-list list)
+      (let ((chat (efrit-todo-agent-start "chat" list t)))
+        (should (equal (mapcar (lambda (i) (list (plist-get i :status) (plist-get i :owner)))
+                               (efrit-todo-list list))
+                       '((in-progress "efrit"))))
+        (let ((efrit-todo-agent chat))
+          (should (equal (cadr (should-error (efrit-todo-task-update '(:taskId "t1" :status "completed") list)
+                                             :type 'efrit-todo-invalid-input))
+                         "taskId: t1 is owned by efrit; only efrit or the lead may change it")))
+        (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--agent dir list "end")))
+          (should (string-match-p "efrit left t1 (Patch the loop) unfinished; it is pending again, free to take" out)))
+        (let ((efrit-todo-agent chat))
+          (efrit-todo-task-update '(:taskId "t1" :status "in_progress") list))
+        (should (equal (mapcar (lambda (i) (list (plist-get i :status) (plist-get i :owner)))
+                               (efrit-todo-list list))
+                       `((in-progress ,chat))))
+        (efrit-todo-agent-end chat list)
+        (should (equal (efrit-todo-shared-test--run-list dir list) '((pending nil))))
+        (should-not (efrit-todo-shared-test--set-aside dir))))))
+
+(defun efrit-todo-shared-test--run-list (dir list)
+  "Return LIST's items as saved in DIR: (STATUS OWNER) each."
+  (mapcar (lambda (item)
+            (list (intern (replace-regexp-in-string "_" "-" (alist-get 'status item)))
+                  (alist-get 'owner item)))
+          (alist-get 'items (efrit-todo-shared-test--saved dir list))))
+
+(ert-deftest efrit-todo-shared-test-efrit-own-calls-change-the-newest-save ()
+  "Efrit's own list functions change a shared list on its newest save too.
+A child Emacs adds t1 and t2; then `efrit-todo-add', `efrit-todo-update-status'
+and `efrit-todo--generate-id' here, on the same list, build on them:
+no id comes twice, nothing is set aside, the child's tasks stay."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "compat-%s" (cl-gensym)))
+           (efrit-todo-current-session list))
+      (efrit-todo-share-list list)
+      (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "2")
+      (should (equal (efrit-todo-item-id (efrit-todo-add "Efrit's own")) "t3"))
+      (should (equal (efrit-todo--generate-id) "t4"))
+      (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "child" "1")
+      (should (efrit-todo-update-status "t5" 'completed))
+      (should (equal (efrit-todo-shared-test--saved-items dir list)
+                     '(("t1" . "child task 0") ("t2" . "child task 1") ("t3" . "Efrit's own")
+                       ("t5" . "child task 0"))))
+      (should (equal (efrit-todo-shared-test--run-list dir list)
+                     '((pending nil) (pending nil) (pending nil) (completed nil))))
+      (should-not (efrit-todo-shared-test--set-aside dir)))))
+
 (ert-deftest efrit-todo-shared-test-unshared-sessions-keep-conflict-copies ()
   "A session that is not shared keeps today's rule: a conflict copy."
   (skip-unless invocation-name)
@@ -342,6 +419,34 @@ runs nothing."
         (should (equal (mapcar (lambda (i) (plist-get i :id)) (efrit-todo--module-items list))
                        '("t1" "t2")))))))
 
+;; The look runs every second: a file it cannot read would otherwise put
+;; its message over whatever the user types in the minibuffer, forever.
+(ert-deftest efrit-todo-shared-test-a-look-that-fails-says-so-once ()
+  "A shared file the look cannot take is named once, not at every look.
+Once it can be read again, a later failure is named again."
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "unreadable-%s" (cl-gensym)))
+          (messages nil))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Mine") list)
+      (let ((file (efrit-todo--module-store-file list dir)))
+        (cl-letf (((symbol-function 'message)
+                   (lambda (fmt &rest args) (push (apply #'format fmt args) messages))))
+          (delete-file file)
+          (make-directory file)
+          (dotimes (_ 3) (efrit-todo--shared-poll))
+          (should (equal (length messages) 1))
+          (should (string-match-p "not a regular file" (car messages)))
+          (delete-directory file)
+          (efrit-todo-task-create '(:subject "Saved again") list)
+          (efrit-todo--shared-poll)
+          (should (equal (length messages) 1))
+          (delete-file file)
+          (make-directory file)
+          (efrit-todo--shared-poll)
+          (should (equal (length messages) 2))
+          (delete-directory file))))))
+
 ;;;; Undo
 
 (ert-deftest efrit-todo-shared-test-undo-takes-back-this-emacs-change-only ()
@@ -398,7 +503,12 @@ It refuses, saying why, when another Emacs has since changed the same item."
       (cl-letf (((symbol-function 'message)
                  (lambda (fmt &rest args) (push (apply #'format fmt args) messages))))
         (should-not (efrit-todo-buffer-list-id)))
-      (should (cl-some (lambda (m) (string-match-p "ignoring efrit-todo-list-id" m)) messages))))
+      (should (cl-some (lambda (m) (string-match-p "ignoring efrit-todo-list-id" m)) messages))
+      ;; The value comes from a file anyone may write: the message shows
+      ;; its newline escaped, on one line, rather than a second line of
+      ;; the file's choosing.
+      (should (cl-some (lambda (m) (string-match-p "a\\\\nb" m)) messages))
+      (should-not (cl-some (lambda (m) (string-match-p "\n" m)) messages))))
   (with-temp-buffer
     (setq-local efrit-todo-list-id "team")
     (should (equal (efrit-todo-buffer-list-id) "team"))))

@@ -6,7 +6,9 @@
 # never cut) and the indicator in the mode line of the window the user
 # works in, at 80x24, 120x40 and 30x20, and after the terminal shrinks
 # from 160 to 80 columns; a task graph at 80x24 and 30x20.  The keys of
-# the list are pressed as a user would, the dependency keys too.  No terminal is needed: each tmux server runs detached on its
+# the list are pressed as a user would, the dependency keys too; a list
+# shared with another Emacs redraws when that Emacs changes it.  No
+# terminal is needed: each tmux server runs detached on its
 # own socket.  Usage (from `make tmux-test'):
 #   EMACS=emacs sh test/efrit-todo-tmux-test.sh
 set -eu
@@ -252,6 +254,28 @@ wait_for "live: all done" 30 \
     'list:(✗|\[-\]) t5 Update the docs' \
     'Todo 6/7 done  \*efrit-todo-demo\*' \
     '(▾|-) demo  6/7 done  breaker ok'
+stop
+
+# Another Emacs's change reaches the list a terminal Emacs shows within
+# about a second: both share the list "proj" in one state directory;
+# the terminal Emacs shows it, a batch Emacs adds a task.
+state="$home/state"
+mkdir -p "$state"
+cat > "$home/shared.el" <<EOF
+(require 'efrit-todo)
+(setq inhibit-startup-screen t efrit-todo-state-directory "$state")
+(efrit-todo-share-list "proj")
+(efrit-todo-task-create '(("subject" . "Written here")) "proj")
+(efrit-todo-show "proj")
+EOF
+socket="efrit-todo-test-$$-shared"
+sockets="$sockets $socket"
+tmux_ new-session -d -x 80 -y 24 "$EMACS -nw -Q -L lisp -l $home/shared.el"
+wait_for "shared: own task" 20 't1 +Written here'
+"$EMACS" -Q --batch -L lisp -l efrit-todo --eval "(setq efrit-todo-state-directory \"$state\")" \
+    --eval '(efrit-todo-share-list "proj")' \
+    --eval "(efrit-todo-task-create '((\"subject\" . \"Written by another Emacs\")) \"proj\")"
+wait_for "shared: another Emacs's task" 5 't1 +Written here' 't2 +Written by another Emacs'
 stop
 
 echo "tmux-test: passed"

@@ -211,10 +211,18 @@ fn report<'e>(env: &'e Env, session: Value<'e>, options: Value<'e>) -> Result<St
     guarded(env, || {
         let session = session_name(env, session)?;
         let options = loop_options(env, options)?;
-        let registry = registry();
-        Ok(match registry.get(&session) {
-            Some(s) => s.report(None, &options),
-            None => Session::default().report(None, &options),
+        let agent = acting_agent(env)?;
+        let mut registry = registry();
+        Ok(match (registry.get(&session), agent) {
+            // A peer's report holds its own calls.
+            (Some(_), Some(agent)) => {
+                let report = registry
+                    .session(&session)
+                    .as_agent(Some(&agent), |s| s.report(None, &options));
+                valid(env, report)?
+            }
+            (Some(s), None) => s.report(None, &options),
+            (None, _) => Session::default().report(None, &options),
         })
     })
 }

@@ -256,10 +256,13 @@ fn prompt_guidance<'e>(
         let session = session_name(env, session)?;
         let full_up_to = count_arg(env, full_up_to, "full-up-to")?;
         let style = style_arg(env, style)?;
-        Ok(registry()
+        let agent = acting_agent(env)?;
+        let guidance = registry()
             .session(&session)
-            .prompt_guidance_for(full_up_to, style)
-            .to_string())
+            .as_agent(agent.as_deref(), |s| {
+                s.prompt_guidance_for(full_up_to, style).to_string()
+            });
+        valid(env, guidance)
     })
 }
 

@@ -22,14 +22,26 @@ pub(super) fn acting_agent(env: &Env) -> Result<Option<String>> {
     }
 }
 
-/// Starts a sub-agent of type TYPE in SESSION; returns its name: TYPE,
-/// or TYPE-2, TYPE-3... while one of that name is running.
+/// Starts a sub-agent of type TYPE in SESSION, a peer when PEER is
+/// non-nil; returns its name: TYPE, or TYPE-2, TYPE-3... while one of
+/// that name is running.
 #[defun]
-fn agent_start<'e>(env: &'e Env, session: Value<'e>, kind: Value<'e>) -> Result<Value<'e>> {
+fn agent_start<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    kind: Value<'e>,
+    peer: Value<'e>,
+) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
         let kind = text_arg(env, kind, "type")?;
-        let name = registry().session(&session).agent_start(&kind);
+        let mut registry = registry();
+        let session = registry.session(&session);
+        let name = if peer.is_not_nil() {
+            session.peer_start(&kind)
+        } else {
+            session.agent_start(&kind)
+        };
         valid(env, name)?.into_lisp(env)
     })
 }

@@ -2,6 +2,8 @@
 //! tool call, the ledger of tool outputs and the final report, the
 //! system prompt's part, and stops, resumes and turns.
 
+use std::borrow::Cow;
+
 use crate::breaker::{fingerprint, Breaker, BreakerLimits, Call, Verdict};
 use crate::guide::{named_tool, open_items, Guide};
 use crate::history::{Actor, Change, ChangeKind, ChangedIds};
@@ -11,7 +13,24 @@ use crate::render;
 use crate::tree;
 use crate::validate::{checked_text, non_blank, Input, InvalidInput, ToolStyle};
 
+use super::agents::Agents;
 use super::{LoopOptions, Session, Stop, MAX_STOP_REASON_CHARS};
+
+/// The calls a report holds: a peer's own (see `Agents::acting_peer`),
+/// else every call of the session.
+fn reported_entries<'a>(ledger: &'a Ledger, agents: &Agents) -> Cow<'a, [Entry]> {
+    match agents.acting().filter(|_| agents.acting_peer()) {
+        Some(me) => Cow::Owned(
+            ledger
+                .entries()
+                .iter()
+                .filter(|entry| entry.agent.as_deref() == Some(me))
+                .cloned()
+                .collect(),
+        ),
+        None => Cow::Borrowed(ledger.entries()),
+    }
+}
 
 impl Session {
     /// Completes the running item when its content names TOOL, which just
@@ -152,7 +171,7 @@ impl Session {
     /// The aggregated report: every tool result, the list, the message last.
     pub fn report(&self, message: Option<&str>, options: &LoopOptions) -> String {
         report(
-            self.ledger.entries(),
+            &reported_entries(&self.ledger, &self.agents),
             &self.items,
             message,
             self.guide.pause_reason(),
@@ -162,8 +181,9 @@ impl Session {
 
     /// The session_complete guard.
     pub fn complete(&mut self, message: &str, options: &LoopOptions) -> Completion {
+        let entries = reported_entries(&self.ledger, &self.agents);
         self.completion.complete(
-            self.ledger.entries(),
+            &entries,
             &self.items,
             message,
             self.guide.pause_reason(),
@@ -202,15 +222,28 @@ impl Session {
     /// so the prompt stays byte-identical and cached.
     pub fn prompt_guidance_for(&mut self, full_up_to: usize, style: ToolStyle) -> &str {
         let (items, resumed) = (&self.items, &self.resumed_from);
-        self.prompt.get_or_insert_with(|| match resumed {
-            Some(stop) => render::resume_guidance_for(
-                items,
-                &stop.reason,
-                stop.running.as_deref(),
-                full_up_to,
-                style,
-            ),
-            None => render::prompt_guidance_for(items, full_up_to, style),
+        let peer = self
+            .agents
+            .acting()
+            .filter(|_| self.agents.acting_peer())
+            .map(|me| {
+                format!(
+                    "\n\nThis list is shared with other agents; you work on it as {me}. The items you add or start are yours; an item another agent owns is theirs to change."
+                )
+            });
+        self.prompt.get_or_insert_with(|| {
+            let mut text = match resumed {
+                Some(stop) => render::resume_guidance_for(
+                    items,
+                    &stop.reason,
+                    stop.running.as_deref(),
+                    full_up_to,
+                    style,
+                ),
+                None => render::prompt_guidance_for(items, full_up_to, style),
+            };
+            text.push_str(peer.as_deref().unwrap_or_default());
+            text
         })
     }
 

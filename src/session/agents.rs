@@ -45,6 +45,13 @@ struct Agent {
     guide: Guide,
     completion: CompletionGuard,
     last_write: Option<WriteEffect>,
+    /// Its part of the system prompt, fixed at its first request.
+    prompt: Option<String>,
+    /// A peer works on a shared list beside others (an efrit-do command, a
+    /// chat), not for the lead: its calls count against its own hard cap
+    /// only, its report holds its own calls, and when it ends its open
+    /// items are let go for the others to take.
+    peer: bool,
 }
 
 /// The sub-agents of a session.
@@ -124,11 +131,34 @@ impl Agents {
         self.running.iter().any(|a| a.breaker.armed(limits))
     }
 
-    /// Calls of every running and ended sub-agent.
+    /// Calls of every running and ended sub-agent working for the lead.
     fn calls(&self) -> u32 {
-        self.running.iter().fold(self.ended_calls, |sum, a| {
-            sum.saturating_add(a.breaker.calls())
-        })
+        self.running
+            .iter()
+            .filter(|a| !a.peer)
+            .fold(self.ended_calls, |sum, a| {
+                sum.saturating_add(a.breaker.calls())
+            })
+    }
+
+    /// Whether the current call is made for a peer (see `Agent::peer`).
+    pub fn acting_peer(&self) -> bool {
+        self.acting
+            .as_deref()
+            .is_some_and(|me| self.running.iter().any(|a| a.peer && a.name == me))
+    }
+
+    /// Takes in the sub-agent names another Emacs's save of a shared list
+    /// knew, after this session's own.
+    pub fn learn_known(&mut self, names: &[String]) {
+        for name in names {
+            if self.known.len() >= MAX_KNOWN_AGENTS {
+                break;
+            }
+            if !self.is_known(name) {
+                self.known.push(name.clone());
+            }
+        }
     }
 
     /// Puts the sub-agent names a saved session knew back, none running.
@@ -179,6 +209,16 @@ impl Session {
     /// Starts a sub-agent of type KIND and returns its name: KIND, or
     /// KIND-2, KIND-3... while an agent of that name is running.
     pub fn agent_start(&mut self, kind: &str) -> Result<String, InvalidInput> {
+        self.start_agent(kind, false)
+    }
+
+    /// Starts a peer of type KIND (see `Agent::peer`) and returns its name,
+    /// as `agent_start` does.
+    pub fn peer_start(&mut self, kind: &str) -> Result<String, InvalidInput> {
+        self.start_agent(kind, true)
+    }
+
+    fn start_agent(&mut self, kind: &str, peer: bool) -> Result<String, InvalidInput> {
         check_agent_name(kind, "type")?;
         let running = |name: &str| self.agents.running.iter().any(|a| a.name == name);
         let mut name = kind.to_string();
@@ -202,34 +242,54 @@ impl Session {
         self.agents.running.push(Agent {
             name: name.clone(),
             kind: kind.to_string(),
+            peer,
             ..Agent::default()
         });
         Ok(name)
     }
 
     /// Ends sub-agent NAME: its items in progress go back to pending,
-    /// owner kept.  Returns the text for the lead naming them, or None
-    /// when none was in progress or no agent NAME is running.
+    /// owner kept.  A peer lets its open items go (no owner), so that
+    /// the others may take them.  Returns the text for the lead naming
+    /// the items that were in progress, or None when none was or no agent
+    /// NAME is running.
     pub fn agent_end(&mut self, name: &str) -> Option<String> {
         let at = self.agents.running.iter().position(|a| a.name == name)?;
         let agent = self.agents.running.remove(at);
-        self.agents.ended_calls = self
-            .agents
-            .ended_calls
-            .saturating_add(agent.breaker.calls());
+        if !agent.peer {
+            self.agents.ended_calls = self
+                .agents
+                .ended_calls
+                .saturating_add(agent.breaker.calls());
+        }
+        let mine = |item: &Item| item.owner.as_deref() == Some(name);
         let left: Vec<usize> = (0..self.items.len())
-            .filter(|&n| {
-                let item = &self.items[n];
-                item.status == Status::InProgress && item.owner.as_deref() == Some(name)
-            })
+            .filter(|&n| self.items[n].status == Status::InProgress && mine(&self.items[n]))
             .collect();
-        if left.is_empty() {
+        let released: Vec<usize> = if agent.peer {
+            (0..self.items.len())
+                .filter(|&n| self.items[n].status == Status::Pending && mine(&self.items[n]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if left.is_empty() && released.is_empty() {
             return None;
         }
         let before = self.items.clone();
         let at = now();
         for &n in &left {
             self.items[n].set_status(Status::Pending, at);
+        }
+        if agent.peer {
+            for &n in left.iter().chain(&released) {
+                self.items[n].owner = None;
+            }
+        }
+        if left.is_empty() {
+            let summary = format!("{name} ended; its pending items are free to take");
+            self.record_agent_end(before, summary);
+            return None;
         }
         let mut named = String::new();
         for (k, &n) in left.iter().enumerate() {
@@ -247,8 +307,15 @@ impl Session {
             named.push(')');
         }
         let they = if left.len() == 1 { "it is" } else { "they are" };
-        let text = format!("{name} left {named} unfinished; {they} pending again.");
-        let summary = format!("{name} ended; {named} pending again");
+        let free = if agent.peer { ", free to take" } else { "" };
+        let text = format!("{name} left {named} unfinished; {they} pending again{free}.");
+        self.record_agent_end(before, format!("{name} ended; {named} pending again"));
+        Some(text)
+    }
+
+    /// Records an agent's end, which changed the list from BEFORE, as one
+    /// change the user can undo.
+    fn record_agent_end(&mut self, before: Vec<Item>, summary: String) {
         self.record(
             Actor::Model,
             ChangeKind::Status,
@@ -257,7 +324,6 @@ impl Session {
             None,
             Some(summary),
         );
-        Some(text)
     }
 
     /// The running sub-agents, oldest first, each with its running item.
@@ -322,6 +388,7 @@ impl Session {
         std::mem::swap(&mut self.guide, &mut agent.guide);
         std::mem::swap(&mut self.completion, &mut agent.completion);
         std::mem::swap(&mut self.last_write, &mut agent.last_write);
+        std::mem::swap(&mut self.prompt, &mut agent.prompt);
     }
 
     /// Runs F on this session for AGENT: None for the lead, else a running
@@ -343,8 +410,13 @@ impl Session {
         };
         let at = self.running_agent(name)?;
         self.swap_agent(at);
-        // The lead's breaker is in the agent's place now: counted too.
-        let elsewhere = self.agents.calls();
+        // The lead's breaker is in the agent's place now: counted too.  A
+        // peer's hard cap counts its own calls only.
+        let elsewhere = if self.agents.running[at].peer {
+            0
+        } else {
+            self.agents.calls()
+        };
         self.breaker.set_calls_elsewhere(elsewhere);
         self.agents.acting = Some(name.to_string());
         let result = catch_unwind(AssertUnwindSafe(|| f(self)));
@@ -626,6 +698,19 @@ mod tests {
 
     fn own(id: &str, status: Status, owner: Option<&str>) -> (String, Status, Option<String>) {
         (id.to_string(), status, owner.map(str::to_string))
+    }
+
+    /// Breaker limits and loop options with a hard cap of CAP calls.
+    fn hard_capped(cap: u32) -> (BreakerLimits, LoopOptions) {
+        let limits = BreakerLimits {
+            hard_cap: cap,
+            ..BreakerLimits::default()
+        };
+        let options = LoopOptions {
+            breaker: limits,
+            ..LoopOptions::default()
+        };
+        (limits, options)
     }
 
     /// The lead's plan: t1 running, t2 and t3 pending.
@@ -1009,14 +1094,7 @@ mod tests {
 
     #[test]
     fn each_agent_has_its_own_breaker_and_the_hard_cap_counts_all() {
-        let limits = BreakerLimits {
-            hard_cap: 12,
-            ..BreakerLimits::default()
-        };
-        let options = LoopOptions {
-            breaker: limits,
-            ..LoopOptions::default()
-        };
+        let (limits, options) = hard_capped(12);
         let mut s = planned();
         s.agent_start("executor").unwrap();
         let call = |s: &mut Session, agent: Option<&str>| {
@@ -1165,5 +1243,176 @@ mod tests {
             };
             assert_eq!(strip(&a), strip(&b));
         }
+    }
+
+    #[test]
+    fn a_peer_that_ends_lets_its_open_items_go() {
+        let mut s = Session::started_now();
+        assert_eq!(s.peer_start("efrit").unwrap(), "efrit");
+        write(
+            &mut s,
+            Some("efrit"),
+            json!({"todos": [
+                {"content": "Read", "status": "completed"},
+                {"content": "Patch", "status": "in_progress"},
+                {"content": "Test", "status": "pending"}]}),
+        )
+        .unwrap();
+        assert_eq!(
+            owners(&s),
+            [
+                own("t1", Completed, Some("efrit")),
+                own("t2", InProgress, Some("efrit")),
+                own("t3", Pending, Some("efrit"))
+            ]
+        );
+        let text = s.agent_end("efrit").unwrap();
+        assert!(text.contains("t2 (Patch)"), "{text}");
+        assert!(text.contains("free to take"), "{text}");
+        // What it did stays its own; what is open is anybody's.
+        assert_eq!(
+            owners(&s),
+            [
+                own("t1", Completed, Some("efrit")),
+                own("t2", Pending, None),
+                own("t3", Pending, None)
+            ]
+        );
+        // Another peer takes the work up.
+        s.peer_start("chat").unwrap();
+        task(
+            &mut s,
+            Some("chat"),
+            "TaskUpdate",
+            json!({"taskId": "t2", "status": "completed"}),
+        )
+        .unwrap();
+        assert_eq!(owners(&s)[1], own("t2", Completed, None));
+        // One undo takes the let-go back as a whole.
+        assert!(s
+            .history
+            .changes()
+            .any(|change| change.summary.contains("efrit ended")));
+    }
+
+    #[test]
+    fn a_peer_with_only_pending_items_lets_them_go_silently() {
+        let mut s = Session::started_now();
+        s.peer_start("chat").unwrap();
+        write(
+            &mut s,
+            Some("chat"),
+            json!({"todos": [{"content": "Later", "status": "pending"}]}),
+        )
+        .unwrap();
+        assert_eq!(s.agent_end("chat"), None);
+        assert_eq!(owners(&s), [own("t1", Pending, None)]);
+    }
+
+    #[test]
+    fn running_peers_keep_off_each_others_items() {
+        let mut s = Session::started_now();
+        s.peer_start("efrit").unwrap();
+        s.peer_start("chat").unwrap();
+        write(
+            &mut s,
+            Some("efrit"),
+            json!({"todos": [{"content": "Patch", "status": "in_progress"}]}),
+        )
+        .unwrap();
+        let refused = task(
+            &mut s,
+            Some("chat"),
+            "TaskUpdate",
+            json!({"taskId": "t1", "status": "completed"}),
+        )
+        .unwrap_err();
+        assert!(
+            refused.message.contains("owned by efrit"),
+            "{}",
+            refused.message
+        );
+        // A whole-list write of the chat covers its own items only.
+        write(
+            &mut s,
+            Some("chat"),
+            json!({"todos": [{"content": "Docs", "status": "pending"}]}),
+        )
+        .unwrap();
+        assert_eq!(
+            owners(&s),
+            [
+                own("t1", InProgress, Some("efrit")),
+                own("t2", Pending, Some("chat"))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_peer_has_its_own_hard_cap_and_report() {
+        let (limits, options) = hard_capped(4);
+        let mut s = Session::started_now();
+        s.peer_start("efrit").unwrap();
+        s.peer_start("chat").unwrap();
+        let call = |s: &mut Session, agent: &str, n: usize| {
+            let input = Input::from_json(&json!({ "n": n }));
+            s.as_agent(Some(agent), |s| {
+                s.before_tool("shell", || input.clone(), &limits)
+                    .or_else(|| {
+                        s.after_tool(
+                            "shell",
+                            input,
+                            Some(format!("{agent} ran {n}")),
+                            false,
+                            None,
+                            &options,
+                        )
+                    })
+            })
+            .unwrap()
+        };
+        for n in 0..3 {
+            call(&mut s, "efrit", n);
+            call(&mut s, "chat", n);
+        }
+        // Six calls in the session, three each: nobody is at the cap of 4.
+        assert!(!s.breaker_of(Some("efrit")).unwrap().tripped);
+        assert!(!s.breaker_of(Some("chat")).unwrap().tripped);
+        assert!(!s.breaker_of(None).unwrap().tripped);
+        assert_eq!(s.breaker_of(None).unwrap().calls, 0);
+        let report = s
+            .as_agent(Some("chat"), |s| s.report(None, &options))
+            .unwrap();
+        assert!(report.contains("3 tool calls"), "{report}");
+        assert!(
+            report.contains("(by chat)") && !report.contains("(by efrit)"),
+            "{report}"
+        );
+        let whole = s.report(None, &options);
+        assert!(whole.contains("6 tool calls"), "{whole}");
+    }
+
+    #[test]
+    fn a_peer_is_told_it_shares_the_list() {
+        let mut s = planned();
+        let lead = s.prompt_guidance(30).to_string();
+        assert!(!lead.contains("shared"), "{lead}");
+        s.peer_start("efrit").unwrap();
+        s.agent_start("executor").unwrap();
+        let peer = s
+            .as_agent(Some("efrit"), |s| s.prompt_guidance(30).to_string())
+            .unwrap();
+        assert!(
+            peer.contains("shared with other agents; you work on it as efrit"),
+            "{peer}"
+        );
+        assert!(peer.contains("t2 [pending] Patch the loop"), "{peer}");
+        // A sub-agent working for the lead is not a peer; the lead's text
+        // stays the same.
+        let sub = s
+            .as_agent(Some("executor"), |s| s.prompt_guidance(30).to_string())
+            .unwrap();
+        assert!(!sub.contains("shared"), "{sub}");
+        assert_eq!(s.prompt_guidance(30), lead);
     }
 }

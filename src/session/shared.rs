@@ -98,6 +98,8 @@ impl Session {
         self.ids.raise_to(issued);
         self.history = saved.history;
         self.created = saved.created;
+        // Items another Emacs's agents own stay theirs here too.
+        self.agents.learn_known(saved.agents.known());
         self.writes = self.writes.max(saved.writes);
     }
 }
@@ -131,10 +133,15 @@ impl Session {
             target.summary.clone(),
         );
         let mine = touched(target);
+        // A later change already taken back, and the undo that took it
+        // back, left its items as they were before it: they stand in the
+        // way of nothing.
+        let cancelled_out =
+            |change: &Change| change.undone || change.undoes.is_some_and(|undone| undone > seq);
         if let Some((later, ids)) = self
             .history
             .changes()
-            .filter(|change| change.seq > seq)
+            .filter(|change| change.seq > seq && !cancelled_out(change))
             .find_map(|change| {
                 let mut common: Vec<&str> = touched(change).intersection(&mine).copied().collect();
                 common.sort_unstable();
@@ -159,7 +166,7 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::Options;
+    use crate::session::{Options, UserEdit};
     use crate::validate::{Input, Limits};
     use serde_json::json;
 
@@ -264,6 +271,33 @@ mod tests {
             "{why}"
         );
         assert_eq!(s.items, items, "a refused undo changes nothing");
+    }
+
+    #[test]
+    fn undo_own_goes_further_back_past_a_change_already_taken_back() {
+        let limits = Limits::default();
+        let mut s = Session::default();
+        s.add("Mine".into(), None, &limits).unwrap();
+        let added = s.history.last_seq();
+        s.user_edit(
+            UserEdit::EditContent {
+                id: "t1".into(),
+                content: "Mine, reworded".into(),
+            },
+            &limits,
+        )
+        .unwrap();
+        let reworded = s.history.last_seq();
+        let mut own = vec![added, reworded];
+        s.undo_own(&own).unwrap().unwrap();
+        own.push(s.history.last_seq());
+        assert_eq!(s.items[0].content, "Mine");
+        // The rewording is taken back: nothing stands between the addition
+        // and the undo, which goes on to it as an unshared list's does.
+        let note = s.undo_own(&own).unwrap().unwrap();
+        assert!(note.contains(&format!("change {added}")), "{note}");
+        assert!(s.items.is_empty(), "{:?}", s.items);
+        assert!(s.retired.contains_key("t1"));
     }
 
     #[test]

@@ -544,7 +544,7 @@ pub struct Decoded {
 }
 
 impl StoredState<'_> {
-    fn into_session(self, limits: &Limits) -> Result<Decoded, LoadError> {
+    fn into_session(self, limits: &Limits, restoring: bool) -> Result<Decoded, LoadError> {
         check_session_name(&self.session).map_err(|e| corrupt(e.to_string()))?;
         if self.id_counter > MAX_ID_NUMBER {
             return Err(LoadError::Refused(format!(
@@ -685,9 +685,11 @@ impl StoredState<'_> {
         session.history = History::from_parts(history, history_seq);
         session.stopped = stopped;
         // No sub-agent runs after a restore: what they had in progress
-        // waits for the next one, still theirs.
+        // waits for the next one, still theirs.  Another Emacs's save of a
+        // shared list is no restore: its agents may be running there.
         for item in session.items.iter_mut().filter(|item| {
-            item.status == Status::InProgress
+            restoring
+                && item.status == Status::InProgress
                 && item
                     .owner
                     .as_ref()
@@ -714,6 +716,16 @@ pub fn decode(bytes: &[u8]) -> Result<(String, Session), LoadError> {
 /// Reads a state file within LIMITS, the limits todo_write keeps: a list
 /// over them is refused (`LoadError::Refused`), records over theirs cut.
 pub fn decode_within(bytes: &[u8], limits: &Limits) -> Result<Decoded, LoadError> {
+    decode_as(bytes, limits, true)
+}
+
+/// `decode_within` for a save this Emacs restores (RESTORING), or one it
+/// takes in from another Emacs, whose agents may be running.
+pub(super) fn decode_as(
+    bytes: &[u8],
+    limits: &Limits,
+    restoring: bool,
+) -> Result<Decoded, LoadError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty"));
     }
@@ -738,7 +750,7 @@ pub fn decode_within(bytes: &[u8], limits: &Limits) -> Result<Decoded, LoadError
     if state.schema_version > SCHEMA_VERSION {
         return Err(LoadError::Newer(state.schema_version));
     }
-    state.into_session(limits)
+    state.into_session(limits, restoring)
 }
 
 #[cfg(test)]
@@ -1277,6 +1289,10 @@ mod graph_tests {
         assert_eq!(back.items[0].status, Status::InProgress, "the lead's stays");
         assert_eq!(back.items[1].status, Status::Pending);
         assert_eq!(back.items[1].owner.as_deref(), Some("executor"));
+        // Another Emacs's save of a shared list: its agents may be running.
+        let taken = decode_as(&bytes, &Limits::default(), false).unwrap();
+        assert_eq!(taken.session.items[1].status, Status::InProgress);
+        assert_eq!(taken.session.items[1].owner.as_deref(), Some("executor"));
         // A file without agents: none known; a bad list is dropped with a
         // warning and the items kept.
         assert!(decode(&encode("solo", &Session::default()))

@@ -17,7 +17,7 @@ use super::conflict::{move_aside_unchanged, Seen};
 use super::directory::{check_dir, explained};
 use super::file_kind::{not_regular, open_regular, special_kind};
 use super::names::{file_name, EXTENSION};
-use super::record::{decode_within, Decoded, LoadError, MAX_STORED_RETIRED};
+use super::record::{decode_as, Decoded, LoadError, MAX_STORED_RETIRED};
 
 /// A session read back from a file.
 #[derive(Debug)]
@@ -74,14 +74,17 @@ pub fn load_file(file: &Path) -> Result<(String, Session), LoadError> {
 /// following a symlink, and not one bigger than `max_file_bytes`.
 pub fn load_file_within(file: &Path, limits: &Limits) -> Result<Decoded, LoadError> {
     let mut id = None;
-    read_state_file(file, limits, &mut id)
+    read_state_file(file, limits, &mut id, true)
 }
 
-/// `load_file_within`, and the identity of the file read in ID.
+/// `load_file_within`, and the identity of the file read in ID.  A save
+/// this Emacs restores (RESTORING) has no sub-agent running any more;
+/// another Emacs's save of a shared list may.
 pub(super) fn read_state_file(
     file: &Path,
     limits: &Limits,
     id: &mut Option<FileId>,
+    restoring: bool,
 ) -> Result<Decoded, LoadError> {
     let opened = open_regular(file)?;
     let meta = opened.metadata()?;
@@ -97,7 +100,7 @@ pub(super) fn read_state_file(
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     // At most one byte more than the size seen, should the file grow.
     io::Read::read_to_end(&mut io::Read::take(opened, size + 1), &mut bytes)?;
-    decode_within(&bytes, limits)
+    decode_as(&bytes, limits, restoring)
 }
 
 /// Reads every state file in DIR within LIMITS.  With ONLY_OPEN, sessions
@@ -143,7 +146,7 @@ pub fn load_dir(dir: &Path, only_open: bool, limits: &Limits) -> io::Result<DirR
             Err(_) => continue,
         }
         let mut id = None;
-        match read_state_file(&file, limits, &mut id) {
+        match read_state_file(&file, limits, &mut id, true) {
             Ok(decoded) => {
                 if let Some(id) = id {
                     found.push((file, decoded, id));

@@ -123,7 +123,7 @@ fn take_within(
     let known = conflict::known(&target);
     let mut id = None;
     let mut warnings = Vec::new();
-    let decoded = match read_state_file(&target, limits, &mut id) {
+    let decoded = match read_state_file(&target, limits, &mut id, false) {
         Ok(decoded) => decoded,
         Err(LoadError::Corrupt(why)) => {
             let kept = conflict::move_aside(&target)?;

@@ -212,7 +212,8 @@ impl ChangedIds {
 
     /// "added t4; completed t2, t3; reordered", or "no item changed".
     pub fn summary(&self) -> String {
-        let mut out = String::new();
+        // Room for a usual summary at once: it is made on every change.
+        let mut out = String::with_capacity(64);
         for (name, ids) in self.groups() {
             if ids.is_empty() {
                 continue;

@@ -241,6 +241,40 @@ items\"; a list of plists is the most natural way to write one in Lisp."
     (efrit-todo-write "{\"todos\": [{\"id\": \"t1\", \"content\": \"a\", \"status\": \"completed\", \"activeForm\": null}]}")
     (should (equal (efrit-todo-test-statuses) '(completed)))))
 
+;; The module reads an input into buffers it keeps from the input before:
+;; nothing of an earlier input may show through in a later one.
+(ert-deftest efrit-todo-test-input-texts-are-its-own ()
+  "Each write reads its own texts, whatever inputs came before it.
+Long texts, then short ones in the same places; items of three keys
+other than the usual ones; a field that is not a string."
+  (let ((long (lambda (word) (mapconcat #'identity (make-list 20 word) " "))))
+    (efrit-todo-test-with-session
+      (efrit-todo-test-write
+       (efrit-todo-test-item (funcall long "first") "in_progress"
+                             "activeForm" (funcall long "doing"))
+       (efrit-todo-test-item (funcall long "second") "pending"
+                             "activeForm" (funcall long "waiting")))
+      (efrit-todo-test-write
+       (efrit-todo-test-item "Go" "completed" "activeForm" "Going")
+       (efrit-todo-test-item "Stop" "in_progress" "activeForm" "Stopping"))
+      (should (equal (efrit-todo-test-contents) '("Go" "Stop")))
+      (should (equal (efrit-todo-test-field :active-form) '("Going" "Stopping")))
+      (should (equal (efrit-todo-test-statuses) '(completed in-progress)))
+      ;; Three keys, not the usual three.
+      (efrit-todo-test-write
+       (efrit-todo-test-item "Go" "completed" "description" "Out")
+       (efrit-todo-test-item "Stop" "completed" "owner" "lead"))
+      (should (equal (efrit-todo-test-contents) '("Go" "Stop")))
+      (should (equal (efrit-todo-test-field :description) '("Out" nil)))
+      (should (equal (efrit-todo-test-field :owner) '(nil "lead")))
+      ;; A field that is not a string is named, the list left as it was.
+      (let ((err (should-error
+                  (efrit-todo-test-write
+                   (efrit-todo-test-item "Go" "completed" "activeForm" ["Going"]))
+                  :type 'efrit-todo-invalid-input)))
+        (should (string-match-p "todos\\[0\\]\\.activeForm" (cadr err))))
+      (should (equal (efrit-todo-test-contents) '("Go" "Stop"))))))
+
 (ert-deftest efrit-todo-test-empty-list-is-valid ()
   "An empty todos array is a valid write that empties the list."
   (efrit-todo-test-with-session

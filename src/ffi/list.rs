@@ -3,7 +3,7 @@
 
 use super::cache::{session_name, with_existing};
 use super::errors::{checked, guarded, valid};
-use super::input::{count_arg, text_arg, to_input, tool_input};
+use super::input::{count_arg, recycle, text_arg, to_input, tool_input};
 use super::options::{limits, options};
 use super::output::{item_plist, item_plist_in, items_list, json_to_lisp, lisp_text};
 use super::symbols::*;
@@ -49,6 +49,7 @@ fn write<'e>(
                 s.write(&input, &options, auto_complete.is_not_nil(), known_tools)
                     .map(|outcome| outcome.text)
             });
+        recycle(input);
         lisp_text(env, &valid(env, text)?)
     })
 }

@@ -34,7 +34,7 @@ mod team;
 use emacs::{defun, Env, IntoLisp, Result, Value};
 
 use errors::guarded;
-use input::{ABSENT, KNOWN_KEYS, KNOWN_KEY_REFS};
+use input::{ABSENT, KNOWN_KEYS, KNOWN_KEY_REFS, USUAL_COUNT};
 
 emacs::plugin_is_GPL_compatible!();
 
@@ -58,6 +58,7 @@ fn init(env: &Env) -> Result<()> {
         .call("make-symbol", ("efrit-todo-absent",))?
         .make_global_ref();
     let _ = ABSENT.set(absent);
+    let _ = USUAL_COUNT.set(3.into_lisp(env)?.make_global_ref());
     register_optional(env)?;
     Ok(())
 }

@@ -375,6 +375,93 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_file_a_look_finds_is_replaced_by_this_emacs_list_at_once() {
+        let dir = temp_dir("shared-damaged-look");
+        let name = format!("shared damaged look {}", std::process::id());
+        share(&name, Limits::default());
+        add(&name, &dir, "one");
+        add(&name, &dir, "two");
+        let file = file_path(&dir, &name);
+        let generation = json_of(&file)["generation"].as_u64().unwrap();
+        // A reading call's look moves it aside and saves this list there,
+        // under the lock it holds: nothing is left without a file.
+        write_atomic(&dir, &file_name(&name), b"garbage{{{").unwrap();
+        refresh(&name, &dir, WAIT).unwrap();
+        assert!(dir.join(format!("{}.corrupt", file_name(&name))).exists());
+        let saved = json_of(&file);
+        assert_eq!(saved["items"].as_array().unwrap().len(), 2);
+        assert!(saved["generation"].as_u64().unwrap() > generation);
+        // So does a change that changes nothing.
+        write_atomic(&dir, &file_name(&name), b"garbage again").unwrap();
+        assert!(begin(&name, &dir, WAIT).unwrap());
+        end(&name, &dir).unwrap();
+        assert!(dir.join(format!("{}.1.corrupt", file_name(&name))).exists());
+        assert_eq!(json_of(&file)["items"].as_array().unwrap().len(), 2);
+        unshare(&name);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_that_replaced_the_file_with_a_lower_generation_is_not_overwritten() {
+        let dir = temp_dir("shared-replaced");
+        let name = format!("shared replaced {}", std::process::id());
+        share(&name, Limits::default());
+        for content in ["one", "two", "three"] {
+            add(&name, &dir, content);
+        }
+        // The file was lost, and a fresh Emacs, which never saw it, saved
+        // its own list in its place: generation 1, its first id t1 again.
+        let mut fresh = Session::default();
+        fresh
+            .add("fresh".into(), None, &Limits::default())
+            .unwrap();
+        let mut json: serde_json::Value = serde_json::from_slice(&encode(&name, &fresh)).unwrap();
+        json["generation"] = json!(1);
+        let theirs = serde_json::to_vec(&json).unwrap();
+        write_atomic(&dir, &file_name(&name), &theirs).unwrap();
+        assert_eq!(add(&name, &dir, "after"), "t4", "no id is issued twice");
+        let file = file_path(&dir, &name);
+        let saved = json_of(&file);
+        let saved_contents: Vec<&str> = saved["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(saved_contents, ["fresh", "after"]);
+        assert!(saved["generation"].as_u64().unwrap() > 3);
+        assert!(saved["id_counter"].as_u64().unwrap() >= 4);
+        let kept = dir.join(format!("{}.conflict", file_name(&name)));
+        let kept_contents: Vec<String> = json_of(&kept)["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kept_contents, ["one", "two", "three"]);
+        // The same save put back under a new identity (a copy, a touch)
+        // holds nothing new: no copy is kept for it.
+        let same = fs::read(&file).unwrap();
+        fs::remove_file(&file).unwrap();
+        write_atomic(&dir, &file_name(&name), &same).unwrap();
+        assert_eq!(add(&name, &dir, "later"), "t5");
+        assert!(!dir
+            .join(format!("{}.1.conflict", file_name(&name)))
+            .exists());
+        assert_eq!(contents(&name), ["fresh", "after", "later"]);
+        unshare(&name);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_shared_list_exists_from_the_moment_it_is_shared() {
+        let name = format!("shared empty {}", std::process::id());
+        share(&name, Limits::default());
+        assert!(registry().names().contains(&name));
+        unshare(&name);
+    }
+
+    #[test]
     fn first_contact_keeps_this_emacs_own_list_beside() {
         let dir = temp_dir("shared-first");
         let name = format!("shared first {}", std::process::id());

@@ -491,8 +491,9 @@ finding no file, and nothing is lost meanwhile."
     (let ((list (format "exit-%s" (cl-gensym))))
       (efrit-todo-shared-test--run
        '(let* ((args command-line-args-left)
-               (efrit-todo-state-directory (nth 0 args))
                (list (nth 1 args)))
+          ;; Set, not bound: the exit comes after this form.
+          (setq efrit-todo-state-directory (nth 0 args))
           (setq command-line-args-left nil)
           (efrit-todo-share-list list)
           (efrit-todo-task-create '(:subject "Kept at exit") list)

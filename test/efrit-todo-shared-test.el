@@ -391,7 +391,7 @@ Once the holder is killed, its lock is free at once."
 
 (ert-deftest efrit-todo-shared-test-waiting-for-the-lock-says-so ()
   "A change that waits for another Emacs's lock says so after about half a second.
-The message names C-g, and goes once the lock is had."
+The message names the key that stops the wait, and goes once the lock is had."
   (skip-unless (and invocation-name (memq system-type '(gnu/linux darwin berkeley-unix))))
   (efrit-todo-shared-test-with-dir dir
     (let* ((list (format "waiting-%s" (cl-gensym)))

@@ -331,16 +331,29 @@ A session with items does, and so does one whose items were all
 removed: its history tells what became of them, and `efrit-todo-undo-change'
 brings them back.  A session that never had an item does not: an
 agent command that failed before planning, or an undo with nothing
-to undo, would otherwise leave an empty section behind.  Efrit's own
-list, kept while `efrit-todo-efrit-mode' is off, does not: no agent
-of efrit-todo reads it, and Efrit shows it itself."
+to undo, would otherwise leave an empty section behind.  A shared
+list does, empty or not: the user or another Emacs adds to it here.
+Efrit's own list, kept while `efrit-todo-efrit-mode' is off, does not:
+no agent of efrit-todo reads it, and Efrit shows it itself."
   (and (not (efrit-todo-compat--efrit-list-p session))
        (or (> (efrit-todo--item-count session) 0)
+           (member session efrit-todo--shared-lists)
            (efrit-todo-history session))))
 
 (defun efrit-todo-ui--shown-sessions ()
   "Return the sessions that get a section, oldest first."
   (seq-filter #'efrit-todo-ui--shown-p (efrit-todo-sessions)))
+
+(defun efrit-todo-ui--select-session (session)
+  "Make SESSION the one of the header line and of new items in *efrit-todos*.
+What a command that names a list for the user to work on, such as
+`efrit-todo-share-list', does; nothing when the buffer does not exist,
+where the newest list is the header's anyway."
+  (let ((buffer efrit-todo-ui--list-buffer))
+    (when (and buffer (buffer-live-p buffer))
+      (with-current-buffer buffer
+        (setq efrit-todo-ui--selected session)
+        (force-mode-line-update)))))
 
 (defun efrit-todo-ui--header-session ()
   "Return the session the header line and new items are about, or nil."

@@ -1199,10 +1199,13 @@ saves that have not landed; they stay pending and are retried."
       (length failures))))
 
 (defun efrit-todo--save-on-exit ()
-  "Write what is pending to disk as Emacs exits; never stop the exit."
+  "Write what is pending to disk as Emacs exits; never stop the exit.
+A shared list's changes were saved as they were made; one whose file
+is gone is saved again."
   (condition-case err
       ;; Without the module (its build not finished) there is nothing.
       (when (efrit-todo-build-module-loaded-p)
+        (efrit-todo--save-shared-lists-on-exit)
         (efrit-todo-flush))
     (quit (message "Efrit-todo: stopped waiting for the saves to land"))
     (error (message "Efrit-todo: could not save: %s" (error-message-string err)))))
@@ -1321,6 +1324,8 @@ Not in batch Emacs, which runs scripts rather than resuming work."
 (declare-function efrit-todo--module-shared-end "efrit-todo-module" (session dir))
 (declare-function efrit-todo--module-shared-refresh "efrit-todo-module" (session dir wait))
 (declare-function efrit-todo--module-shared-news "efrit-todo-module" ())
+(declare-function efrit-todo--module-shared-save-if-missing "efrit-todo-module"
+                  (session dir wait))
 
 (defcustom efrit-todo-shared-lock-timeout 5
   "Seconds a change of a shared list waits at most for another Emacs.
@@ -1398,8 +1403,9 @@ one, becomes this Emacs's list of that name (a different list this
 Emacs held under that name is kept beside as a .conflict file).
 Agents started in a buffer whose `efrit-todo-list-id' is NAME work
 on it."
-  (interactive (list (read-string "Share the list named: " nil nil
-                                  (or (efrit-todo-buffer-list-id) (efrit-todo--session nil)))))
+  (interactive (let ((default (or (efrit-todo-buffer-list-id) (efrit-todo--session nil))))
+                 (list (read-string (format-prompt "Share the list named" default)
+                                    nil nil default))))
   (unless (efrit-todo-list-id-p name)
     (signal 'efrit-todo-invalid-input
             (list (format "name: expected 1 to %d printable characters, got %s"
@@ -1411,6 +1417,9 @@ on it."
   (efrit-todo--shared-watch)
   (efrit-todo--run-change-hook name)
   (when (called-interactively-p 'interactive)
+    ;; Shared by hand, it is what the user means to work on next.
+    (when (fboundp 'efrit-todo-ui--select-session)
+      (efrit-todo-ui--select-session name))
     (message "Efrit-todo: %s is a shared list%s" name
              (if (efrit-todo--state-dir)
                  (format " in %s" (efrit-todo--state-dir))
@@ -1526,17 +1535,49 @@ directory, where the list is shared within this Emacs only."
       (prog1 (efrit-todo--module-shared-refresh session dir efrit-todo--shared-lock-slice)
         (efrit-todo--shared-news)))))
 
+(defconst efrit-todo--shared-wait-notice-delay 0.5
+  "Seconds of waiting for the lock after which the echo area says so.")
+
 (defun efrit-todo--shared-lock (session dir)
   "Take DIR's lock for a change of the shared list SESSION.
 Wait in slices, so that \\[keyboard-quit] stops the waiting, at most
 `efrit-todo-shared-lock-timeout' seconds; then signal
-`efrit-todo-storage-error'."
-  (let ((deadline (+ (float-time) efrit-todo-shared-lock-timeout)))
-    (while (not (efrit-todo--module-shared-begin session dir efrit-todo--shared-lock-slice))
-      (when (> (float-time) deadline)
-        (signal 'efrit-todo-storage-error
-                (list (format "another process has held the lock of %s for more than %s s; the shared list %s was not changed"
-                              dir efrit-todo-shared-lock-timeout session)))))))
+`efrit-todo-storage-error'.  A wait longer than half a second is shown
+in the echo area until the lock is had or the wait ends."
+  (let* ((started (float-time))
+         (deadline (+ started efrit-todo-shared-lock-timeout))
+         (shown nil))
+    (unwind-protect
+        (while (not (efrit-todo--module-shared-begin session dir efrit-todo--shared-lock-slice))
+          (when (and (not shown)
+                     (> (float-time) (+ started efrit-todo--shared-wait-notice-delay)))
+            (setq shown t)
+            (let ((message-log-max nil))
+              (message "Efrit-todo: waiting for another Emacs to let go of the shared list %s (%s to stop)"
+                       session (substitute-command-keys "\\[keyboard-quit]"))))
+          (when (> (float-time) deadline)
+            (signal 'efrit-todo-storage-error
+                    (list (format "another process has held the lock of %s for more than %s s; the shared list %s was not changed"
+                                  dir efrit-todo-shared-lock-timeout session)))))
+      (when shown
+        (message nil)))))
+
+(defun efrit-todo--save-shared-lists-on-exit ()
+  "Save each shared list whose file is gone, as Emacs exits.
+Waits for another Emacs's lock at most `efrit-todo-shared-lock-timeout'
+seconds in all; \\[keyboard-quit] stops it."
+  (let ((dir (efrit-todo--state-dir))
+        (deadline (+ (float-time) efrit-todo-shared-lock-timeout)))
+    (when dir
+      (dolist (name efrit-todo--shared-lists)
+        (condition-case err
+            (while (and (not (efrit-todo--module-shared-save-if-missing
+                              name dir efrit-todo--shared-lock-slice))
+                        (< (float-time) deadline)))
+          (efrit-todo-error
+           (message "Efrit-todo: could not save the shared list %s: %s"
+                    name (error-message-string err)))))
+      (efrit-todo--shared-news))))
 
 (defun efrit-todo--shared-change (session change)
   "Call CHANGE, a change of the shared list SESSION, and return its value.
@@ -1572,6 +1613,7 @@ signals `efrit-todo-storage-error'."
 ;; in for Efrit's efrit-todo.el), nothing is drawn.
 
 (declare-function efrit-todo-ui--on-change "efrit-todo-ui" (session))
+(declare-function efrit-todo-ui--select-session "efrit-todo-ui" (session))
 
 (when (locate-file "efrit-todo-ui" (list efrit-todo--directory) (get-load-suffixes))
   (dolist (command '(efrit-todo-show efrit-todo-mode-line-mode efrit-todo-list-mode))

@@ -427,6 +427,61 @@ Once the holder is killed, its lock is free at once."
                 (should (< (- (float-time) started) 1))))
           (when (process-live-p holder) (kill-process holder)))))))
 
+(defconst efrit-todo-shared-test--brief-holder
+  '(let* ((args command-line-args-left)
+          (dir (nth 0 args))
+          (list (nth 1 args))
+          (seconds (string-to-number (nth 2 args))))
+     (setq command-line-args-left nil)
+     (efrit-todo--module-shared-share list 1000 2000)
+     (unless (efrit-todo--module-shared-begin list dir 5)
+       (error "Could not take the lock"))
+     (message "holding")
+     (sleep-for seconds))
+  "A child Emacs: take the lock of DIR for a change of LIST, for SECONDS.")
+
+(ert-deftest efrit-todo-shared-test-waiting-for-the-lock-says-so ()
+  "A change that waits for another Emacs's lock says so after about half a second.
+The message names the key that stops the wait, and goes once the lock is had."
+  (skip-unless (and invocation-name (memq system-type '(gnu/linux darwin berkeley-unix))))
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "waiting-%s" (cl-gensym)))
+           (efrit-todo-shared-lock-timeout 10)
+           (messages nil))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "Before") list)
+      (let ((holder (efrit-todo-shared-test--spawn "efrit-todo-brief-holder"
+                                                   efrit-todo-shared-test--brief-holder
+                                                   dir list "1.5")))
+        (unwind-protect
+            (progn
+              (efrit-todo-shared-test--wait
+               (list holder)
+               (lambda () (string-match-p "holding" (efrit-todo-shared-test--output holder)))
+               30 "the holder")
+              (let ((started (float-time)))
+                (cl-letf (((symbol-function 'message)
+                           (lambda (fmt &rest args)
+                             (push (cons (- (float-time) started) (and fmt (apply #'format fmt args)))
+                                   messages))))
+                  (should (string-match-p "Created t2:" (efrit-todo-task-create '(:subject "After") list)))))
+              (setq messages (nreverse messages))
+              (let ((waiting (cl-find-if (lambda (m) (and (cdr m) (string-match-p "waiting for another Emacs" (cdr m))))
+                                         messages)))
+                (should waiting)
+                (should (string-match-p "C-g" (cdr waiting)))
+                (should (<= 0.3 (car waiting) 1.2))
+                ;; Once the lock is had, the message is cleared.
+                (should (cl-find-if (lambda (m) (and (null (cdr m)) (> (car m) (car waiting))))
+                                    messages))))
+          (when (process-live-p holder) (kill-process holder))))
+      ;; A lock that is free at once shows nothing.
+      (setq messages nil)
+      (cl-letf (((symbol-function 'message)
+                 (lambda (fmt &rest args) (push (and fmt (apply #'format fmt args)) messages))))
+        (efrit-todo-task-create '(:subject "At once") list))
+      (should-not (cl-some (lambda (m) (and m (string-match-p "waiting" m))) messages)))))
+
 (ert-deftest efrit-todo-shared-test-a-damaged-shared-file-is-moved-aside ()
   "A damaged file is kept as .corrupt with a warning; a FIFO is refused."
   (efrit-todo-shared-test-with-dir dir
@@ -447,6 +502,91 @@ Once the holder is killed, its lock is free at once."
           (should-error (efrit-todo-task-create '(:subject "Three") list)
                         :type 'efrit-todo-storage-error)
           (should (equal (length (efrit-todo--module-items list)) 2)))))))
+
+;;;; A file damaged, lost or replaced
+
+(defun efrit-todo-shared-test--recording-warnings (thunk)
+  "Call THUNK; return the warnings it showed, oldest first."
+  (let ((warnings nil))
+    (cl-letf (((symbol-function 'display-warning)
+               (lambda (_type text &rest _) (push text warnings))))
+      (funcall thunk))
+    (nreverse warnings)))
+
+(ert-deftest efrit-todo-shared-test-a-look-that-moves-a-damaged-file-aside-saves-in-its-place ()
+  "The look that moves a damaged shared file aside saves this Emacs's list there.
+Another Emacs then reads the list from the file at once, rather than
+finding no file, and nothing is lost meanwhile."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "damaged-look-%s" (cl-gensym))))
+      (efrit-todo-share-list list)
+      (efrit-todo-task-create '(:subject "One") list)
+      (efrit-todo-task-create '(:subject "Two") list)
+      (let ((file (efrit-todo--module-store-file list dir)))
+        (with-temp-file file (insert "garbage{{{"))
+        (let ((warnings (efrit-todo-shared-test--recording-warnings #'efrit-todo--shared-poll)))
+          (should (cl-some (lambda (w) (string-match-p "corrupt" w)) warnings)))
+        (should (directory-files dir nil "\\.corrupt\\'"))
+        (should (file-exists-p file))
+        (should (equal (efrit-todo-shared-test--saved-items dir list)
+                       '(("t1" . "One") ("t2" . "Two"))))
+        (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--lister dir list)))
+          (should (string-match-p "t1 \\[pending\\] One" out))
+          (should (string-match-p "t2 \\[pending\\] Two" out)))))))
+
+(ert-deftest efrit-todo-shared-test-an-emacs-exiting-saves-its-shared-lists ()
+  "An Emacs that exits saves a shared list whose file is gone, as any list."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "exit-%s" (cl-gensym))))
+      (efrit-todo-shared-test--run
+       '(let* ((args command-line-args-left)
+               (list (nth 1 args)))
+          ;; Set, not bound: the exit comes after this form.
+          (setq efrit-todo-state-directory (nth 0 args))
+          (setq command-line-args-left nil)
+          (efrit-todo-share-list list)
+          (efrit-todo-task-create '(:subject "Kept at exit") list)
+          ;; The file goes; the list is saved again as this Emacs exits.
+          (delete-file (efrit-todo--module-store-file list efrit-todo-state-directory)))
+       dir list)
+      (should (file-exists-p (efrit-todo--module-store-file list dir)))
+      (should (equal (efrit-todo-shared-test--saved-items dir list)
+                     '(("t1" . "Kept at exit")))))))
+
+(ert-deftest efrit-todo-shared-test-a-file-replaced-by-a-fresh-emacs-is-not-overwritten ()
+  "A save of a lower generation that replaced the file is taken in, nothing lost.
+The file is lost; a fresh Emacs shares the list and saves its own
+list there, at generation 1 with t1.  This Emacs's next change takes
+that list in, keeps its own list beside as a .conflict copy with a
+warning, and issues an id above every id either Emacs issued."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let ((list (format "replaced-%s" (cl-gensym))))
+      (efrit-todo-share-list list)
+      (dolist (subject '("One" "Two" "Three"))
+        (efrit-todo-task-create (list :subject subject) list))
+      (delete-file (efrit-todo--module-store-file list dir))
+      (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "fresh" "1")))
+        (should (equal (efrit-todo-shared-test--created out "fresh") '(("t1" . "fresh task 0")))))
+      (let* ((result nil)
+             (warnings (efrit-todo-shared-test--recording-warnings
+                        (lambda ()
+                          (setq result (efrit-todo-task-create '(:subject "After") list))))))
+        (should (string-match-p "Created t4:" result))
+        (should (cl-some (lambda (w) (string-match-p "\\.conflict" w)) warnings)))
+      (should (equal (efrit-todo-shared-test--saved-items dir list)
+                     '(("t1" . "fresh task 0") ("t4" . "After"))))
+      (let ((kept (directory-files dir t "\\.conflict\\'")))
+        (should (= (length kept) 1))
+        (let ((json-object-type 'alist) (json-array-type 'list) (json-key-type 'symbol))
+          (should (equal (mapcar (lambda (item) (alist-get 'content item))
+                                 (alist-get 'items (json-read-file (car kept))))
+                         '("One" "Two" "Three")))))
+      ;; The fresh Emacs's next id comes after them all.
+      (let ((out (efrit-todo-shared-test--run efrit-todo-shared-test--creator dir list "fresh" "1")))
+        (should (equal (mapcar #'car (efrit-todo-shared-test--created out "fresh")) '("t5")))))))
 
 ;;;; The buffer
 
@@ -497,6 +637,52 @@ Once it can be read again, a later failure is named again."
           (efrit-todo--shared-poll)
           (should (equal (length messages) 2))
           (delete-directory file))))))
+
+;;;; A list shared by hand, in the buffer
+
+(ert-deftest efrit-todo-shared-test-a-list-shared-by-hand-is-reachable-in-the-buffer ()
+  "A fresh Emacs shares an empty list by hand: *efrit-todos* reaches it.
+The prompt shows its default; the buffer shows the list's section,
+`a' adds to it and `s' offers it."
+  (skip-unless invocation-name)
+  (efrit-todo-shared-test-with-dir dir
+    (let* ((list (format "byhand-%s" (cl-gensym)))
+           (out (efrit-todo-shared-test--run
+                 '(let* ((args command-line-args-left)
+                         (efrit-todo-state-directory (nth 0 args))
+                         (list (nth 1 args))
+                         (prompts nil))
+                    (setq command-line-args-left nil)
+                    (require 'efrit-todo-ui)
+                    ;; Plain RET: the default.
+                    (cl-letf (((symbol-function 'read-string)
+                               (lambda (prompt &optional _initial _history default &rest _)
+                                 (push prompt prompts)
+                                 default)))
+                      (call-interactively #'efrit-todo-share-list))
+                    (message "PROMPT<%s>" (car prompts))
+                    (cl-letf (((symbol-function 'read-string)
+                               (lambda (prompt &rest _) (push prompt prompts) list)))
+                      (call-interactively #'efrit-todo-share-list))
+                    (with-current-buffer (efrit-todo-show)
+                      (message "BUFFER<%s>" (buffer-string))
+                      (cl-letf (((symbol-function 'read-string)
+                                 (lambda (prompt &rest _) (push prompt prompts) "By hand")))
+                        (call-interactively #'efrit-todo-add-item))
+                      (message "ADD<%s>" (car prompts))
+                      (message "ITEMS<%S>" (mapcar (lambda (i) (plist-get i :content)) (efrit-todo-list list)))
+                      (cl-letf (((symbol-function 'completing-read)
+                                 (lambda (_prompt collection &rest _)
+                                   (message "OFFERED<%S>" (all-completions "" collection))
+                                   list)))
+                        (call-interactively #'efrit-todo-choose-session))))
+                 dir list)))
+      (should (string-match-p "PROMPT<Share the list named (default default): >" out))
+      (should (string-match-p (format "BUFFER<[^>]*%s" (regexp-quote list)) out))
+      (should-not (string-match-p "No todo lists yet" out))
+      (should (string-match-p (format "ADD<Add to %s: >" (regexp-quote list)) out))
+      (should (string-match-p "ITEMS<(\"By hand\")>" out))
+      (should (string-match-p (format "OFFERED<[^>]*\"%s\"" (regexp-quote list)) out)))))
 
 ;;;; Undo
 

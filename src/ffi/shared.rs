@@ -103,6 +103,28 @@ fn shared_refresh<'e>(
     })
 }
 
+/// Saves the shared list SESSION into DIR when no file holds it there and
+/// it holds something, as an exiting Emacs does; t when that is done (or
+/// nothing was to do), nil when another process still held the lock
+/// after WAIT seconds.
+#[defun]
+fn shared_save_if_missing<'e>(
+    env: &'e Env,
+    session: Value<'e>,
+    dir: Value<'e>,
+    wait: Value<'e>,
+) -> Result<bool> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let dir = text_arg(env, dir, "dir")?;
+        let wait = seconds_arg(env, wait, "wait")?;
+        match store::shared_save_if_missing(&session, Path::new(&dir), wait) {
+            Ok(done) => Ok(done),
+            Err(e) => storage_failure(env, e.to_string()),
+        }
+    })
+}
+
 /// What the store's saves must tell the user and have not yet, as
 /// (warning TEXT) lists: a damaged shared file moved aside, this Emacs's
 /// own list kept beside when a saved shared list took its place.

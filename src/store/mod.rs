@@ -60,7 +60,8 @@ pub use names::{file_name, file_path, EXTENSION};
 pub use record::{decode, decode_within, Decoded, LoadError, MAX_STORED_RETIRED, SCHEMA_VERSION};
 pub use restore::{load_dir, load_file, load_file_within, max_file_bytes, DirReport, Loaded};
 pub use shared::{
-    begin as shared_begin, end as shared_end, refresh as shared_refresh, undo_own as shared_undo,
+    begin as shared_begin, end as shared_end, refresh as shared_refresh,
+    save_if_missing as shared_save_if_missing, undo_own as shared_undo,
 };
 pub use shared_read::{share, shared_limits, shared_lists, unshare};
 pub use writer::{

@@ -26,7 +26,9 @@ use super::encode::encode_into;
 use super::lock::{lock, lock_dir_within, DirLock};
 use super::names::{file_name, file_path};
 use super::record::LedgerSummary;
-use super::shared_read::{look, shared_limits, take_back, take_newer_save, Look};
+use super::shared_read::{
+    look, note_own, own_changes, shared_limits, take_back, take_newer_save, Look, Taken,
+};
 use super::writer::{finish_later, push_warning};
 
 /// The lock of a directory this Emacs holds between `begin` and `end`,
@@ -38,32 +40,12 @@ struct Held {
 
 static HELD: Lazy<Mutex<HashMap<PathBuf, Held>>> = Lazy::new(Mutex::default);
 
-/// The changes this Emacs made to each shared list and saved, newest
-/// last: what undo may take back.
-static OWN: Lazy<Mutex<HashMap<String, Vec<u64>>>> = Lazy::new(Mutex::default);
-
-/// As many of this Emacs's changes of a list as history keeps undoable.
-const MAX_OWN: usize = 200;
-
-fn note_own(session: &str, changes: Vec<u64>) {
-    if changes.is_empty() {
-        return;
-    }
-    let mut own = lock(&OWN);
-    let seqs = own.entry(session.to_string()).or_default();
-    seqs.extend(changes);
-    if seqs.len() > MAX_OWN {
-        seqs.drain(..seqs.len() - MAX_OWN);
-    }
-}
-
 /// Undo on the shared list SESSION: takes back this Emacs's newest change
 /// only (see `Session::undo_own`); the caller has begun a change.
 /// Ok(None) when this Emacs has no change left to undo; Err with the
 /// reason when a later change of another agent touched its items.
 pub fn undo_own(session: &str) -> Result<Option<String>, String> {
-    let own = lock(&OWN).get(session).cloned().unwrap_or_default();
-    registry().session(session).undo_own(&own)
+    registry().session(session).undo_own(&own_changes(session))
 }
 
 fn mark_of(session: &str) -> ListMark {
@@ -73,6 +55,23 @@ fn mark_of(session: &str) -> ListMark {
 fn report(warnings: Vec<String>) {
     for warning in warnings {
         push_warning(warning);
+    }
+}
+
+/// Reports what taking in SESSION's file in DIR did, and when its damaged
+/// file was moved aside, saves this Emacs's list in its place at once:
+/// the caller holds the lock.  Another Emacs then reads the list from the
+/// file, and the file is not left missing until this one next changes it.
+fn settle_taken(session: &str, dir: &Path, taken: Taken) {
+    report(taken.warnings);
+    if taken.moved_aside {
+        match save_shared(session, dir) {
+            Ok(replaced) => finish_later(dir, replaced),
+            Err(e) => push_warning(format!(
+                "shared list {session:?}: could not save this Emacs's list in {}: {e}; it is saved with its next change, or as this Emacs exits",
+                dir.display()
+            )),
+        }
     }
 }
 
@@ -101,8 +100,8 @@ pub fn begin(session: &str, dir: &Path, wait: Duration) -> io::Result<bool> {
         return Ok(false);
     };
     match taken {
-        Ok((_, warnings)) => {
-            report(warnings);
+        Ok(taken) => {
+            settle_taken(session, dir, taken);
             entry.marks.push((session.to_string(), mark_of(session)));
             Ok(true)
         }
@@ -156,8 +155,8 @@ pub fn end(session: &str, dir: &Path) -> io::Result<()> {
 /// Puts SESSION's list back as its file in DIR holds it, after a save of
 /// a change failed.  Nothing when there is no file to go back to.
 fn forget_unsaved(session: &str, dir: &Path) {
-    if let Ok((_, warnings)) = take_back(session, dir) {
-        report(warnings);
+    if let Ok(taken) = take_back(session, dir) {
+        report(taken.warnings);
     }
 }
 
@@ -204,9 +203,42 @@ pub fn refresh(session: &str, dir: &Path, wait: Duration) -> io::Result<bool> {
     let Some(_lock) = lock_dir_within(dir, wait)? else {
         return Ok(false);
     };
-    let (replaced, warnings) = take_newer_save(session, dir)?;
-    report(warnings);
+    let taken = take_newer_save(session, dir)?;
+    let replaced = taken.replaced;
+    settle_taken(session, dir, taken);
     Ok(replaced)
+}
+
+/// Saves the shared list SESSION into DIR when no file holds it there
+/// (the file was deleted, or a save after a damaged file was moved aside
+/// failed) and the list holds something: what an exiting Emacs does for
+/// its shared lists, as it saves every other list still waiting.  A newer
+/// save another Emacs made meanwhile is taken in instead.  Waits at most
+/// WAIT for the lock: Ok(false) when another process still holds it.
+pub fn save_if_missing(session: &str, dir: &Path, wait: Duration) -> io::Result<bool> {
+    if shared_limits(session).is_none() || !dir.is_dir() {
+        return Ok(true);
+    }
+    if lock(&HELD).contains_key(dir) {
+        // Within a change, which saves the list as it ends.
+        return Ok(true);
+    }
+    let Some(_lock) = lock_dir_within(dir, wait)? else {
+        return Ok(false);
+    };
+    let taken = take_newer_save(session, dir)?;
+    settle_taken(session, dir, taken);
+    let holds_something = registry().get(session).is_some_and(|state| {
+        !state.items.is_empty() || !state.retired.is_empty() || state.history.last_seq() > 0
+    });
+    match std::fs::symlink_metadata(file_path(dir, session)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && holds_something => {
+            let replaced = save_shared(session, dir)?;
+            finish_later(dir, replaced);
+        }
+        _ => {}
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -372,6 +404,121 @@ mod tests {
         }
         unshare(&name);
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_damaged_file_a_look_finds_is_replaced_by_this_emacs_list_at_once() {
+        let dir = temp_dir("shared-damaged-look");
+        let name = format!("shared damaged look {}", std::process::id());
+        share(&name, Limits::default());
+        add(&name, &dir, "one");
+        add(&name, &dir, "two");
+        let file = file_path(&dir, &name);
+        let generation = json_of(&file)["generation"].as_u64().unwrap();
+        // A reading call's look moves it aside and saves this list there,
+        // under the lock it holds: nothing is left without a file.
+        write_atomic(&dir, &file_name(&name), b"garbage{{{").unwrap();
+        refresh(&name, &dir, WAIT).unwrap();
+        assert!(dir.join(format!("{}.corrupt", file_name(&name))).exists());
+        let saved = json_of(&file);
+        assert_eq!(saved["items"].as_array().unwrap().len(), 2);
+        assert!(saved["generation"].as_u64().unwrap() > generation);
+        // So does a change that changes nothing.
+        write_atomic(&dir, &file_name(&name), b"garbage again").unwrap();
+        assert!(begin(&name, &dir, WAIT).unwrap());
+        end(&name, &dir).unwrap();
+        assert!(dir.join(format!("{}.1.corrupt", file_name(&name))).exists());
+        assert_eq!(json_of(&file)["items"].as_array().unwrap().len(), 2);
+        unshare(&name);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_save_that_replaced_the_file_with_a_lower_generation_is_not_overwritten() {
+        let dir = temp_dir("shared-replaced");
+        let name = format!("shared replaced {}", std::process::id());
+        share(&name, Limits::default());
+        for content in ["one", "two", "three"] {
+            add(&name, &dir, content);
+        }
+        // The file was lost, and a fresh Emacs, which never saw it, saved
+        // its own list in its place: generation 1, its first id t1 again.
+        let mut fresh = Session::default();
+        fresh.add("fresh".into(), None, &Limits::default()).unwrap();
+        let mut json: serde_json::Value = serde_json::from_slice(&encode(&name, &fresh)).unwrap();
+        json["generation"] = json!(1);
+        let theirs = serde_json::to_vec(&json).unwrap();
+        write_atomic(&dir, &file_name(&name), &theirs).unwrap();
+        assert_eq!(add(&name, &dir, "after"), "t4", "no id is issued twice");
+        let file = file_path(&dir, &name);
+        let saved = json_of(&file);
+        let saved_contents: Vec<&str> = saved["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(saved_contents, ["fresh", "after"]);
+        assert!(saved["generation"].as_u64().unwrap() > 3);
+        assert!(saved["id_counter"].as_u64().unwrap() >= 4);
+        let kept = dir.join(format!("{}.conflict", file_name(&name)));
+        let kept_contents: Vec<String> = json_of(&kept)["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kept_contents, ["one", "two", "three"]);
+        // The same save put back under a new identity (a copy, a touch)
+        // holds nothing new: no copy is kept for it.
+        let same = fs::read(&file).unwrap();
+        fs::remove_file(&file).unwrap();
+        write_atomic(&dir, &file_name(&name), &same).unwrap();
+        assert_eq!(add(&name, &dir, "later"), "t5");
+        assert!(!dir
+            .join(format!("{}.1.conflict", file_name(&name)))
+            .exists());
+        assert_eq!(contents(&name), ["fresh", "after", "later"]);
+        unshare(&name);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_shared_list_whose_file_is_gone_is_saved_again_when_asked() {
+        let dir = temp_dir("shared-missing");
+        let name = format!("shared missing {}", std::process::id());
+        share(&name, Limits::default());
+        // Nothing in it, nothing to save: no file appears.
+        assert!(save_if_missing(&name, &dir, WAIT).unwrap());
+        add(&name, &dir, "one");
+        let file = file_path(&dir, &name);
+        fs::remove_file(&file).unwrap();
+        assert!(save_if_missing(&name, &dir, WAIT).unwrap());
+        assert_eq!(json_of(&file)["items"][0]["content"], "one");
+        // A file that is there is left alone.
+        let before = fs::symlink_metadata(&file).unwrap();
+        assert!(save_if_missing(&name, &dir, WAIT).unwrap());
+        let after = fs::symlink_metadata(&file).unwrap();
+        assert_eq!(
+            crate::store::atomic::file_id(&before),
+            crate::store::atomic::file_id(&after)
+        );
+        // Another process's lock: not saved, and said so.
+        fs::remove_file(&file).unwrap();
+        let other = crate::store::lock::lock_dir(&dir).unwrap();
+        assert!(!save_if_missing(&name, &dir, Duration::from_millis(50)).unwrap());
+        drop(other);
+        assert!(!file.exists());
+        unshare(&name);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_shared_list_exists_from_the_moment_it_is_shared() {
+        let name = format!("shared empty {}", std::process::id());
+        share(&name, Limits::default());
+        assert!(registry().names().contains(&name));
+        unshare(&name);
     }
 
     #[test]

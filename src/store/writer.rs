@@ -72,8 +72,8 @@ fn save_locked(scratch: &mut Scratch, session: &str, dir: &Path) -> io::Result<O
     if shared_limits(session).is_some() {
         // A shared list is never kept aside: another Emacs's newer save
         // is taken in first, and this one goes on from it.
-        let (_, warnings) = take_newer_save(session, dir)?;
-        lock(&WRITER.queue).warnings.extend(warnings);
+        let taken = take_newer_save(session, dir)?;
+        lock(&WRITER.queue).warnings.extend(taken.warnings);
     }
     let plan = conflict::plan(session, &target)?;
     let generation = plan.generation;

@@ -131,7 +131,7 @@
 
 (defconst efrit-todo-bench--targets
   '(("todo_write 5" . 0.25) ("todo_write 20" . 0.25)
-    ("todo_write 100" . 0.20) ("todo_write 1000" . 0.20)
+    ("todo_write 100" . 0.22) ("todo_write 1000" . 0.22)
     ("todo_write step 5" . 0.25) ("todo_write step 20" . 0.25)
     ("todo_write step 100" . 0.20) ("todo_write step 1000" . 0.20)
     ("pair small" . 0.05) ("pair sessions" . 0.05) ("pair todo_write 20" . 0.05))

@@ -41,17 +41,17 @@
 
 (defun efrit-todo-shared-bench--another-emacs (session dir)
   "Return a function that puts another Emacs's save of SESSION in DIR.
-It writes the current file again with a higher generation, through a
-temporary file and a rename, as a save does."
+It writes the current file again with the next generation, through a
+temporary file and a rename, as a save does: another Emacs saves
+after the newest save it read."
   (let* ((file (efrit-todo--module-store-file session dir))
-         (text (with-temp-buffer (insert-file-contents-literally file) (buffer-string)))
-         (generation 1000000)
          (temp (concat file ".bench")))
     (lambda ()
-      (let ((coding-system-for-write 'no-conversion))
-        (write-region (replace-regexp-in-string
-                       "\"generation\":[0-9]+"
-                       (format "\"generation\":%d" (cl-incf generation)) text t t)
+      (let* ((text (with-temp-buffer (insert-file-contents-literally file) (buffer-string)))
+             (generation (and (string-match "\"generation\":\\([0-9]+\\)" text)
+                              (string-to-number (match-string 1 text))))
+             (coding-system-for-write 'no-conversion))
+        (write-region (replace-match (format "\"generation\":%d" (1+ generation)) t t text)
                       nil temp nil 'silent))
       (rename-file temp file t))))
 

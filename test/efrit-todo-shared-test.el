@@ -25,10 +25,31 @@
        (efrit-todo-flush)
        (delete-directory ,var t))))
 
+(defvar efrit-todo-shared-test--home nil
+  "The HOME of the child Emacsen, made on first use: never the user's.")
+
+(defun efrit-todo-shared-test--child-home ()
+  "Return the child Emacsen's HOME, a directory deleted when Emacs exits."
+  (unless efrit-todo-shared-test--home
+    (setq efrit-todo-shared-test--home (make-temp-file "efrit-todo-shared-home" t))
+    (add-hook 'kill-emacs-hook
+              (lambda () (delete-directory efrit-todo-shared-test--home t))))
+  efrit-todo-shared-test--home)
+
+(defmacro efrit-todo-shared-test--as-child (&rest body)
+  "Run BODY, which starts child Emacsen, with their HOME not the user's."
+  (declare (indent 0) (debug t))
+  `(let ((process-environment (cons (concat "HOME=" (efrit-todo-shared-test--child-home))
+                                    process-environment)))
+     ,@body))
+
 (defun efrit-todo-shared-test--child-command (program &rest args)
-  "The command line of a batch Emacs running PROGRAM with ARGS after it."
+  "The command line of a batch Emacs running PROGRAM with ARGS after it.
+Native compilation makes no trampolines there: a child that redefines
+a primitive would otherwise compile one into its HOME."
   (append (list (expand-file-name invocation-name invocation-directory)
                 "-Q" "--batch"
+                "--eval" "(setq comp-enable-subr-trampolines nil native-comp-enable-subr-trampolines nil)"
                 "-L" (file-name-directory (locate-library "efrit-todo"))
                 "-l" "efrit-todo"
                 "--eval" (prin1-to-string program))
@@ -37,24 +58,27 @@
 (defun efrit-todo-shared-test--run (program &rest args)
   "Run PROGRAM with ARGS in a batch Emacs to its end; return its output."
   (with-temp-buffer
-    (let ((status (apply #'call-process (car (apply #'efrit-todo-shared-test--child-command program args))
-                         nil t nil
-                         (cdr (apply #'efrit-todo-shared-test--child-command program args)))))
+    (let ((status (efrit-todo-shared-test--as-child
+                    (apply #'call-process
+                           (car (apply #'efrit-todo-shared-test--child-command program args))
+                           nil t nil
+                           (cdr (apply #'efrit-todo-shared-test--child-command program args))))))
       (unless (eql status 0)
         (ert-fail (format "child Emacs exited with %s: %s" status (buffer-string))))
       (buffer-string))))
 
 (defun efrit-todo-shared-test--spawn (name program &rest args)
   "Start a batch Emacs named NAME running PROGRAM with ARGS."
-  (make-process
-   :name name
-   :buffer (generate-new-buffer (format " *%s*" name))
-   :connection-type 'pipe
-   :noquery t
-   :sentinel (lambda (process _event)
-               (when (memq (process-status process) '(exit signal))
-                 (process-put process 'ended t)))
-   :command (apply #'efrit-todo-shared-test--child-command program args)))
+  (efrit-todo-shared-test--as-child
+    (make-process
+     :name name
+     :buffer (generate-new-buffer (format " *%s*" name))
+     :connection-type 'pipe
+     :noquery t
+     :sentinel (lambda (process _event)
+                 (when (memq (process-status process) '(exit signal))
+                   (process-put process 'ended t)))
+     :command (apply #'efrit-todo-shared-test--child-command program args))))
 
 (defun efrit-todo-shared-test--output (process)
   "What PROCESS has written so far."

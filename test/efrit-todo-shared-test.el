@@ -37,7 +37,7 @@
   efrit-todo-shared-test--home)
 
 (defmacro efrit-todo-shared-test--as-child (&rest body)
-  "Run BODY, which starts child Emacsen, with their HOME not the user's."
+  "Run BODY with the HOME of child Emacsen set to one not the user's."
   (declare (indent 0) (debug t))
   `(let ((process-environment (cons (concat "HOME=" (efrit-todo-shared-test--child-home))
                                     process-environment)))

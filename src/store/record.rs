@@ -494,6 +494,40 @@ impl Records {
         self.part(Some(raw), name)
     }
 
+    /// Part NAME, a list of at most `MAX_KNOWN_AGENTS` elements (WHAT, in
+    /// the warning), each of which CHECK accepts; else none, the whole part
+    /// dropped with a warning.
+    fn bounded_list<T: serde::de::DeserializeOwned>(
+        &mut self,
+        raw: Option<&RawValue>,
+        name: &str,
+        what: &str,
+        check: impl Fn(usize, &T) -> Result<(), String>,
+    ) -> Vec<T> {
+        let Some(list) = self.part::<Vec<T>>(raw, name) else {
+            return Vec::new();
+        };
+        if list.len() > MAX_KNOWN_AGENTS {
+            self.drop_part(
+                name,
+                format!(
+                    "{name}: {} {what}, more than the {MAX_KNOWN_AGENTS} kept",
+                    list.len()
+                ),
+            );
+            return Vec::new();
+        }
+        if let Some(why) = list
+            .iter()
+            .enumerate()
+            .find_map(|(i, element)| check(i, element).err())
+        {
+            self.drop_part(name, why);
+            return Vec::new();
+        }
+        list
+    }
+
     fn drop_part(&mut self, name: &str, why: String) {
         self.warnings.push(format!(
             "{why}; the {name} part was dropped and the list kept"
@@ -648,65 +682,24 @@ impl StoredState<'_> {
         let stopped = records
             .object::<StoredStop>(self.stopped, "stopped")
             .and_then(StoredStop::into_stop);
-        let agents: Vec<String> = records
-            .part::<Vec<String>>(self.agents, "agents")
-            .and_then(|names| {
-                if names.len() > MAX_KNOWN_AGENTS {
-                    records.drop_part(
-                        "agents",
-                        format!(
-                            "agents: {} names, more than the {MAX_KNOWN_AGENTS} kept",
-                            names.len()
-                        ),
-                    );
-                    return None;
+        let agents: Vec<String> =
+            records.bounded_list(self.agents, "agents", "names", |i, name: &String| {
+                check_agent_name(name, &format!("agents[{i}]")).map_err(|e| e.to_string())
+            });
+        let peers: Vec<StoredPeer> =
+            records.bounded_list(self.peers, "peers", "agents", |i, peer: &StoredPeer| {
+                check_agent_name(&peer.name, &format!("peers[{i}].name"))
+                    .map_err(|e| e.to_string())?;
+                let holder = &peer.holder;
+                if holder.is_empty()
+                    || holder.chars().count() > MAX_HOLDER_CHARS
+                    || holder.chars().any(char::is_control)
+                    || !peer.since.is_finite()
+                {
+                    return Err(format!("peers[{i}]: not an Emacs and a time"));
                 }
-                for (i, name) in names.iter().enumerate() {
-                    if let Err(e) = check_agent_name(name, &format!("agents[{i}]")) {
-                        records.drop_part("agents", e.to_string());
-                        return None;
-                    }
-                }
-                Some(names)
-            })
-            .unwrap_or_default();
-
-        let peers = records
-            .part::<Vec<StoredPeer>>(self.peers, "peers")
-            .and_then(|peers| {
-                if peers.len() > MAX_KNOWN_AGENTS {
-                    records.drop_part(
-                        "peers",
-                        format!(
-                            "peers: {} agents, more than the {MAX_KNOWN_AGENTS} kept",
-                            peers.len()
-                        ),
-                    );
-                    return None;
-                }
-                for (i, peer) in peers.iter().enumerate() {
-                    let holder = &peer.holder;
-                    let bad = check_agent_name(&peer.name, &format!("peers[{i}].name"))
-                        .map_err(|e| e.to_string())
-                        .and_then(|()| {
-                            if holder.is_empty()
-                                || holder.chars().count() > MAX_HOLDER_CHARS
-                                || holder.chars().any(char::is_control)
-                                || !peer.since.is_finite()
-                            {
-                                Err(format!("peers[{i}]: not an Emacs and a time"))
-                            } else {
-                                Ok(())
-                            }
-                        });
-                    if let Err(why) = bad {
-                        records.drop_part("peers", why);
-                        return None;
-                    }
-                }
-                Some(peers)
-            })
-            .unwrap_or_default();
+                Ok(())
+            });
 
         let mut session = Session::default();
         session.ids.raise_to(self.id_counter);

@@ -450,6 +450,12 @@ impl Change {
             undo: None,
         }
     }
+
+    /// Whether undo may still take this change back: it is no undo or
+    /// stop, and was not taken back already.
+    pub fn undoable(&self) -> bool {
+        !matches!(self.kind, ChangeKind::Undo | ChangeKind::Stop) && !self.undone
+    }
 }
 
 impl History {
@@ -524,7 +530,7 @@ impl History {
         self.changes
             .iter()
             .rev()
-            .find(|c| !matches!(c.kind, ChangeKind::Undo | ChangeKind::Stop) && !c.undone)
+            .find(|c| c.undoable())
             .filter(|c| c.undo.is_some())
     }
 

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::history::{Change, ChangeKind, UndoData};
+use crate::history::{Change, UndoData};
 
 use super::Session;
 
@@ -119,11 +119,7 @@ impl Session {
         let Some(target) = self
             .history
             .changes()
-            .filter(|change| {
-                own.contains(&change.seq)
-                    && !change.undone
-                    && !matches!(change.kind, ChangeKind::Undo | ChangeKind::Stop)
-            })
+            .filter(|change| own.contains(&change.seq) && change.undoable())
             .last()
         else {
             return Ok(None);

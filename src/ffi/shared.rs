@@ -1,7 +1,9 @@
 //! Defuns of shared lists: which lists are shared, and a change of one
 //! made on its newest save and saved before the call returns.
 
+use std::io;
 use std::path::Path;
+use std::time::Duration;
 
 use super::cache::session_name;
 use super::errors::{guarded, invalid, storage_failure};
@@ -9,7 +11,31 @@ use super::input::{seconds_arg, text_arg};
 use super::options::limits;
 use super::output::{lisp_text, strings};
 use crate::store;
-use emacs::{defun, Env, IntoLisp, Result, Value};
+use emacs::{defun, Env, Result, Value};
+
+/// Runs F, a step on the file of the shared list SESSION in DIR, with
+/// WAIT seconds for the lock (none when it is held already); a failure of
+/// the disk is `efrit-todo-storage-error'.
+fn on_shared_file<'e, T>(
+    env: &'e Env,
+    session: Value<'e>,
+    dir: Value<'e>,
+    wait: Option<Value<'e>>,
+    f: impl FnOnce(&str, &Path, Duration) -> io::Result<T>,
+) -> Result<T> {
+    guarded(env, || {
+        let session = session_name(env, session)?;
+        let dir = text_arg(env, dir, "dir")?;
+        let wait = match wait {
+            Some(wait) => seconds_arg(env, wait, "wait")?,
+            None => Duration::ZERO,
+        };
+        match f(&session, Path::new(&dir), wait) {
+            Ok(value) => Ok(value),
+            Err(e) => storage_failure(env, e.to_string()),
+        }
+    })
+}
 
 /// Makes SESSION a shared list, its file read within MAX-ITEMS and
 /// MAX-CONTENT.
@@ -57,28 +83,15 @@ fn shared_begin<'e>(
     dir: Value<'e>,
     wait: Value<'e>,
 ) -> Result<bool> {
-    guarded(env, || {
-        let session = session_name(env, session)?;
-        let dir = text_arg(env, dir, "dir")?;
-        let wait = seconds_arg(env, wait, "wait")?;
-        match store::shared_begin(&session, Path::new(&dir), wait) {
-            Ok(locked) => Ok(locked),
-            Err(e) => storage_failure(env, e.to_string()),
-        }
-    })
+    on_shared_file(env, session, dir, Some(wait), store::shared_begin)
 }
 
 /// Saves the shared list SESSION into DIR when it changed since
 /// `shared-begin', and lets the lock go.
 #[defun]
 fn shared_end<'e>(env: &'e Env, session: Value<'e>, dir: Value<'e>) -> Result<()> {
-    guarded(env, || {
-        let session = session_name(env, session)?;
-        let dir = text_arg(env, dir, "dir")?;
-        match store::shared_end(&session, Path::new(&dir)) {
-            Ok(()) => Ok(()),
-            Err(e) => storage_failure(env, e.to_string()),
-        }
+    on_shared_file(env, session, dir, None, |session, dir, _| {
+        store::shared_end(session, dir)
     })
 }
 
@@ -91,16 +104,8 @@ fn shared_refresh<'e>(
     session: Value<'e>,
     dir: Value<'e>,
     wait: Value<'e>,
-) -> Result<Value<'e>> {
-    guarded(env, || {
-        let session = session_name(env, session)?;
-        let dir = text_arg(env, dir, "dir")?;
-        let wait = seconds_arg(env, wait, "wait")?;
-        match store::shared_refresh(&session, Path::new(&dir), wait) {
-            Ok(replaced) => replaced.into_lisp(env),
-            Err(e) => storage_failure(env, e.to_string()),
-        }
-    })
+) -> Result<bool> {
+    on_shared_file(env, session, dir, Some(wait), store::shared_refresh)
 }
 
 /// Saves the shared list SESSION into DIR when no file holds it there and
@@ -114,15 +119,7 @@ fn shared_save_if_missing<'e>(
     dir: Value<'e>,
     wait: Value<'e>,
 ) -> Result<bool> {
-    guarded(env, || {
-        let session = session_name(env, session)?;
-        let dir = text_arg(env, dir, "dir")?;
-        let wait = seconds_arg(env, wait, "wait")?;
-        match store::shared_save_if_missing(&session, Path::new(&dir), wait) {
-            Ok(done) => Ok(done),
-            Err(e) => storage_failure(env, e.to_string()),
-        }
-    })
+    on_shared_file(env, session, dir, Some(wait), store::shared_save_if_missing)
 }
 
 /// What the store's saves must tell the user and have not yet, as

@@ -320,6 +320,27 @@ pub(crate) struct Paths<'a> {
     pub max_blockers: usize,
 }
 
+/// Runs CHECK with the field paths of todo_write's changes:
+/// `todos[i].blocked_by[k]`, K being where change I names the blocker
+/// (`BLOCKER_AT`), and `todos[i].NAME`.
+pub(crate) fn with_todo_paths<R>(
+    blocker_at: impl Fn(usize, &str) -> Option<usize>,
+    max_blockers: usize,
+    check: impl FnOnce(&Paths) -> R,
+) -> R {
+    let edge = |i: usize, blocker: &str| {
+        let k = blocker_at(i, blocker).unwrap_or(0);
+        format!("todos[{i}].blocked_by[{k}]")
+    };
+    let field = |i: usize, name: &str| format!("todos[{i}].{name}");
+    check(&Paths {
+        edge: &edge,
+        field: &field,
+        unblock_hint: "blocked_by",
+        max_blockers,
+    })
+}
+
 /// Runs CHECK with the field paths of a whole todo_write list
 /// (`todos[i].blocked_by[k]`) and each node's change, node i being item i.
 pub(crate) fn with_whole_list_paths<R>(
@@ -327,23 +348,12 @@ pub(crate) fn with_whole_list_paths<R>(
     max_blockers: usize,
     check: impl FnOnce(&Paths, &[Option<usize>]) -> R,
 ) -> R {
-    let edge = |i: usize, blocker: &str| {
-        let k = proposed[i]
-            .blocked_by
-            .iter()
-            .position(|id| id == blocker)
-            .unwrap_or(0);
-        format!("todos[{i}].blocked_by[{k}]")
-    };
-    let field = |i: usize, name: &str| format!("todos[{i}].{name}");
-    let paths = Paths {
-        edge: &edge,
-        field: &field,
-        unblock_hint: "blocked_by",
-        max_blockers,
-    };
     let change_of: Vec<Option<usize>> = (0..proposed.len()).map(Some).collect();
-    check(&paths, &change_of)
+    with_todo_paths(
+        |i, blocker| proposed[i].blocked_by.iter().position(|id| id == blocker),
+        max_blockers,
+        |paths| check(paths, &change_of),
+    )
 }
 
 #[derive(Debug, Default)]

@@ -17,8 +17,8 @@ use crate::validate::{
 };
 
 use super::{
-    with_whole_list_paths, ExternalItem, Options, Paths, Session, UserEdit, WriteEffect,
-    WriteOutcome,
+    with_todo_paths, with_whole_list_paths, ExternalItem, Options, Paths, Session, UserEdit,
+    WriteEffect, WriteOutcome,
 };
 
 /// The list before a merged write, item by item of the list after it:
@@ -106,23 +106,18 @@ impl Session {
         let (diff, show_list) = match parse_request(input, &options.limits)? {
             WriteRequest::Replace(proposed) => self.replace_covered(&proposed, options)?,
             WriteRequest::Merge(changes) => {
-                let edge = |i: usize, blocker: &str| {
-                    let k = changes[i]
-                        .blocked_by
-                        .as_ref()
-                        .and_then(|ids| ids.iter().position(|id| id == blocker))
-                        .unwrap_or(0);
-                    format!("todos[{i}].blocked_by[{k}]")
-                };
-                let field = |i: usize, name: &str| format!("todos[{i}].{name}");
-                let paths = Paths {
-                    edge: &edge,
-                    field: &field,
-                    unblock_hint: "blocked_by",
-                    max_blockers: options.limits.max_blockers,
-                };
                 merged = true;
-                (self.merge(&changes, &options.limits, &paths)?, false)
+                let diff = with_todo_paths(
+                    |i, blocker| {
+                        changes[i]
+                            .blocked_by
+                            .as_ref()
+                            .and_then(|ids| ids.iter().position(|id| id == blocker))
+                    },
+                    options.limits.max_blockers,
+                    |paths| self.merge(&changes, &options.limits, paths),
+                )?;
+                (diff, false)
             }
         };
         self.known_tools = known_tools;

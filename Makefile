@@ -106,7 +106,7 @@ lint-rust: ## rustfmt check; module layering (tests/architecture.rs)
 
 # The .elc of test/ and bench/ are removed even when a file fails.
 lint-lisp: build ## byte-compile (warnings are errors); checkdoc, also of test/ and bench/; package-lint of lisp/
-	$(EMACS) --batch -L lisp -l test/lint.el $(LISP) --checkdoc-only $(CHECKDOC_ONLY)
+	$(EMACS) --batch $(NO_TRAMPOLINES) -L lisp -l test/lint.el $(LISP) --checkdoc-only $(CHECKDOC_ONLY)
 	$(BATCH) --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile test/*.el bench/*.el; \
 	  status=$$?; rm -f test/*.elc bench/*.elc; exit $$status
 

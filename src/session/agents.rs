@@ -164,18 +164,13 @@ impl Agents {
             .is_some_and(|me| self.running.iter().any(|a| a.peer && a.name == me))
     }
 
-    /// The running agents a save records: this Emacs's, held by HOLDER,
-    /// then the other Emacsen's.
-    pub fn leases(&self, holder: &str) -> Vec<PeerLease> {
-        self.running
-            .iter()
-            .map(|agent| PeerLease {
-                name: agent.name.clone(),
-                holder: holder.to_string(),
-                since: agent.since,
-            })
-            .chain(self.elsewhere.iter().cloned())
-            .collect()
+    /// The agents this Emacs runs, held by HOLDER, as a save records them.
+    pub fn own_leases<'a>(&'a self, holder: &'a str) -> impl Iterator<Item = PeerLease> + 'a {
+        self.running.iter().map(move |agent| PeerLease {
+            name: agent.name.clone(),
+            holder: holder.to_string(),
+            since: agent.since,
+        })
     }
 
     /// How many agents started and ended so far.

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::breaker::BreakerState;
 use crate::history::{Change, ChangedIds, History};
 use crate::model::{now, Item, Timestamp};
-use crate::session::{PeerLease, Session};
+use crate::session::Session;
 
 use super::holder::{others_running, this_holder};
 use super::record::{LedgerSummary, StoredPeer, StoredStop, MAX_STORED_RETIRED, SCHEMA_VERSION};
@@ -221,14 +221,11 @@ impl<'a> StateOut<'a> {
 /// The running agents SESSION's file records: this Emacs's, and those of
 /// other Emacsen that may still run.
 fn peers(session: &Session) -> Vec<StoredPeer> {
-    let this = this_holder();
-    let (own, others): (Vec<PeerLease>, Vec<PeerLease>) = session
+    let others = others_running(session.agents.elsewhere().to_vec());
+    session
         .agents
-        .leases(this)
-        .into_iter()
-        .partition(|lease| lease.holder == this);
-    own.into_iter()
-        .chain(others_running(others))
+        .own_leases(this_holder())
+        .chain(others)
         .map(|lease| StoredPeer {
             name: lease.name,
             holder: lease.holder,

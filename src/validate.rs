@@ -524,7 +524,7 @@ pub fn parse_write<'a>(
 }
 
 /// One item of a merged write: the fields it carries, nothing more.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct MergeItem<'a> {
     pub id: Option<&'a str>,
     pub content: Option<&'a str>,

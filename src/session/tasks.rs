@@ -241,13 +241,8 @@ impl Session {
             other_paths.push(others[first].clone());
             changes.push(MergeItem {
                 id: Some(id),
-                content: None,
-                active_form: None,
-                status: None,
-                parent: None,
-                description: None,
                 blocked_by: Some(list),
-                owner: None,
+                ..MergeItem::default()
             });
         }
         if changes[0].content.is_none()
@@ -331,13 +326,7 @@ impl Session {
         listed[0] = Some(n);
         let change = MergeItem {
             id: Some(id),
-            content: None,
-            active_form: None,
-            status: None,
-            parent: None,
-            description: None,
-            blocked_by: None,
-            owner: None,
+            ..MergeItem::default()
         };
         self.check_owners(std::slice::from_ref(&change), &listed)
             .map_err(|e| task_path(e, &[]))?;

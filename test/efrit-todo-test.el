@@ -273,7 +273,22 @@ other than the usual ones; a field that is not a string."
                    (efrit-todo-test-item "Go" "completed" "activeForm" ["Going"]))
                   :type 'efrit-todo-invalid-input)))
         (should (string-match-p "todos\\[0\\]\\.activeForm" (cadr err))))
-      (should (equal (efrit-todo-test-contents) '("Go" "Stop"))))))
+      ;; Texts longer than the module's read buffer, or not UTF-8, in an
+      ;; item of the usual three keys.
+      (let ((efrit-todo-max-content-length 10000))
+        (efrit-todo-test-write
+         (efrit-todo-test-item (make-string 5000 ?x) "completed" "activeForm" "Going")
+         (efrit-todo-test-item "Stop" "in_progress" "activeForm" (make-string 4097 ?y)))
+        (should (equal (mapcar #'length (efrit-todo-test-contents)) '(5000 4))))
+      (should (equal (efrit-todo-test-field :active-form) (list "Going" (make-string 4097 ?y))))
+      (let ((err (should-error
+                  (efrit-todo-test-write
+                   (efrit-todo-test-item "Go" "completed" "activeForm" "Going")
+                   (efrit-todo-test-item (string-to-unibyte "Stop \377") "in_progress"
+                                         "activeForm" "Stopping"))
+                  :type 'efrit-todo-invalid-input)))
+        (should (string-match-p "todos\\[1\\]\\.content" (cadr err))))
+      (should (equal (mapcar #'length (efrit-todo-test-contents)) '(5000 4))))))
 
 (ert-deftest efrit-todo-test-empty-list-is-valid ()
   "An empty todos array is a valid write that empties the list."

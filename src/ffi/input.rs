@@ -148,6 +148,10 @@ pub(super) const KNOWN_KEYS: [&str; 10] = [
 pub(super) static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> =
     once_cell::sync::OnceCell::new();
 
+/// The entries of a todo item's table: content, status, activeForm, the
+/// first of `KNOWN_KEYS'.
+const USUAL_KEYS: usize = 3;
+
 /// The number 3, the entries of a todo item's table (content, status,
 /// activeForm).
 pub(super) static USUAL_COUNT: once_cell::sync::OnceCell<emacs::GlobalRef> =
@@ -312,9 +316,71 @@ fn list_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
 fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
     let mut items = Vec::with_capacity(elements.len());
     for i in 0..elements.len() {
-        items.push(to_input(env, elements.get(i)?, depth + 1)?);
+        let element = elements.get(i)?;
+        let item = match usual_item(env, element)? {
+            Some(item) => item,
+            None => to_input(env, element, depth + 1)?,
+        };
+        items.push(item);
     }
     Ok(Input::Array(items))
+}
+
+/// ELEMENT read as a todo item the way Efrit's JSON makes nearly all of
+/// them: a table of exactly content, status and activeForm, each a short
+/// string.  None for anything else, which `to_input' then reads in full.
+/// This is the one path a write of many items takes for each of them, so
+/// it makes only the module calls it cannot do without and touches the
+/// spares once.
+fn usual_item(env: &Env, element: Value) -> Result<Option<Input>> {
+    let (Some(keys), Some(absent), Some(usual)) =
+        (KNOWN_KEY_REFS.get(), ABSENT.get(), USUAL_COUNT.get())
+    else {
+        return Ok(None);
+    };
+    if !is(env, env.type_of(element)?, ty_hash_table)
+        || env.call(fn_hash_table_count, (element,))? != usual.bind(env)
+    {
+        return Ok(None);
+    }
+    let absent = absent.bind(env);
+    let mut values = [absent; USUAL_KEYS];
+    for (value, (_, key)) in values.iter_mut().zip(keys) {
+        *value = env.call(fn_gethash, (key.bind(env), element, absent))?;
+        if *value == absent {
+            return Ok(None);
+        }
+    }
+    Ok(SPARES.with(|spares| {
+        let mut spares = spares.borrow_mut();
+        let mut fields = spares
+            .pairs
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(USUAL_KEYS));
+        let Spares {
+            buffer, strings, ..
+        } = &mut *spares;
+        for (value, (name, _)) in values.iter().zip(keys) {
+            let text = value
+                .copy_string_contents(&mut buffer[..])
+                .ok()
+                .and_then(|bytes| std::str::from_utf8(bytes).ok());
+            match text {
+                Some(text) => fields.push((
+                    Key::Borrowed(name),
+                    Input::Str(owned_text(text, strings.pop())),
+                )),
+                // Not a string, too long or not UTF-8: read in full.
+                None => break,
+            }
+        }
+        if fields.len() == USUAL_KEYS {
+            Some(Input::Map(fields))
+        } else {
+            keep_spares(&mut spares, Input::Map(fields));
+            None
+        }
+    }))
 }
 
 /// Walks a Lisp value into an `Input`.  Only Emacs failures are errors here;

@@ -1133,6 +1133,10 @@ REGEXP must match the error message, and OPTIONS are passed to
   (merge-a-string
    "\\`merge: expected true or false, got string \"yes\"\\'"
    '((merge . "yes") (todos . [((id . "t3") (status . "completed"))])))
+  (merge-a-string-in-a-table
+   "\\`merge: expected true or false, got string \"yes\"\\'"
+   (efrit-todo-test-object "todos" (vector (efrit-todo-test-object "id" "t3" "status" "completed"))
+                           "merge" "yes"))
   (merge-unknown-id
    "\\`todos\\[1\\]\\.id: unknown id \"t9\": "
    '((merge . t) (todos . [((id . "t2") (status . "completed"))

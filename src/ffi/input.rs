@@ -3,7 +3,7 @@
 
 use super::errors::{guarded, invalid, valid};
 use super::symbols::*;
-use crate::validate::{checked_name, Input, InvalidInput, Key, MAX_DEPTH};
+use crate::validate::{checked_name, Input, InvalidInput, Key, MAX_DEPTH, MERGE};
 use emacs::{defun, Env, Result, Value, Vector};
 use serde_json::Value as Json;
 
@@ -132,7 +132,9 @@ const MAX_ELEMENTS: usize = 100_000;
 /// The keys validation reads.  An `equal' hash table holding only these
 /// (every todo item Efrit parses) is read with one `gethash' per key instead
 /// of listing its keys, which allocates and is most of the cost of a write.
-pub(super) const KNOWN_KEYS: [&str; 10] = [
+/// A todo item's keys come first (`ITEM_KEYS' of them), then a todo_write
+/// input's own.
+pub(super) const KNOWN_KEYS: [&str; 11] = [
     "content",
     "status",
     "activeForm",
@@ -142,8 +144,14 @@ pub(super) const KNOWN_KEYS: [&str; 10] = [
     "description",
     "blocked_by",
     "owner",
-    "todos",
+    TODOS_KEY,
+    MERGE,
 ];
+
+/// How many of `KNOWN_KEYS' a todo item may have.
+const ITEM_KEYS: usize = 9;
+
+const TODOS_KEY: &str = "todos";
 
 pub(super) static KNOWN_KEY_REFS: once_cell::sync::OnceCell<Vec<(&'static str, emacs::GlobalRef)>> =
     once_cell::sync::OnceCell::new();
@@ -177,7 +185,7 @@ fn known_fields(
     }
     let absent = absent.bind(env);
     let mut pairs = pair_vec(count);
-    for (index, (name, key)) in keys.iter().enumerate() {
+    for (index, (name, key)) in keys[..ITEM_KEYS].iter().enumerate() {
         if pairs.len() == count {
             break;
         }
@@ -185,18 +193,9 @@ fn known_fields(
         if value != absent {
             pairs.push((Key::Borrowed(name), text_or_input(env, value, depth + 1)?));
         } else if index == 0 {
-            // Every todo item has content; a table without it is a todo_write
-            // input (todos) or some other tool's input, read by listing keys.
-            let todos = &keys[keys.len() - 1];
-            let value = env.call(fn_gethash, (todos.1.bind(env), table, absent))?;
-            if value == absent || count != 1 {
-                recycle(Input::Map(pairs));
-                return Ok(None);
-            }
-            return Ok(Some(vec![(
-                Key::Borrowed(todos.0),
-                to_input(env, value, depth + 1)?,
-            )]));
+            // Every todo item has content; a table without it is some tool's
+            // input, read by listing its keys.
+            break;
         }
     }
     if pairs.len() == count {
@@ -460,6 +459,11 @@ pub(super) fn to_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
 /// Reads a hash table, through the keys of a todo item first (see
 /// `known_fields').
 fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
+    counted_table_to_input(env, table, table_count(env, table)?, depth)
+}
+
+/// The number of entries of TABLE.
+fn table_count(env: &Env, table: Value) -> Result<usize> {
     let count = env.call(fn_hash_table_count, (table,))?;
     // A todo item holds three keys all but always: a test of identity
     // costs less than reading the number.
@@ -467,7 +471,33 @@ fn table_to_input(env: &Env, table: Value, depth: usize) -> Result<Input> {
         Some(usual) if count == usual.bind(env) => 3,
         _ => count.into_rust()?,
     };
-    let count = usize::try_from(count).unwrap_or(0);
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
+/// A tool input's TABLE: todo_write's todos, and merge, read with a lookup
+/// each; any other table as `table_to_input' reads it.
+fn tool_table(env: &Env, table: Value) -> Result<Input> {
+    let count = table_count(env, table)?;
+    if let (1..=2, Some(keys), Some(absent)) = (count, KNOWN_KEY_REFS.get(), ABSENT.get()) {
+        let absent = absent.bind(env);
+        let mut pairs = pair_vec(count);
+        for (name, key) in &keys[ITEM_KEYS..ITEM_KEYS + count] {
+            let value = env.call(fn_gethash, (key.bind(env), table, absent))?;
+            if value == absent {
+                break;
+            }
+            pairs.push((Key::Borrowed(name), to_input(env, value, 1)?));
+        }
+        if pairs.len() == count {
+            return Ok(Input::Map(pairs));
+        }
+        recycle(Input::Map(pairs));
+    }
+    counted_table_to_input(env, table, count, 0)
+}
+
+/// `table_to_input' for TABLE of COUNT entries.
+fn counted_table_to_input(env: &Env, table: Value, count: usize, depth: usize) -> Result<Input> {
     if count > MAX_ELEMENTS {
         return Ok(Input::Invalid(format!(
             "an object of more than {MAX_ELEMENTS} entries"
@@ -572,7 +602,7 @@ pub(super) fn tool_input(
     // A table (Efrit's JSON) as `to_input' reads it, without testing its
     // type again.
     if is(env, ty, ty_hash_table) {
-        return table_to_input(env, value, 0).map(Ok);
+        return tool_table(env, value).map(Ok);
     }
     if is(env, ty, ty_string) {
         let Some(text) = lisp_string(value) else {

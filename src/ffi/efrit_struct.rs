@@ -161,26 +161,35 @@ fn update_mirror<'e>(
             if shown.shows(item) {
                 continue;
             }
+            // Each field is noted as shown once its slot is set, and in
+            // its old string's memory: a write that moves one item along
+            // changes its status and time, never its texts.
             let vector: Vector = structs.get(index)?;
             if shown.id != item.id {
                 vector.set(SLOT_ID, lisp_text(env, &item.id)?)?;
+                shown.id.clone_from(&item.id);
             }
             if shown.content != item.content {
                 vector.set(SLOT_CONTENT, lisp_text(env, &item.content)?)?;
+                shown.content.clone_from(&item.content);
             }
             if shown.status != item.status {
                 vector.set(SLOT_STATUS, struct_status(env, item.status))?;
+                shown.status = item.status;
             }
             if shown.priority != item.priority {
                 vector.set(SLOT_PRIORITY, struct_priority(env, item)?)?;
+                shown.priority.clone_from(&item.priority);
             }
             if shown.created != item.created.to_bits() {
                 vector.set(SLOT_CREATED, item.created)?;
+                shown.created = item.created.to_bits();
             }
-            if shown.completed != item.completed.map(f64::to_bits) {
+            let completed = item.completed.map(f64::to_bits);
+            if shown.completed != completed {
                 vector.set(SLOT_COMPLETED, time_value(env, item.completed)?)?;
+                shown.completed = completed;
             }
-            *shown = Shown::of(item);
         }
         Ok(Some(old))
     })

@@ -286,6 +286,23 @@ pub struct ProposedItem<'a> {
 fn fields<'a, const N: usize>(map: &'a Input, specs: &[Field; N]) -> [Option<&'a Input>; N] {
     let mut found: [Option<&Input>; N] = [None; N];
     if let Input::Map(pairs) = map {
+        // Nearly every item holds its first three fields in order (Efrit's
+        // JSON as the module reads it), one string each: found at once.
+        if let [(k0, v0), (k1, v1), (k2, v2)] = pairs.as_slice() {
+            if let Some(first) = specs.iter().position(|spec| spec.name == k0.as_ref()) {
+                let rest = &specs[first..];
+                if rest.len() >= 3
+                    && rest[1].name == k1.as_ref()
+                    && rest[2].name == k2.as_ref()
+                    && [v0, v1, v2].iter().all(|v| matches!(v, Input::Str(_)))
+                {
+                    found[first] = Some(v0);
+                    found[first + 1] = Some(v1);
+                    found[first + 2] = Some(v2);
+                    return found;
+                }
+            }
+        }
         for (key, value) in pairs {
             if let Some(n) = specs.iter().position(|spec| key.as_ref() == spec.name) {
                 found[n].get_or_insert(value);
@@ -1508,6 +1525,45 @@ mod tests {
         ))
         .unwrap_or(Json::Null);
         assert!(parse_write(&Input::from_json(&value), &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn no_alias_is_another_fields_name() {
+        // `fields` takes three keys that are three fields' names as those
+        // fields at once; an alias equal to a name would be missed there.
+        let sets: [&[Field]; 4] = [
+            &TODO_FIELDS,
+            &TASK_CREATE_FIELDS,
+            &TASK_UPDATE_FIELDS,
+            &TASK_GET_FIELDS,
+        ];
+        for set in sets {
+            for field in set {
+                for alias in field.aliases {
+                    assert!(
+                        set.iter().all(|other| other.name != *alias),
+                        "{alias} is an alias of {} and a name",
+                        field.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn usual_and_general_reading_agree() {
+        let read = |json: &str| {
+            let input = Input::from_json(&serde_json::from_str(json).unwrap_or(Json::Null));
+            fields(&input, &TODO_FIELDS).map(|v| v.map(Input::describe))
+        };
+        // The usual three in order, then the same in another order and
+        // with a value that is not a string, which take the general way.
+        let usual = read(r#"{"content":"a","status":"pending","activeForm":"b"}"#);
+        let shuffled = read(r#"{"status":"pending","activeForm":"b","content":"a"}"#);
+        assert_eq!(usual, shuffled);
+        assert!(usual[1].is_some() && usual[2].is_some() && usual[3].is_some());
+        let null = read(r#"{"content":"a","status":"pending","activeForm":null}"#);
+        assert!(null[3].is_none() && null[1].is_some());
     }
 
     #[test]

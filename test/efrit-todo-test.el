@@ -290,6 +290,52 @@ other than the usual ones; a field that is not a string."
         (should (string-match-p "todos\\[1\\]\\.content" (cadr err))))
       (should (equal (mapcar #'length (efrit-todo-test-contents)) '(5000 4))))))
 
+;; A table's hash test may run Lisp: what that Lisp signals or throws
+;; while the module looks a key up is the caller's, as from any function.
+(define-hash-table-test 'efrit-todo-test-failing-test
+  (lambda (a b) (equal a b))
+  (lambda (key)
+    (when (equal key efrit-todo-test--failing-key)
+      (funcall efrit-todo-test--failure key))
+    (sxhash-equal key)))
+
+(defvar efrit-todo-test--failing-key nil
+  "The key whose hashing fails in `efrit-todo-test-failing-test' tables.")
+
+(defvar efrit-todo-test--failure nil
+  "Function called with the failing key; it signals or throws.")
+
+(defun efrit-todo-test--failing-table (&rest keys-and-values)
+  "Return a `efrit-todo-test-failing-test' table of KEYS-AND-VALUES."
+  (let ((table (make-hash-table :test 'efrit-todo-test-failing-test)))
+    (while keys-and-values
+      (puthash (pop keys-and-values) (pop keys-and-values) table))
+    table))
+
+(ert-deftest efrit-todo-test-lookup-exits-reach-the-caller ()
+  "A signal or throw from a table's hash test during a write is the caller's.
+The list is unchanged, and the next write works."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "Keep me" "in_progress" "activeForm" "Keeping"))
+    (let ((item (lambda ()
+                  (efrit-todo-test--failing-table
+                   "content" "Lose me" "status" "pending" "activeForm" "Losing"))))
+      (dolist (key '("todos" "status"))
+        (let ((efrit-todo-test--failing-key key)
+              (input (efrit-todo-test--failing-table "todos" (vector (funcall item)))))
+          ;; A signal.
+          (let ((efrit-todo-test--failure (lambda (key) (error "Cannot hash %s" key))))
+            (should (equal (cadr (should-error (efrit-todo-write input) :type 'error))
+                           (format "Cannot hash %s" key))))
+          ;; A throw.
+          (let ((efrit-todo-test--failure (lambda (key) (throw 'efrit-todo-test-thrown key))))
+            (should (equal (catch 'efrit-todo-test-thrown (efrit-todo-write input) 'not-thrown)
+                           key)))
+          (should (equal (efrit-todo-test-contents) '("Keep me")))))
+      ;; The same tables, hashing nothing that fails, are read as usual.
+      (efrit-todo-write (efrit-todo-test--failing-table "todos" (vector (funcall item))))
+      (should (equal (efrit-todo-test-contents) '("Lose me"))))))
+
 (ert-deftest efrit-todo-test-empty-list-is-valid ()
   "An empty todos array is a valid write that empties the list."
   (efrit-todo-test-with-session

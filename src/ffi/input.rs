@@ -2,6 +2,7 @@
 //! types of the pure modules.
 
 use super::errors::{guarded, invalid, valid};
+use super::raw::{Handle, Key as RawKey, Raw};
 use super::symbols::*;
 use crate::validate::{checked_name, Input, InvalidInput, Key, MAX_DEPTH, MERGE};
 use emacs::{defun, Env, Result, Value, Vector};
@@ -350,7 +351,20 @@ fn usual_item(env: &Env, element: Value) -> Result<Option<Input>> {
             return Ok(None);
         }
     }
-    Ok(SPARES.with(|spares| {
+    Ok(usual_fields(values, |value, buffer| {
+        value.copy_string_contents(buffer).ok()
+    }))
+}
+
+/// The item of the usual three fields whose VALUES (content, status,
+/// activeForm) READ copies into a buffer, their bytes returned; None when
+/// one is not a string that fits or is not UTF-8, and the item must be
+/// read in full.  The strings and the pair vector come from the spares.
+fn usual_fields<V: Copy>(
+    values: [V; USUAL_KEYS],
+    read: impl for<'b> Fn(V, &'b mut [u8]) -> Option<&'b [u8]>,
+) -> Option<Input> {
+    SPARES.with(|spares| {
         let mut spares = spares.borrow_mut();
         let mut fields = spares
             .pairs
@@ -359,17 +373,14 @@ fn usual_item(env: &Env, element: Value) -> Result<Option<Input>> {
         let Spares {
             buffer, strings, ..
         } = &mut *spares;
-        for (value, (name, _)) in values.iter().zip(keys) {
-            let text = value
-                .copy_string_contents(&mut buffer[..])
-                .ok()
-                .and_then(|bytes| std::str::from_utf8(bytes).ok());
+        for (value, name) in values.into_iter().zip(KNOWN_KEYS) {
+            let text =
+                read(value, &mut buffer[..]).and_then(|bytes| std::str::from_utf8(bytes).ok());
             match text {
                 Some(text) => fields.push((
                     Key::Borrowed(name),
                     Input::Str(owned_text(text, strings.pop())),
                 )),
-                // Not a string, too long or not UTF-8: read in full.
                 None => break,
             }
         }
@@ -379,6 +390,75 @@ fn usual_item(env: &Env, element: Value) -> Result<Option<Input>> {
             keep_spares(&mut spares, Input::Map(fields));
             None
         }
+    })
+}
+
+/// A todo_write's INPUT read through direct module calls (see raw.rs): a
+/// table of todos, a vector, and perhaps merge, as `tool_input' reads it.
+/// Its items of the usual three fields are read here, any other by
+/// `to_input'.  None when INPUT has another shape, for `tool_input'.
+pub(super) fn todo_write_input<'e>(raw: &Raw<'e>, input: Handle<'e>) -> Result<Option<Input>> {
+    if !raw.is_table(input) {
+        return Ok(None);
+    }
+    let count = raw.count(input)?;
+    if !(1..=2).contains(&count) {
+        return Ok(None);
+    }
+    let Some(todos) = raw.lookup(input, RawKey::Todos)? else {
+        return Ok(None);
+    };
+    let merge = match count {
+        1 => None,
+        _ => match raw.lookup(input, RawKey::Merge)? {
+            Some(merge) => Some(merge),
+            None => return Ok(None),
+        },
+    };
+    if !raw.is_vector(todos) {
+        return Ok(None);
+    }
+    let length = raw.vector_len(todos);
+    if length > MAX_ELEMENTS {
+        return Ok(None);
+    }
+    let mut items = Vec::with_capacity(length);
+    for i in 0..length {
+        let element = raw.element(todos, i);
+        let item = match raw_usual_item(raw, element)? {
+            Some(item) => item,
+            None => to_input(raw.env(), raw.value(element), 2)?,
+        };
+        items.push(item);
+    }
+    let mut pairs = pair_vec(1 + usize::from(merge.is_some()));
+    pairs.push((Key::Borrowed(TODOS_KEY), Input::Array(items)));
+    if let Some(merge) = merge {
+        pairs.push((
+            Key::Borrowed(MERGE),
+            to_input(raw.env(), raw.value(merge), 1)?,
+        ));
+    }
+    Ok(Some(Input::Map(pairs)))
+}
+
+/// `usual_item' through direct module calls.
+fn raw_usual_item<'e>(raw: &Raw<'e>, element: Handle<'e>) -> Result<Option<Input>> {
+    if !raw.is_table(element) || !raw.has_three(element)? {
+        return Ok(None);
+    }
+    let mut values = [element; USUAL_KEYS];
+    for (value, key) in values
+        .iter_mut()
+        .zip([RawKey::Content, RawKey::Status, RawKey::ActiveForm])
+    {
+        match raw.lookup(element, key)? {
+            Some(found) => *value = found,
+            None => return Ok(None),
+        }
+    }
+    Ok(usual_fields(values, |value, buffer| {
+        raw.text(value, buffer)
     }))
 }
 

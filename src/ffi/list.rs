@@ -3,9 +3,10 @@
 
 use super::cache::{session_name, with_existing};
 use super::errors::{checked, guarded, valid};
-use super::input::{count_arg, recycle, text_arg, to_input, tool_input};
+use super::input::{count_arg, recycle, text_arg, to_input, todo_write_input, tool_input};
 use super::options::{limits, options};
 use super::output::{item_plist, item_plist_in, items_list, json_to_lisp, lisp_text};
+use super::raw::{Handle, Raw};
 use super::symbols::*;
 use super::team::acting_agent;
 use crate::model::Status;
@@ -15,13 +16,31 @@ use crate::validate::{
 };
 use emacs::{defun, CallEnv, Env, IntoLisp, Result, Value};
 
+/// A todo_write's input, with the direct calls that read it when they
+/// can be made (see raw.rs).
+struct WriteInput<'e> {
+    value: Value<'e>,
+    direct: Option<(Raw<'e>, Handle<'e>)>,
+}
+
+impl<'e> WriteInput<'e> {
+    fn read(self, env: &'e Env) -> Result<Input> {
+        if let Some((raw, handle)) = &self.direct {
+            if let Some(input) = todo_write_input(raw, *handle)? {
+                return Ok(input);
+            }
+        }
+        valid(env, tool_input(env, self.value)?)
+    }
+}
+
 /// The todo_write tool for SESSION: validate INPUT, reconcile, return the
 /// result text.
 #[allow(clippy::too_many_arguments)]
 fn write<'e>(
     env: &'e Env,
     session: Value<'e>,
-    input: Value<'e>,
+    input: WriteInput<'e>,
     max_items: Value<'e>,
     max_content: Value<'e>,
     full_up_to: Value<'e>,
@@ -32,7 +51,7 @@ fn write<'e>(
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
-        let input = valid(env, tool_input(env, input)?)?;
+        let input = input.read(env)?;
         let mut options = options(env, max_items, max_content, full_up_to)?;
         graph_limits(env, &mut options.limits, max_description, max_blockers)?;
         let known_tools = match to_input(env, known_tools, 0)? {
@@ -546,7 +565,10 @@ pub(super) fn write_call(env: &CallEnv) -> Result<Value<'_>> {
     write(
         env,
         a(0),
-        a(1),
+        WriteInput {
+            value: a(1),
+            direct: Raw::of(env, 1),
+        },
         a(2),
         a(3),
         a(4),

@@ -26,6 +26,7 @@ mod input;
 mod list;
 mod options;
 mod output;
+mod raw;
 mod shared;
 mod storage;
 mod symbols;
@@ -59,6 +60,7 @@ fn init(env: &Env) -> Result<()> {
         .make_global_ref();
     let _ = ABSENT.set(absent);
     let _ = USUAL_COUNT.set(3.into_lisp(env)?.make_global_ref());
+    raw::init(env);
     register_optional(env)?;
     Ok(())
 }

@@ -255,7 +255,17 @@ every change and copies a value set from outside into the module.")
   "Non-nil while efrit-todo itself sets the Efrit compatibility variables.")
 
 (defvar efrit-todo-compat--mirror-session nil
-  "Session whose list `efrit-todo--current-todos' holds.")
+  "Session whose list `efrit-todo--current-todos' holds.
+Nil when the variable must be read afresh from the module; a write
+given the structs to update sets it to nil when it could not.")
+
+(defun efrit-todo-compat--mirror-of (session)
+  "Return `efrit-todo--current-todos' when it holds SESSION's current list.
+That is when SESSION is the current session and the variable was last
+set from its list; nil otherwise."
+  (and (equal session efrit-todo-compat--mirror-session)
+       (equal session (efrit-todo--session nil))
+       efrit-todo--current-todos))
 
 ;; The Efrit adapter's mode, in efrit-todo-efrit.el, which may not be loaded.
 (defvar efrit-todo-efrit-mode)

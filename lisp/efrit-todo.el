@@ -162,7 +162,7 @@ An error in one function is reported and does not stop the others.")
 (declare-function efrit-todo--module-write "efrit-todo-module"
                   (session input max-items max-content full-up-to
                            auto-complete known-tools
-                           &optional max-description max-blockers))
+                           &optional max-description max-blockers mirror))
 (declare-function efrit-todo--module-task-tool "efrit-todo-module"
                   (session tool input &optional max-items max-content full-up-to
                            max-description max-blockers))
@@ -284,6 +284,8 @@ the others."
           (error (efrit-todo--report-change-error function err)))))))
 
 (declare-function efrit-todo-compat--refresh-mirror "efrit-todo-compat" (session))
+(declare-function efrit-todo-compat--mirror-of "efrit-todo-compat" (session))
+(defvar efrit-todo-compat--mirror-session)
 
 (defun efrit-todo--changed (session)
   "Note that SESSION changed: refresh Efrit's variables, run the hook."
@@ -312,6 +314,9 @@ their ids; it lists the whole list only when items were added,
 restored, dropped or reordered.  SESSION defaults to
 `efrit-todo-current-session'."
   (let* ((session (efrit-todo--session session))
+         ;; Efrit's structs of this list, which the write brings up to
+         ;; date in place when it can: one module call fewer on every write.
+         (mirror (efrit-todo-compat--mirror-of session))
          (text (efrit-todo--changing session
                  (efrit-todo--module-write session input efrit-todo-max-items
                                            efrit-todo-max-content-length
@@ -319,8 +324,12 @@ restored, dropped or reordered.  SESSION defaults to
                                            efrit-todo-auto-complete
                                            efrit-todo-known-tools
                                            efrit-todo-max-description-length
-                                           efrit-todo-max-blockers))))
-    (efrit-todo--changed session)
+                                           efrit-todo-max-blockers
+                                           mirror))))
+    ;; The write cleared the mirror's session when it could not update it.
+    (if (and mirror (equal session efrit-todo-compat--mirror-session))
+        (efrit-todo--run-change-hook session)
+      (efrit-todo--changed session))
     text))
 
 ;;;; The Task tools

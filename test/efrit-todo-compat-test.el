@@ -494,6 +494,22 @@ and a write that changes one item reuses the other structs."
       (should (equal (efrit-todo-compat-test-statuses efrit-todo--current-todos)
                      '(completed in-progress todo))))))
 
+(ert-deftest efrit-todo-compat-test-variable-after-a-write-of-the-same-length ()
+  "A write that keeps the length but adds an item updates both variables.
+The item left out is dropped and the new one takes a new id: the
+structs show it, and `efrit-todo--counter' counts it."
+  (efrit-todo-test-with-session
+    (efrit-todo-test-write (efrit-todo-test-item "A" "completed")
+                           (efrit-todo-test-item "B" "in_progress"))
+    (should (= efrit-todo--counter 2))
+    (efrit-todo-test-write (efrit-todo-test-item "B" "in_progress" "id" "t2")
+                           (efrit-todo-test-item "C" "pending"))
+    (should (equal (efrit-todo-compat-test-ids efrit-todo--current-todos) '("t2" "t3")))
+    (should (equal (efrit-todo-compat-test-contents efrit-todo--current-todos) '("B" "C")))
+    (should (= efrit-todo--counter 3))
+    (should (equal efrit-todo--current-todos
+                   (efrit-todo--module-structs efrit-todo-current-session nil)))))
+
 (ert-deftest efrit-todo-compat-test-variable-untouched-by-failures-and-others ()
   "A failed write, or a write to another session, leaves the variable alone."
   (efrit-todo-test-with-session

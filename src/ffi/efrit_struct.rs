@@ -62,11 +62,10 @@ fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value
     guarded(env, || {
         let name = session_name(env, session)?;
         let registry = registry();
-        let items = registry
-            .get(&name)
-            .map(|s| s.items.as_slice())
-            .unwrap_or_default();
-        if let Some(list) = update_mirror(env, &name, items, old)? {
+        let session = registry.get(&name);
+        let items = session.map(|s| s.items.as_slice()).unwrap_or_default();
+        let counter = session.map_or(0, |s| s.ids.issued());
+        if let Some(list) = update_mirror(env, &name, items, counter, old)? {
             return Ok(list);
         }
         let (list, structs) = match update_structs(env, items, old)? {
@@ -79,7 +78,7 @@ fn structs<'e>(env: &'e Env, session: Value<'e>, old: Value<'e>) -> Result<Value
                 (env.list(&structs)?, structs)
             }
         };
-        remember_mirror(env, &name, items, list, &structs)?;
+        remember_mirror(env, &name, items, counter, list, &structs)?;
         Ok(list)
     })
 }
@@ -119,29 +118,45 @@ impl Shown {
 
 /// What `structs' last handed to `efrit-todo--current-todos': the session,
 /// the list, a Lisp vector of the same structs (reached by index rather
-/// than by walking the list), and what each struct shows.
+/// than by walking the list), what each struct shows, and the id counter
+/// the Lisp side set `efrit-todo--counter' to then.
 struct Mirror {
     session: String,
     list: emacs::GlobalRef,
     structs: emacs::GlobalRef,
     shown: Vec<Shown>,
+    counter: u64,
 }
 
 thread_local! {
     static MIRROR: std::cell::RefCell<Option<Mirror>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Brings OLD, the structs of SESSION's list, up to date after a write
+/// that changed it, when that takes no more than updating them in place;
+/// false when the list must be read afresh (`structs'), as when its length
+/// or id counter changed.  The Lisp side saves a call on every write.
+pub(super) fn refresh_after_write(env: &Env, session: &str, old: Value) -> Result<bool> {
+    let registry = registry();
+    let Some(list) = registry.get(session) else {
+        return Ok(false);
+    };
+    Ok(update_mirror(env, session, &list.items, list.ids.issued(), old)?.is_some())
+}
+
 /// Brings the structs of OLD up to ITEMS by touching only the items that
-/// changed, when OLD is the list `structs' last returned for SESSION and
-/// has as many items.  After a write of 1000 items that moved one along,
-/// that is two structs, not six slots of a thousand compared through the
-/// module API.  A struct Efrit changed in place with `setf' keeps its
-/// change until the module's item changes; the module's list is the truth
-/// and the next full rebuild shows it.
+/// changed, when OLD is the list `structs' last returned for SESSION, has
+/// as many items, and COUNTER is still the id counter shown.  After a
+/// write of 1000 items that moved one along, that is two structs, not six
+/// slots of a thousand compared through the module API.  A struct Efrit
+/// changed in place with `setf' keeps its change until the module's item
+/// changes; the module's list is the truth and the next full rebuild
+/// shows it.
 fn update_mirror<'e>(
     env: &'e Env,
     session: &str,
     items: &[Item],
+    counter: u64,
     old: Value<'e>,
 ) -> Result<Option<Value<'e>>> {
     MIRROR.with(|mirror| {
@@ -152,6 +167,7 @@ fn update_mirror<'e>(
         if items.is_empty()
             || mirror.session != session
             || mirror.shown.len() != items.len()
+            || mirror.counter != counter
             || mirror.list != old
         {
             return Ok(None);
@@ -195,11 +211,13 @@ fn update_mirror<'e>(
     })
 }
 
-/// Remembers LIST, made of STRUCTS showing ITEMS, as SESSION's mirror.
+/// Remembers LIST, made of STRUCTS showing ITEMS with id COUNTER, as
+/// SESSION's mirror.
 fn remember_mirror(
     env: &Env,
     session: &str,
     items: &[Item],
+    counter: u64,
     list: Value,
     structs: &[Value],
 ) -> Result<()> {
@@ -211,6 +229,7 @@ fn remember_mirror(
             list: list.make_global_ref(),
             structs: env.call(fn_vector, structs)?.make_global_ref(),
             shown: items.iter().map(Shown::of).collect(),
+            counter,
         })
     };
     let previous = MIRROR.with(|mirror| std::mem::replace(&mut *mirror.borrow_mut(), next));

@@ -2,6 +2,7 @@
 //! compatible calls.
 
 use super::cache::{session_name, with_existing};
+use super::efrit_struct::refresh_after_write;
 use super::errors::{checked, guarded, valid};
 use super::input::{count_arg, recycle, text_arg, to_input, todo_write_input, tool_input};
 use super::options::{limits, options};
@@ -48,6 +49,7 @@ fn write<'e>(
     known_tools: Value<'e>,
     max_description: Option<Value<'e>>,
     max_blockers: Option<Value<'e>>,
+    mirror: Option<Value<'e>>,
 ) -> Result<Value<'e>> {
     guarded(env, || {
         let session = session_name(env, session)?;
@@ -69,7 +71,16 @@ fn write<'e>(
                     .map(|outcome| outcome.text)
             });
         recycle(input);
-        lisp_text(env, &valid(env, text)?)
+        let text = valid(env, text)?;
+        // MIRROR is Efrit's structs of this list (`efrit-todo--current-todos'),
+        // brought up to date here when they can be; otherwise the Lisp side
+        // is told to read them afresh.
+        if let Some(old) = mirror.filter(Value::is_not_nil) {
+            if !refresh_after_write(env, &session, old)? {
+                env.call(fn_set, (var_mirror_session, ()))?;
+            }
+        }
+        lisp_text(env, &text)
     })
 }
 
@@ -576,6 +587,7 @@ pub(super) fn write_call(env: &CallEnv) -> Result<Value<'_>> {
         a(6),
         optional(env, 7),
         optional(env, 8),
+        optional(env, 9),
     )
 }
 

@@ -72,7 +72,7 @@ fn register_optional(env: &Env) -> Result<()> {
     let functions = [
         (
             "write",
-            emacs::lambda!(env, list::write_call, 7..9, "The todo_write tool for SESSION.\n\n(fn SESSION INPUT MAX-ITEMS MAX-CONTENT FULL-UP-TO AUTO-COMPLETE KNOWN-TOOLS &optional MAX-DESCRIPTION MAX-BLOCKERS)")?,
+            emacs::lambda!(env, list::write_call, 7..10, "The todo_write tool for SESSION.\n\n(fn SESSION INPUT MAX-ITEMS MAX-CONTENT FULL-UP-TO AUTO-COMPLETE KNOWN-TOOLS &optional MAX-DESCRIPTION MAX-BLOCKERS MIRROR)")?,
         ),
         (
             "task-tool",

@@ -69,6 +69,7 @@ emacs::use_symbols! {
     fn_set => "set"
     var_breaker_tripped => "efrit-todo--breaker-tripped"
     var_agent => "efrit-todo-agent"
+    var_mirror_session => "efrit-todo-compat--mirror-session"
     fn_symbol_value => "symbol-value"
     kw_agent => ":agent"
     kw_name => ":name"

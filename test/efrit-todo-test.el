@@ -273,6 +273,21 @@ other than the usual ones; a field that is not a string."
                    (efrit-todo-test-item "Go" "completed" "activeForm" ["Going"]))
                   :type 'efrit-todo-invalid-input)))
         (should (string-match-p "todos\\[0\\]\\.activeForm" (cadr err))))
+      ;; A longer list, then a shorter one, each item where another shape
+      ;; stood before.
+      (efrit-todo-test-write
+       (efrit-todo-test-item "One" "completed" "activeForm" "Doing one")
+       (efrit-todo-test-item "Two" "in_progress" "activeForm" "Doing two" "description" "Why")
+       (efrit-todo-test-item "Three" "pending" "activeForm" "Doing three"))
+      (should (equal (efrit-todo-test-contents) '("One" "Two" "Three")))
+      (should (equal (efrit-todo-test-field :active-form) '("Doing one" "Doing two" "Doing three")))
+      (should (equal (efrit-todo-test-field :description) '(nil "Why" nil)))
+      (efrit-todo-test-write
+       (efrit-todo-test-item "Uno" "completed" "activeForm" "Doing uno" "description" "Because")
+       (efrit-todo-test-item "Dos" "in_progress" "activeForm" "Doing dos"))
+      (should (equal (efrit-todo-test-contents) '("Uno" "Dos")))
+      (should (equal (efrit-todo-test-field :active-form) '("Doing uno" "Doing dos")))
+      (should (equal (efrit-todo-test-field :description) '("Because" nil)))
       ;; Texts longer than the module's read buffer, or not UTF-8, in an
       ;; item of the usual three keys.
       (let ((efrit-todo-max-content-length 10000))

@@ -26,6 +26,10 @@ fn text_or_input(env: &Env, value: Value, depth: usize) -> Result<Input> {
 struct Spares {
     strings: Vec<String>,
     pairs: Vec<Vec<(Key, Input)>>,
+    /// The items of the last todo_write, kept whole: the next one, most
+    /// often the same list with a status changed, is read into them in
+    /// place (`todo_write_input').
+    items: Vec<Input>,
     /// The buffer `short_text' reads into, here rather than in
     /// `STRING_BUFFER' so that a text read takes one thread-local.
     buffer: Vec<u8>,
@@ -46,6 +50,7 @@ thread_local! {
     static SPARES: std::cell::RefCell<Spares> = std::cell::RefCell::new(Spares {
         strings: Vec::new(),
         pairs: Vec::new(),
+        items: Vec::new(),
         buffer: vec![0; SHORT_STRING_BYTES],
     });
 }
@@ -80,6 +85,15 @@ fn pair_vec(capacity: usize) -> Vec<(Key, Input)> {
 pub(super) fn recycle(input: Input) {
     SPARES.with(|spares| {
         let mut spares = spares.borrow_mut();
+        let mut input = input;
+        if let Input::Map(pairs) = &mut input {
+            if let Some((_, Input::Array(items))) =
+                pairs.iter_mut().find(|(key, _)| key == TODOS_KEY)
+            {
+                let previous = std::mem::replace(&mut spares.items, std::mem::take(items));
+                keep_spares(&mut spares, Input::Array(previous));
+            }
+        }
         keep_spares(&mut spares, input);
     });
 }
@@ -422,14 +436,28 @@ pub(super) fn todo_write_input<'e>(raw: &Raw<'e>, input: Handle<'e>) -> Result<O
     if length > MAX_ELEMENTS {
         return Ok(None);
     }
-    let mut items = Vec::with_capacity(length);
+    let mut items = SPARES.with(|spares| std::mem::take(&mut spares.borrow_mut().items));
+    items.reserve(length.saturating_sub(items.len()));
     for i in 0..length {
         let element = raw.element(todos, i);
-        let item = match raw_usual_item(raw, element)? {
+        let values = raw_usual_values(raw, element)?;
+        if let (Some(values), Some(place)) = (values, items.get_mut(i)) {
+            if refill_usual(place, values, |value, buffer| raw.text(value, buffer)) {
+                continue;
+            }
+        }
+        let read = values.and_then(|values| usual_fields(values, |v, b| raw.text(v, b)));
+        let item = match read {
             Some(item) => item,
             None => to_input(raw.env(), raw.value(element), 2)?,
         };
-        items.push(item);
+        match items.get_mut(i) {
+            Some(place) => recycle(std::mem::replace(place, item)),
+            None => items.push(item),
+        }
+    }
+    if items.len() > length {
+        recycle(Input::Array(items.split_off(length)));
     }
     let mut pairs = pair_vec(1 + usize::from(merge.is_some()));
     pairs.push((Key::Borrowed(TODOS_KEY), Input::Array(items)));
@@ -442,8 +470,12 @@ pub(super) fn todo_write_input<'e>(raw: &Raw<'e>, input: Handle<'e>) -> Result<O
     Ok(Some(Input::Map(pairs)))
 }
 
-/// `usual_item' through direct module calls.
-fn raw_usual_item<'e>(raw: &Raw<'e>, element: Handle<'e>) -> Result<Option<Input>> {
+/// The content, status and activeForm of ELEMENT when it is a table of
+/// these three keys, through direct module calls; None otherwise.
+fn raw_usual_values<'e>(
+    raw: &Raw<'e>,
+    element: Handle<'e>,
+) -> Result<Option<[Handle<'e>; USUAL_KEYS]>> {
     if !raw.is_table(element) || !raw.has_three(element)? {
         return Ok(None);
     }
@@ -457,9 +489,46 @@ fn raw_usual_item<'e>(raw: &Raw<'e>, element: Handle<'e>) -> Result<Option<Input
             None => return Ok(None),
         }
     }
-    Ok(usual_fields(values, |value, buffer| {
-        raw.text(value, buffer)
-    }))
+    Ok(Some(values))
+}
+
+/// Reads VALUES, an item's content, status and activeForm (see
+/// `usual_fields'), into PLACE, an item of the usual three fields read
+/// before, reusing its strings; false when PLACE has another shape or a
+/// value is not a short UTF-8 string (PLACE may then hold some of the
+/// new texts: the caller replaces it).
+fn refill_usual<V: Copy>(
+    place: &mut Input,
+    values: [V; USUAL_KEYS],
+    read: impl for<'b> Fn(V, &'b mut [u8]) -> Option<&'b [u8]>,
+) -> bool {
+    let Input::Map(fields) = place else {
+        return false;
+    };
+    if fields.len() != USUAL_KEYS {
+        return false;
+    }
+    SPARES.with(|spares| {
+        let buffer = &mut spares.borrow_mut().buffer;
+        for ((key, field), (value, name)) in
+            fields.iter_mut().zip(values.into_iter().zip(KNOWN_KEYS))
+        {
+            let Input::Str(string) = field else {
+                return false;
+            };
+            if key != name {
+                return false;
+            }
+            match read(value, &mut buffer[..]).and_then(|bytes| std::str::from_utf8(bytes).ok()) {
+                Some(text) => {
+                    string.clear();
+                    string.push_str(text);
+                }
+                None => return false,
+            }
+        }
+        true
+    })
 }
 
 /// Walks a Lisp value into an `Input`.  Only Emacs failures are errors here;

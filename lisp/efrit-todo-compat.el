@@ -260,9 +260,9 @@ Nil when the variable must be read afresh from the module; a write
 given the structs to update sets it to nil when it could not.")
 
 (defun efrit-todo-compat--mirror-of (session)
-  "Return `efrit-todo--current-todos' when it holds SESSION's current list.
-That is when SESSION is the current session and the variable was last
-set from its list; nil otherwise."
+  "Return `efrit-todo--current-todos' if SESSION's list is in it, else nil.
+The list is in it when SESSION is the current session and the variable
+was last set from SESSION's list."
   (and (equal session efrit-todo-compat--mirror-session)
        (equal session (efrit-todo--session nil))
        efrit-todo--current-todos))

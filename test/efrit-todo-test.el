@@ -307,18 +307,18 @@ other than the usual ones; a field that is not a string."
 
 ;; A table's hash test may run Lisp: what that Lisp signals or throws
 ;; while the module looks a key up is the caller's, as from any function.
+(defvar efrit-todo-test--failing-key nil
+  "The key whose hashing fails in `efrit-todo-test-failing-test' tables.")
+
+(defvar efrit-todo-test--failure nil
+  "Function called with the failing key; it signals or throws.")
+
 (define-hash-table-test 'efrit-todo-test-failing-test
   (lambda (a b) (equal a b))
   (lambda (key)
     (when (equal key efrit-todo-test--failing-key)
       (funcall efrit-todo-test--failure key))
     (sxhash-equal key)))
-
-(defvar efrit-todo-test--failing-key nil
-  "The key whose hashing fails in `efrit-todo-test-failing-test' tables.")
-
-(defvar efrit-todo-test--failure nil
-  "Function called with the failing key; it signals or throws.")
 
 (defun efrit-todo-test--failing-table (&rest keys-and-values)
   "Return a `efrit-todo-test-failing-test' table of KEYS-AND-VALUES."

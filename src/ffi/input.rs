@@ -439,7 +439,10 @@ pub(super) fn todo_write_input<'e>(raw: &Raw<'e>, input: Handle<'e>) -> Result<O
     let mut items = SPARES.with(|spares| std::mem::take(&mut spares.borrow_mut().items));
     items.reserve(length.saturating_sub(items.len()));
     for i in 0..length {
-        let element = raw.element(todos, i);
+        let Some(element) = raw.element(todos, i) else {
+            recycle(Input::Array(items));
+            return Ok(None);
+        };
         let values = raw_usual_values(raw, element)?;
         if let (Some(values), Some(place)) = (values, items.get_mut(i)) {
             if refill_usual(place, values, |value, buffer| raw.text(value, buffer)) {

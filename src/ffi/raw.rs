@@ -257,9 +257,17 @@ impl<'e> Raw<'e> {
     /// The number of entries of TABLE, a hash table.
     pub(super) fn count(&self, table: Handle<'e>) -> Result<i64> {
         let count = self.funcall(self.constants.hash_table_count, [table.raw])?;
-        // SAFETY: `hash-table-count' returns a fixnum, which
-        // `extract_integer' reads without exiting.
-        Ok(unsafe { (self.functions.extract_integer)(self.raw, count) })
+        // SAFETY: as in `funcall'.  `hash-table-count' returns a fixnum,
+        // unless advice made it return something else, which
+        // `extract_integer' refuses with an exit, reported as any other.
+        unsafe {
+            let count = (self.functions.extract_integer)(self.raw, count);
+            if (self.functions.non_local_exit_check)(self.raw) == NO_EXIT {
+                Ok(count)
+            } else {
+                self.exit()
+            }
+        }
     }
 
     /// Whether TABLE, a hash table, has three entries.
@@ -288,17 +296,21 @@ impl<'e> Raw<'e> {
         usize::try_from(size).unwrap_or(0)
     }
 
-    /// Element I of VECTOR, a vector of more than I elements.
-    pub(super) fn element(&self, vector: Handle<'e>, i: usize) -> Handle<'e> {
-        let i = isize::try_from(i).unwrap_or(isize::MAX);
-        // SAFETY: `vec_get' does not exit for an index in range; should one
-        // be out of range, the exit is cleared and nil read instead.
+    /// Element I of VECTOR, a vector; None, with no exit left pending,
+    /// when it has no such element (a vector never shrinks, but this is
+    /// not the place to count on it).
+    pub(super) fn element(&self, vector: Handle<'e>, i: usize) -> Option<Handle<'e>> {
+        let i = isize::try_from(i).ok()?;
+        // SAFETY: as in `is'; an index out of range is `vec_get''s own
+        // exit, cleared here, and its value is never used.
         unsafe {
             let value = (self.functions.vec_get)(self.raw, vector.raw, i);
-            if (self.functions.non_local_exit_check)(self.raw) != NO_EXIT {
+            if (self.functions.non_local_exit_check)(self.raw) == NO_EXIT {
+                Some(self.handle(value))
+            } else {
                 (self.functions.non_local_exit_clear)(self.raw);
+                None
             }
-            self.handle(value)
         }
     }
 

@@ -781,23 +781,42 @@ pub fn task_updated_by(items: &[Item], task_id: &str, diff: &Diff, find: Option<
         return out;
     }
     let changed = diff.changed_id_set();
+    // The changed items in list order: through FIND when there is one (a
+    // TaskUpdate changes an item or two of what may be a long list), else
+    // by looking at every item.
+    let positions: Vec<usize> = match find {
+        Some(find) => {
+            let mut positions: Vec<usize> = changed
+                .iter()
+                .filter_map(|id| {
+                    find(id).filter(|&n| items.get(n).is_some_and(|item| item.id == *id))
+                })
+                .collect();
+            positions.sort_unstable();
+            positions.dedup();
+            positions
+        }
+        None => items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| changed.contains(item.id.as_str()))
+            .map(|(n, _)| n)
+            .collect(),
+    };
     // Only the blockers of the items shown are looked up.
     let index = if find.is_some() {
         Default::default()
     } else {
         graph::index_of_some(
             items,
-            items
+            positions
                 .iter()
-                .filter(|item| changed.contains(item.id.as_str()))
-                .flat_map(|item| item.blocked_by.iter().map(String::as_str)),
+                .flat_map(|&n| items[n].blocked_by.iter().map(String::as_str)),
         )
     };
     let mut shown = 0;
-    for (n, item) in items.iter().enumerate() {
-        if !changed.contains(item.id.as_str()) {
-            continue;
-        }
+    for &n in &positions {
+        let item = &items[n];
         shown += 1;
         if shown > MAX_NAMED {
             continue;

@@ -439,9 +439,10 @@ pub(super) fn todo_write_input<'e>(raw: &Raw<'e>, input: Handle<'e>) -> Result<O
     let mut items = SPARES.with(|spares| std::mem::take(&mut spares.borrow_mut().items));
     items.reserve(length.saturating_sub(items.len()));
     for i in 0..length {
+        // Never None (a vector's length is fixed), but not taken on trust.
         let Some(element) = raw.element(todos, i) else {
-            recycle(Input::Array(items));
-            return Ok(None);
+            items.truncate(i);
+            break;
         };
         let values = raw_usual_values(raw, element)?;
         if let (Some(values), Some(place)) = (values, items.get_mut(i)) {
@@ -461,6 +462,10 @@ pub(super) fn todo_write_input<'e>(raw: &Raw<'e>, input: Handle<'e>) -> Result<O
     }
     if items.len() > length {
         recycle(Input::Array(items.split_off(length)));
+    }
+    if items.len() < length {
+        recycle(Input::Array(items));
+        return Ok(None);
     }
     let mut pairs = pair_vec(1 + usize::from(merge.is_some()));
     pairs.push((Key::Borrowed(TODOS_KEY), Input::Array(items)));

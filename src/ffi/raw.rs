@@ -301,15 +301,15 @@ impl<'e> Raw<'e> {
     /// not the place to count on it).
     pub(super) fn element(&self, vector: Handle<'e>, i: usize) -> Option<Handle<'e>> {
         let i = isize::try_from(i).ok()?;
-        // SAFETY: as in `is'; an index out of range is `vec_get''s own
-        // exit, cleared here, and its value is never used.
+        // SAFETY: as in `is'.  A failed `vec_get' (an index out of range)
+        // returns no value, only its own exit, which is cleared here.
         unsafe {
             let value = (self.functions.vec_get)(self.raw, vector.raw, i);
-            if (self.functions.non_local_exit_check)(self.raw) == NO_EXIT {
-                Some(self.handle(value))
-            } else {
+            if value.is_null() {
                 (self.functions.non_local_exit_clear)(self.raw);
                 None
+            } else {
+                Some(self.handle(value))
             }
         }
     }

@@ -237,37 +237,37 @@ impl<'e> Raw<'e> {
         )
     }
 
+    /// VALUE, what the call just made returned, unless it left an exit
+    /// pending: then that exit, as the crate's error.
+    fn checked<T>(&self, value: T) -> Result<T> {
+        // SAFETY: as in `is'; `non_local_exit_check' only reads.
+        if unsafe { (self.functions.non_local_exit_check)(self.raw) } == NO_EXIT {
+            Ok(value)
+        } else {
+            self.exit()
+        }
+    }
+
     fn funcall<const N: usize>(
         &self,
         function: emacs_value,
         mut args: [emacs_value; N],
     ) -> Result<emacs_value> {
         // SAFETY: FUNCTION and ARGS are values of this call or global
-        // references; a non-local exit is looked at before the value is used.
-        unsafe {
-            let value = (self.functions.funcall)(self.raw, function, N as isize, args.as_mut_ptr());
-            if (self.functions.non_local_exit_check)(self.raw) == NO_EXIT {
-                Ok(value)
-            } else {
-                self.exit()
-            }
-        }
+        // references; the value is used only once no exit is pending.
+        let value =
+            unsafe { (self.functions.funcall)(self.raw, function, N as isize, args.as_mut_ptr()) };
+        self.checked(value)
     }
 
     /// The number of entries of TABLE, a hash table.
     pub(super) fn count(&self, table: Handle<'e>) -> Result<i64> {
         let count = self.funcall(self.constants.hash_table_count, [table.raw])?;
-        // SAFETY: as in `funcall'.  `hash-table-count' returns a fixnum,
-        // unless advice made it return something else, which
-        // `extract_integer' refuses with an exit, reported as any other.
-        unsafe {
-            let count = (self.functions.extract_integer)(self.raw, count);
-            if (self.functions.non_local_exit_check)(self.raw) == NO_EXIT {
-                Ok(count)
-            } else {
-                self.exit()
-            }
-        }
+        // SAFETY: as in `is'.  `hash-table-count' returns a fixnum, unless
+        // advice made it return something else, which `extract_integer'
+        // refuses with an exit, reported as any other.
+        let count = unsafe { (self.functions.extract_integer)(self.raw, count) };
+        self.checked(count)
     }
 
     /// Whether TABLE, a hash table, has three entries.

@@ -343,9 +343,9 @@ fn vector_to_input(env: &Env, elements: Vector, depth: usize) -> Result<Input> {
 /// ELEMENT read as a todo item the way Efrit's JSON makes nearly all of
 /// them: a table of exactly content, status and activeForm, each a short
 /// string.  None for anything else, which `to_input' then reads in full.
-/// This is the one path a write of many items takes for each of them, so
-/// it makes only the module calls it cannot do without and touches the
-/// spares once.
+/// A todo_write's table is read by `todo_write_input'; this is for the
+/// items of other vectors (a bare vector from a Lisp caller), with the
+/// module calls it cannot do without and the spares touched once.
 fn usual_item(env: &Env, element: Value) -> Result<Option<Input>> {
     let (Some(keys), Some(absent), Some(usual)) =
         (KNOWN_KEY_REFS.get(), ABSENT.get(), USUAL_COUNT.get())

@@ -1266,6 +1266,7 @@ mod parent_tests {
 mod graph_tests {
     use super::*;
     use crate::store::encode::encode;
+    use crate::store::test_support::texts_of_each;
     use serde_json::{json, Value as Json};
 
     #[test]
@@ -1331,13 +1332,7 @@ mod graph_tests {
         assert_eq!(other.peer_start("efrit").unwrap(), "efrit-2");
         // Saved again, both are recorded; the other Emacs's first.
         let again: Json = serde_json::from_slice(&encode("proj", &other)).unwrap();
-        let names: Vec<&str> = again["peers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["efrit-2", "efrit"]);
+        assert_eq!(texts_of_each(&again, "peers", "name"), ["efrit-2", "efrit"]);
         // A bad entry drops the part, with a warning; the list stays.
         json["peers"][0]["holder"] = json!("a\nb");
         let decoded = decode_as(

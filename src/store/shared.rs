@@ -250,7 +250,7 @@ mod tests {
     use crate::session::Session;
     use crate::store::encode::encode;
     use crate::store::shared_read::{share, unshare};
-    use crate::store::test_support::{json_of, temp_dir};
+    use crate::store::test_support::{json_of, temp_dir, texts_of_each};
     use crate::store::{save_now, take_warnings, write_atomic, LOCK_FILE};
     use crate::validate::Limits;
     use serde_json::json;
@@ -452,23 +452,17 @@ mod tests {
         assert_eq!(add(&name, &dir, "after"), "t4", "no id is issued twice");
         let file = file_path(&dir, &name);
         let saved = json_of(&file);
-        let saved_contents: Vec<&str> = saved["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["content"].as_str().unwrap())
-            .collect();
-        assert_eq!(saved_contents, ["fresh", "after"]);
+        assert_eq!(
+            texts_of_each(&saved, "items", "content"),
+            ["fresh", "after"]
+        );
         assert!(saved["generation"].as_u64().unwrap() > 3);
         assert!(saved["id_counter"].as_u64().unwrap() >= 4);
         let kept = dir.join(format!("{}.conflict", file_name(&name)));
-        let kept_contents: Vec<String> = json_of(&kept)["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["content"].as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(kept_contents, ["one", "two", "three"]);
+        assert_eq!(
+            texts_of_each(&json_of(&kept), "items", "content"),
+            ["one", "two", "three"]
+        );
         // The same save put back under a new identity (a copy, a touch)
         // holds nothing new: no copy is kept for it.
         let same = fs::read(&file).unwrap();

@@ -69,3 +69,14 @@ pub(super) fn failures_of(session: &str, errors: Vec<String>) -> Vec<String> {
 pub(super) fn json_of(path: &Path) -> Json {
     serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
 }
+
+/// The text of FIELD in each element of the array at KEY of JSON, as a
+/// saved file holds them (each item's content, each peer's name).
+pub(super) fn texts_of_each(json: &Json, key: &str, field: &str) -> Vec<String> {
+    json[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|element| element[field].as_str().unwrap().to_string())
+        .collect()
+}

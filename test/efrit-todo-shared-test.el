@@ -25,51 +25,21 @@
        (efrit-todo-flush)
        (delete-directory ,var t))))
 
-(defvar efrit-todo-shared-test--home nil
-  "The HOME of the child Emacsen, made on first use: never the user's.")
-
-(defun efrit-todo-shared-test--child-home ()
-  "Return the child Emacsen's HOME, a directory deleted when Emacs exits."
-  (unless efrit-todo-shared-test--home
-    (setq efrit-todo-shared-test--home (make-temp-file "efrit-todo-shared-home" t))
-    (add-hook 'kill-emacs-hook
-              (lambda () (delete-directory efrit-todo-shared-test--home t))))
-  efrit-todo-shared-test--home)
-
-(defmacro efrit-todo-shared-test--as-child (&rest body)
-  "Run BODY with the HOME of child Emacsen set to one not the user's."
-  (declare (indent 0) (debug t))
-  `(let ((process-environment (cons (concat "HOME=" (efrit-todo-shared-test--child-home))
-                                    process-environment)))
-     ,@body))
-
-(defun efrit-todo-shared-test--child-command (program &rest args)
-  "The command line of a batch Emacs running PROGRAM with ARGS after it.
-Native compilation makes no trampolines there: a child that redefines
-a primitive would otherwise compile one into its HOME."
-  (append (list (expand-file-name invocation-name invocation-directory)
-                "-Q" "--batch"
-                "--eval" "(setq comp-enable-subr-trampolines nil native-comp-enable-subr-trampolines nil)"
-                "-L" (file-name-directory (locate-library "efrit-todo"))
-                "-l" "efrit-todo"
-                "--eval" (prin1-to-string program))
-          args))
-
 (defun efrit-todo-shared-test--run (program &rest args)
   "Run PROGRAM with ARGS in a batch Emacs to its end; return its output."
   (with-temp-buffer
-    (let ((status (efrit-todo-shared-test--as-child
+    (let ((status (efrit-todo-test-as-child
                     (apply #'call-process
-                           (car (apply #'efrit-todo-shared-test--child-command program args))
+                           (car (apply #'efrit-todo-test-child-command program args))
                            nil t nil
-                           (cdr (apply #'efrit-todo-shared-test--child-command program args))))))
+                           (cdr (apply #'efrit-todo-test-child-command program args))))))
       (unless (eql status 0)
         (ert-fail (format "child Emacs exited with %s: %s" status (buffer-string))))
       (buffer-string))))
 
 (defun efrit-todo-shared-test--spawn (name program &rest args)
   "Start a batch Emacs named NAME running PROGRAM with ARGS."
-  (efrit-todo-shared-test--as-child
+  (efrit-todo-test-as-child
     (make-process
      :name name
      :buffer (generate-new-buffer (format " *%s*" name))
@@ -78,7 +48,7 @@ a primitive would otherwise compile one into its HOME."
      :sentinel (lambda (process _event)
                  (when (memq (process-status process) '(exit signal))
                    (process-put process 'ended t)))
-     :command (apply #'efrit-todo-shared-test--child-command program args))))
+     :command (apply #'efrit-todo-test-child-command program args))))
 
 (defun efrit-todo-shared-test--output (process)
   "What PROCESS has written so far."
@@ -93,6 +63,14 @@ Output of PROCESSES is read meanwhile."
         (ert-fail (format "timed out waiting for %s; output: %S" what
                           (mapcar #'efrit-todo-shared-test--output processes))))
       (accept-process-output nil 0.05))))
+
+(defun efrit-todo-shared-test--wait-for-output (process regexp what)
+  "Wait up to 30 seconds for PROCESS to write a match for REGEXP.
+Fail naming WHAT."
+  (efrit-todo-shared-test--wait
+   (list process)
+   (lambda () (string-match-p regexp (efrit-todo-shared-test--output process)))
+   30 what))
 
 (defun efrit-todo-shared-test--created (output tag)
   "Return the ids child TAG created by its OUTPUT, in order, as (ID . SUBJECT)."
@@ -276,10 +254,7 @@ the child is killed, its name is free again."
                    "efrit-todo-running-command" efrit-todo-shared-test--running-command dir list)))
       (unwind-protect
           (progn
-            (efrit-todo-shared-test--wait
-             (list child)
-             (lambda () (string-match-p "RUNNING<efrit>" (efrit-todo-shared-test--output child)))
-             30 "the child's command")
+            (efrit-todo-shared-test--wait-for-output child "RUNNING<efrit>" "the child's command")
             (efrit-todo-share-list list)
             (let ((mine (efrit-todo-agent-start "efrit" list t)))
               (should (equal mine "efrit-2"))
@@ -428,10 +403,7 @@ Once the holder is killed, its lock is free at once."
                                                    dir list)))
         (unwind-protect
             (progn
-              (efrit-todo-shared-test--wait
-               (list holder)
-               (lambda () (string-match-p "holding" (efrit-todo-shared-test--output holder)))
-               30 "the holder")
+              (efrit-todo-shared-test--wait-for-output holder "holding" "the holder")
               (let* ((started (float-time))
                      (err (should-error (efrit-todo-task-create '(:subject "Refused") list)
                                         :type 'efrit-todo-storage-error)))
@@ -479,10 +451,7 @@ The message names the key that stops the wait, and goes once the lock is had."
                                                    dir list "1.5")))
         (unwind-protect
             (progn
-              (efrit-todo-shared-test--wait
-               (list holder)
-               (lambda () (string-match-p "holding" (efrit-todo-shared-test--output holder)))
-               30 "the holder")
+              (efrit-todo-shared-test--wait-for-output holder "holding" "the holder")
               (let ((started (float-time)))
                 (cl-letf (((symbol-function 'message)
                            (lambda (fmt &rest args)

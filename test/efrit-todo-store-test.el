@@ -20,6 +20,7 @@
 (require 'json)
 (require 'subr-x)
 (require 'efrit-todo)
+(require 'efrit-todo-test-helpers)
 
 ;;;; Helpers
 
@@ -723,19 +724,16 @@ Return its file name."
 
 (defun efrit-todo-store-test--spawn (name program &rest args)
   "Start a batch Emacs named NAME running PROGRAM with ARGS after it.
-Its end is marked by `efrit-todo-store-test--note-end'."
-  (make-process
-   :name name
-   :buffer (generate-new-buffer (format " *%s*" name))
-   :connection-type 'pipe
-   :noquery t
-   :sentinel #'efrit-todo-store-test--note-end
-   :command (append (list (expand-file-name invocation-name invocation-directory)
-                          "-Q" "--batch"
-                          "-L" (file-name-directory (locate-library "efrit-todo"))
-                          "-l" "efrit-todo"
-                          "--eval" (prin1-to-string program))
-                    args)))
+It runs with a HOME of its own (`efrit-todo-test-as-child'); its end is
+marked by `efrit-todo-store-test--note-end'."
+  (efrit-todo-test-as-child
+    (make-process
+     :name name
+     :buffer (generate-new-buffer (format " *%s*" name))
+     :connection-type 'pipe
+     :noquery t
+     :sentinel #'efrit-todo-store-test--note-end
+     :command (apply #'efrit-todo-test-child-command program args))))
 
 (defun efrit-todo-store-test--wait (process predicate seconds what)
   "Wait up to SECONDS for PREDICATE on PROCESS's output; fail naming WHAT."

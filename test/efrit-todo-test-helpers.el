@@ -112,6 +112,38 @@ Only when persistence exists; otherwise BODY runs as it is."
            (delete-directory efrit-todo-state-directory t)))
      ,@body))
 
+;;;; Child Emacsen
+
+(defvar efrit-todo-test--child-home-directory nil
+  "The HOME of the child Emacsen, made on first use: never the user's.")
+
+(defun efrit-todo-test-child-home ()
+  "Return the child Emacsen's HOME, a directory deleted when Emacs exits."
+  (unless efrit-todo-test--child-home-directory
+    (setq efrit-todo-test--child-home-directory (make-temp-file "efrit-todo-child-home" t))
+    (add-hook 'kill-emacs-hook
+              (lambda () (delete-directory efrit-todo-test--child-home-directory t))))
+  efrit-todo-test--child-home-directory)
+
+(defmacro efrit-todo-test-as-child (&rest body)
+  "Run BODY with the HOME of child Emacsen set to one not the user's."
+  (declare (indent 0) (debug t))
+  `(let ((process-environment (cons (concat "HOME=" (efrit-todo-test-child-home))
+                                    process-environment)))
+     ,@body))
+
+(defun efrit-todo-test-child-command (program &rest args)
+  "The command line of a batch Emacs running PROGRAM with ARGS after it.
+Native compilation makes no trampolines there: a child that redefines
+a primitive would otherwise compile one into its HOME."
+  (append (list (expand-file-name invocation-name invocation-directory)
+                "-Q" "--batch"
+                "--eval" "(setq comp-enable-subr-trampolines nil native-comp-enable-subr-trampolines nil)"
+                "-L" (file-name-directory (locate-library "efrit-todo"))
+                "-l" "efrit-todo"
+                "--eval" (prin1-to-string program))
+          args))
+
 (provide 'efrit-todo-test-helpers)
 
 ;;; efrit-todo-test-helpers.el ends here
